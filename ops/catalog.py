@@ -1,0 +1,86 @@
+"""The ops of the suite, each declared once. Variants are generated from these."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from .contract import Args, OpContract, none_for_scalars
+
+L2NORM_EPS = 1e-6
+
+
+def _save_nothing(ctx: Any, inputs: Args, output: Tensor) -> None:
+    pass
+
+
+def _noop_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) -> tuple[Tensor | None, ...]:
+    return (grad,)
+
+
+def _muladd_save(ctx: Any, inputs: Args, output: Tensor) -> None:
+    a, b, _ = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _muladd_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) -> tuple[Tensor | None, ...]:
+    a, b = ctx.saved_tensors
+    return grad * b, grad * a, grad
+
+
+def _l2norm_save(ctx: Any, inputs: Args, output: Tensor) -> None:
+    x, eps = inputs
+    ctx.save_for_backward(x)
+    ctx.eps = eps
+
+
+def _l2norm_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) -> tuple[Tensor | None, ...]:
+    assert bwd is not None, "l2norm's backward needs its backward kernel"
+    (x,) = ctx.saved_tensors
+    return none_for_scalars(L2NORM, [bwd(grad, x, ctx.eps)])
+
+
+def _l2norm_reference(x: Tensor, eps: float) -> Tensor:
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+
+
+NOOP = OpContract(
+    name="noop",
+    tensor_args=("x",),
+    scalars=(),
+    differentiable=("x",),
+    reference=lambda x: x.clone(),
+    save=_save_nothing,
+    backward=_noop_backward,
+    boundary_shape=(4, 32),
+    description="allocate the output and copy the input: pure boundary cost",
+)
+
+MULADD = OpContract(
+    name="muladd",
+    tensor_args=("a", "b", "c"),
+    scalars=(),
+    differentiable=("a", "b", "c"),
+    reference=lambda a, b, c: a * b + c,
+    save=_muladd_save,
+    backward=_muladd_backward,
+    boundary_shape=(4, 32),
+    description="elementwise a * b + c",
+)
+
+L2NORM = OpContract(
+    name="l2norm",
+    tensor_args=("x",),
+    scalars=(L2NORM_EPS,),
+    differentiable=("x",),
+    reference=_l2norm_reference,
+    save=_l2norm_save,
+    backward=_l2norm_backward,
+    backward_op="l2norm_backward",
+    boundary_shape=(4, 32),
+    description="row-wise L2 normalisation, forward and backward kernels",
+)
+
+OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM)}

@@ -1,0 +1,96 @@
+"""The op contract: everything the variant factory needs to know about one op.
+
+An op is declared once (ops/catalog.py): its schema lives in C++
+(ops/csrc/schemas.h) and is read back from the dispatcher, its kernels are the
+shared CPU/CUDA kernels behind the pybind launchers, and this contract adds the
+Python half: fake, saved tensors, backward formula, fp64 reference and inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import Tensor
+
+Args = tuple[Any, ...]
+# A backward formula receives the autograd ctx, the incoming gradient and the
+# backward kernel of the variant's own flavour (raw launcher, registered op...).
+BackwardFn = Callable[[Any, Tensor, Callable[..., Tensor] | None], tuple[Tensor | None, ...]]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How to build one set of inputs for an op."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    device: str = "cpu"
+    requires_grad: bool = False
+    layout: str = "compact"  # "compact" | "permuted" (dense, t().contiguous().t())
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class OpContract:
+    name: str
+    # Names of the tensor arguments, in schema order; scalars come from `scalars`.
+    tensor_args: tuple[str, ...]
+    scalars: tuple[Any, ...]
+    # Which tensor arguments receive gradients.
+    differentiable: tuple[str, ...]
+    reference: Callable[..., Tensor]
+    save: Callable[[Any, Args, Tensor], None]
+    backward: BackwardFn
+    # The backward kernel's op name (C++ schema) when the formula needs one.
+    backward_op: str | None = None
+    boundary_shape: tuple[int, ...] = (4, 32)
+    description: str = ""
+    input_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def make_inputs(self, spec: InputSpec) -> Args:
+        """Random inputs: tensors in schema order, then scalars."""
+        gen = torch.Generator().manual_seed(spec.seed)
+        tensors = []
+        for i, arg in enumerate(self.tensor_args):
+            t = torch.randn(spec.shape, generator=gen, dtype=torch.float64).to(spec.dtype)
+            if spec.layout == "permuted":
+                if t.dim() != 2:
+                    raise ValueError("permuted layout needs 2-D inputs")
+                t = t.t().contiguous().t()  # same values, column-major strides
+            elif spec.layout != "compact":
+                raise ValueError(f"unknown layout {spec.layout!r}")
+            t = t.to(spec.device)
+            if spec.requires_grad and arg in self.differentiable:
+                t.requires_grad_(True)
+            tensors.append(t)
+        return (*tensors, *self.scalars)
+
+    def tensors_of(self, args: Args) -> list[Tensor]:
+        return [a for a in args[: len(self.tensor_args)]]
+
+    def grad_inputs(self, args: Args) -> list[Tensor]:
+        return [a for a, n in zip(args, self.tensor_args) if n in self.differentiable and a.requires_grad]
+
+    def fake(self, *args: Any) -> Tensor:
+        """Metadata-only output: contiguous, shaped like the first tensor."""
+        tensors = self.tensors_of(args)
+        first = tensors[0]
+        for other in tensors[1:]:
+            torch._check(other.shape == first.shape, lambda: f"{self.name}: mismatched shapes")
+            torch._check(other.dtype == first.dtype, lambda: f"{self.name}: different dtypes")
+            torch._check(other.device == first.device, lambda: f"{self.name}: different devices")
+        return first.new_empty(first.shape)
+
+    def reference_fp64(self, args: Args) -> Tensor:
+        tensors = [t.detach().to(torch.float64) for t in self.tensors_of(args)]
+        return self.reference(*tensors, *args[len(self.tensor_args):])
+
+
+def backward_fake(grad: Tensor, x: Tensor, *_: Any) -> Tensor:
+    return x.new_empty(x.shape)
+
+
+def none_for_scalars(contract: OpContract, grads: Sequence[Tensor | None]) -> tuple[Tensor | None, ...]:
+    return (*grads, *([None] * len(contract.scalars)))

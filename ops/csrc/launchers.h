@@ -1,0 +1,19 @@
+// ATen-level launchers: validate, allocate the output contiguously, pick the
+// device's current stream under a device guard, and call the shared kernel.
+// The pybind `raw` variant calls these directly; the TORCH_LIBRARY ops
+// register them as their CPU and CUDA kernels.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace dbench {
+
+at::Tensor noop(const at::Tensor& x);
+at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
+at::Tensor l2norm(const at::Tensor& x, double eps);
+at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps);
+
+// True when this build carries CUDA kernels.
+bool has_cuda_kernels();
+
+}  // namespace dbench

@@ -1,0 +1,26 @@
+// CPU-only builds: the CUDA entry points exist but report that no CUDA
+// kernels were compiled, so callers raise a clear error instead of linking
+// conditionally.
+#include "kernels.h"
+
+namespace dbench::kernels {
+
+namespace {
+constexpr int kNotBuilt = -1;
+}
+
+bool cuda_kernels_available() { return false; }
+int noop_cuda(DType, const void*, void*, int64_t, void*, IndexWidth) { return kNotBuilt; }
+int muladd_cuda(DType, const void*, const void*, const void*, void*, int64_t, void*, IndexWidth) {
+  return kNotBuilt;
+}
+int l2norm_fwd_cuda(DType, const void*, void*, int64_t, int64_t, double, void*, IndexWidth) {
+  return kNotBuilt;
+}
+int l2norm_bwd_cuda(DType, const void*, const void*, void*, int64_t, int64_t, double, void*,
+                    IndexWidth) {
+  return kNotBuilt;
+}
+const char* cuda_error_string(int) { return "this build of dbench has no CUDA kernels"; }
+
+}  // namespace dbench::kernels

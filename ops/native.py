@@ -1,0 +1,73 @@
+"""Locate and load the native libraries built by the top-level CMakeLists.txt."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def build_dir() -> Path:
+    """The CMake build directory (override with DBENCH_BUILD_DIR)."""
+    return Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
+
+
+class NativeBuildMissing(RuntimeError):
+    pass
+
+
+def _lib_path(name: str) -> Path:
+    path = build_dir() / "lib" / name
+    if not path.exists():
+        raise NativeBuildMissing(
+            f"{path} not found: build the native libraries first "
+            f"(bash scripts/setup.sh, or cmake -S . -B build && cmake --build build)"
+        )
+    return path
+
+
+@functools.cache
+def raw() -> ModuleType:
+    """The pybind11 module of launchers (variant `raw`)."""
+    lib_dir = build_dir() / "lib"
+    candidates = sorted(lib_dir.glob("_dbench_raw*.so")) if lib_dir.exists() else []
+    if not candidates:
+        _lib_path("_dbench_raw.so")  # raises with the build hint
+    spec = importlib.util.spec_from_file_location("_dbench_raw", candidates[0])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.cache
+def load_cpp_ops() -> None:
+    """TORCH_LIBRARY ops: torch.ops.dbench.* (variants cpp, cpp_autograd)."""
+    torch.ops.load_library(str(_lib_path("libdbench_ops.so")))
+
+
+STABLE_MIN_TORCH = (2, 10)
+
+
+def torch_version() -> tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+@functools.cache
+def load_stable_ops() -> bool:
+    """STABLE_TORCH_LIBRARY ops: torch.ops.dbench_stable.* (variant stable)."""
+    if torch_version() < STABLE_MIN_TORCH:
+        return False
+    torch.ops.load_library(str(_lib_path("libdbench_stable.so")))
+    return True
+
+
+def has_cuda_kernels() -> bool:
+    return bool(raw().has_cuda_kernels())

@@ -1,0 +1,163 @@
+"""Variant `triton_op`: the ops as Triton kernels behind torch.library.triton_op.
+
+GPU only. Triton kernels are the same algorithms as the CUDA kernels; the op
+is registered with triton_op + wrap_triton so torch.compile can trace inside,
+and made differentiable with register_autograd.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from .contract import OpContract
+
+NS = "dbench_triton_op"
+BLOCK = 1024
+MAX_L2NORM_COLS = 16384  # one program holds a whole row
+
+
+def triton_unavailable_reason(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return "triton_op runs on CUDA devices only"
+    if not torch.cuda.is_available():
+        return "CUDA is not available"
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed"
+    return None
+
+
+def check_inputs(op: str, names: tuple[str, ...], tensors: tuple[Tensor, ...]) -> None:
+    """The same input contract as the C++ launchers, with the same messages."""
+    first_name, first = names[0], tensors[0]
+    for name, t in zip(names, tensors):
+        if t.layout != torch.strided:
+            raise RuntimeError(f"{op}: argument '{name}' has unsupported layout {t.layout} (only strided tensors are supported)")
+        if t.dtype not in (torch.float32, torch.float64):
+            raise RuntimeError(f"{op}: argument '{name}' has unsupported dtype {t.dtype} (expected float32 or float64)")
+        if t.device != first.device:
+            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' are on different devices ({first.device} vs {t.device})")
+        if t.dtype != first.dtype:
+            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have different dtypes ({first.dtype} vs {t.dtype})")
+        if t.shape != first.shape:
+            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have mismatched shapes {list(first.shape)} vs {list(t.shape)}")
+
+
+@functools.cache
+def _kernels() -> dict[str, Any]:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    @triton.jit
+    def muladd_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        a = tl.load(a_ptr + offs, mask=mask)
+        b = tl.load(b_ptr + offs, mask=mask)
+        c = tl.load(c_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, a * b + c, mask=mask)
+
+    @triton.jit
+    def l2norm_fwd_kernel(x_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK)
+        mask = offs < cols
+        x = tl.load(x_ptr + row * cols + offs, mask=mask, other=0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) + eps)
+        tl.store(y_ptr + row * cols + offs, x * rstd, mask=mask)
+
+    @triton.jit
+    def l2norm_bwd_kernel(g_ptr, x_ptr, gx_ptr, cols, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        offs = tl.arange(0, BLOCK)
+        mask = offs < cols
+        x = tl.load(x_ptr + row * cols + offs, mask=mask, other=0.0)
+        g = tl.load(g_ptr + row * cols + offs, mask=mask, other=0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) + eps)
+        dot = tl.sum(g * x, axis=0) * rstd
+        tl.store(gx_ptr + row * cols + offs, rstd * (g - x * rstd * dot), mask=mask)
+
+    return {
+        "triton": triton,
+        "noop": copy_kernel,
+        "muladd": muladd_kernel,
+        "l2norm": l2norm_fwd_kernel,
+        "l2norm_backward": l2norm_bwd_kernel,
+    }
+
+
+def _elementwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
+    def launch(*tensors: Tensor) -> Tensor:
+        k = _kernels()
+        check_inputs(f"{NS}::{op_name}", arg_names, tensors)
+        tensors = tuple(t.contiguous() for t in tensors)
+        out = torch.empty(tensors[0].shape, dtype=tensors[0].dtype, device=tensors[0].device)
+        n = out.numel()
+        if n == 0:
+            return out
+        with torch.cuda.device(out.device):
+            grid = (k["triton"].cdiv(n, BLOCK),)
+            torch.library.wrap_triton(k[op_name])[grid](*tensors, out, n, BLOCK=BLOCK)
+        return out
+
+    return launch
+
+
+def _rowwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
+    def launch(*args: Any) -> Tensor:
+        k = _kernels()
+        tensors, eps = tuple(args[:-1]), float(args[-1])
+        qualified = f"{NS}::{op_name}"
+        check_inputs(qualified, arg_names, tensors)
+        x = tensors[-1]
+        if x.dim() < 1:
+            raise RuntimeError(f"{qualified}: expected a tensor with at least 1 dimension, got a scalar")
+        if eps <= 0:
+            raise RuntimeError(f"{qualified}: eps must be positive, got {eps}")
+        cols = x.shape[-1]
+        if cols > MAX_L2NORM_COLS:
+            raise RuntimeError(f"{qualified}: rows longer than {MAX_L2NORM_COLS} elements are not supported by the Triton kernel")
+        tensors = tuple(t.contiguous() for t in tensors)
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        if out.numel() == 0:
+            return out
+        rows = out.numel() // cols
+        block = k["triton"].next_power_of_2(cols)
+        with torch.cuda.device(out.device):
+            torch.library.wrap_triton(k[op_name])[(rows,)](*tensors, out, cols, eps, BLOCK=block)
+        return out
+
+    return launch
+
+
+def triton_flavour(contract: OpContract) -> Any:
+    from .variants import Flavour, _registered_backward, _signature
+
+    launchers = {
+        "noop": lambda: _elementwise("noop", contract.tensor_args),
+        "muladd": lambda: _elementwise("muladd", contract.tensor_args),
+        "l2norm": lambda: _rowwise("l2norm", contract.tensor_args),
+    }
+    fwd = torch.library.triton_op(
+        f"{NS}::{contract.name}", launchers[contract.name](), mutates_args=(), schema=_signature(contract.name)
+    )
+    bwd = None
+    if contract.backward_op:
+        bwd = torch.library.triton_op(
+            f"{NS}::{contract.backward_op}",
+            _rowwise(contract.backward_op, ("grad", "x")),
+            mutates_args=(),
+            schema=_signature(contract.backward_op),
+        )
+    fwd.register_autograd(_registered_backward(contract, bwd), setup_context=contract.save)
+    return Flavour(fwd, bwd)

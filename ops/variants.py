@@ -1,0 +1,319 @@
+"""Variant factory: every way of exposing an op to PyTorch, generated from its contract.
+
+A *flavour* is one registration mechanism applied to an op's forward and
+backward kernels (raw launcher, torch.library define/impl, custom_op, the C++
+TORCH_LIBRARY op, the stable-ABI op, triton_op). A *variant* is what a caller
+invokes: a flavour's forward op directly, or wrapped in autograd (an
+autograd.Function, register_autograd, an Autograd-key kernel), or nested
+inside another registered op. Adding a variant is one entry in VARIANT_SPECS.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from . import native
+from .catalog import OPS
+from .contract import OpContract, backward_fake
+
+
+class Mode(str, Enum):
+    INFERENCE = "inference"
+    FWD_REQUIRES_GRAD = "fwd_requires_grad"
+    FWD_BWD = "fwd_bwd"
+
+
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+
+OpFn = Callable[..., Tensor]
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """One registration mechanism applied to an op's forward and backward."""
+
+    fwd: OpFn
+    bwd: OpFn | None
+
+
+# ---------------------------------------------------------------------------
+# Schemas come from the C++ declaration (ops/csrc/schemas.h).
+
+
+def _signature(op_name: str) -> str:
+    native.load_cpp_ops()
+    schema = str(getattr(torch.ops.dbench, op_name).default._schema)
+    return schema[schema.index("(") :]
+
+
+def _op_names(contract: OpContract) -> list[str]:
+    return [contract.name] + ([contract.backward_op] if contract.backward_op else [])
+
+
+def _fake_for(contract: OpContract, op_name: str) -> Callable[..., Tensor]:
+    return contract.fake if op_name == contract.name else backward_fake
+
+
+def _raw_launcher(op_name: str) -> OpFn:
+    return getattr(native.raw(), op_name)
+
+
+# ---------------------------------------------------------------------------
+# Flavours. Each is built once per op and process (registrations are global).
+
+_LIBRARIES: list[torch.library.Library] = []  # keep Python-defined ops alive
+
+
+def _library(ns: str) -> torch.library.Library:
+    lib = torch.library.Library(ns, "FRAGMENT")
+    _LIBRARIES.append(lib)
+    return lib
+
+
+def _define_impl(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> Flavour:
+    """torch.library define + per-key impl (CPU and CUDA) + register_fake."""
+    lib = _library(ns)
+    ops: dict[str, OpFn] = {}
+    for op_name in _op_names(contract):
+        lib.define(op_name + _signature(op_name))
+        for key in ("CPU", "CUDA"):
+            lib.impl(op_name, impls(op_name), key)
+        torch.library.register_fake(f"{ns}::{op_name}", _fake_for(contract, op_name), lib=lib)
+        ops[op_name] = getattr(getattr(torch.ops, ns), op_name).default
+    return Flavour(ops[contract.name], ops.get(contract.backward_op or ""))
+
+
+def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> Flavour:
+    """torch.library.custom_op (schema given, not inferred) + register_fake."""
+    ops: dict[str, Any] = {}
+    for op_name in _op_names(contract):
+        op = torch.library.custom_op(
+            f"{ns}::{op_name}", impls(op_name), mutates_args=(), schema=_signature(op_name)
+        )
+        op.register_fake(_fake_for(contract, op_name))
+        ops[op_name] = op
+    return Flavour(ops[contract.name], ops.get(contract.backward_op or ""))
+
+
+@functools.cache
+def flavour(kind: str, op: str) -> Flavour:
+    contract = OPS[op]
+    if kind == "raw":
+        return Flavour(_raw_launcher(op), _raw_launcher(contract.backward_op) if contract.backward_op else None)
+    if kind == "define_impl":
+        return _define_impl("dbench_define_impl", contract, _raw_launcher)
+    if kind == "custom_op":
+        return _custom_op("dbench_custom_op", contract, _raw_launcher)
+    if kind == "nested_define_impl":
+        inner = flavour("define_impl", op)
+        return _define_impl("dbench_nested_define_impl", contract, lambda n: _inner_of(inner, contract, n))
+    if kind == "nested_custom_op":
+        inner = flavour("custom_op", op)
+        return _custom_op("dbench_nested_custom_op", contract, lambda n: _inner_of(inner, contract, n))
+    if kind == "custom_op_autograd":
+        fl = _custom_op("dbench_custom_op_autograd", contract, _raw_launcher)
+        fl.fwd.register_autograd(_registered_backward(contract, fl.bwd), setup_context=contract.save)
+        return fl
+    if kind == "autograd_key_py":
+        return _autograd_key_py(contract)
+    if kind in ("cpp", "cpp_autograd"):
+        return _cpp(contract, autograd=kind == "cpp_autograd")
+    if kind == "stable":
+        return _stable(contract)
+    if kind == "triton_op":
+        from .triton_ops import triton_flavour
+
+        return triton_flavour(contract)
+    raise KeyError(kind)
+
+
+def _inner_of(inner: Flavour, contract: OpContract, op_name: str) -> OpFn:
+    return inner.fwd if op_name == contract.name else inner.bwd  # type: ignore[return-value]
+
+
+def _registered_backward(contract: OpContract, bwd: OpFn | None) -> Callable[..., Any]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        return contract.backward(ctx, grad, bwd)
+
+    return backward
+
+
+_FAKES_REGISTERED: set[str] = set()
+
+
+def _register_fakes(ns: str, names: list[str], contract: OpContract, suffix: str = "") -> None:
+    for op_name in names:
+        qualified = f"{ns}::{op_name}{suffix if op_name == contract.name else ''}"
+        if qualified not in _FAKES_REGISTERED:
+            torch.library.register_fake(qualified, _fake_for(contract, op_name))
+            _FAKES_REGISTERED.add(qualified)
+
+
+def _cpp(contract: OpContract, autograd: bool) -> Flavour:
+    native.load_cpp_ops()
+    suffix = "_autograd" if autograd else ""
+    _register_fakes("dbench", _op_names(contract), contract, suffix)
+    ns = torch.ops.dbench
+    bwd = getattr(ns, contract.backward_op).default if contract.backward_op else None
+    return Flavour(getattr(ns, contract.name + suffix).default, bwd)
+
+
+def _stable(contract: OpContract) -> Flavour:
+    native.load_stable_ops()
+    _register_fakes("dbench_stable", [contract.name], contract)
+    return Flavour(getattr(torch.ops.dbench_stable, contract.name).default, None)
+
+
+def _autograd_key_py(contract: OpContract) -> Flavour:
+    """A define/impl op with a Python kernel at the Autograd dispatch key."""
+    ns = "dbench_autograd_key_py"
+    fl = _define_impl(ns, contract, _raw_launcher)
+    below = fl.fwd
+
+    class _AutogradKernel(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> Tensor:
+            contract.save(ctx, args, None)  # type: ignore[arg-type]
+            with torch._C._AutoDispatchBelowAutograd():
+                return below(*args)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Tensor) -> Any:
+            return contract.backward(ctx, grad, fl.bwd)
+
+    _LIBRARIES[-1].impl(contract.name, _AutogradKernel.apply, "Autograd")
+    return fl
+
+
+def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
+    """autograd.Function over a flavour's forward/backward (the seed's eager floor)."""
+
+    def forward(ctx: Any, *args: Any) -> Tensor:
+        out = fl.fwd(*args)
+        contract.save(ctx, args, out)
+        return out
+
+    def backward(ctx: Any, grad: Tensor) -> Any:
+        return contract.backward(ctx, grad, fl.bwd)
+
+    cls = type(
+        f"{contract.name}_{label}",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+    return cls.apply  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------
+# Variants.
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    flavour: str
+    wrap: str  # "none" | "function"
+    differentiable: bool
+    registered: bool  # goes through the dispatcher: compile- and fake-capable
+    description: str
+    no_grad_reason: str = ""
+
+
+_NO_AUTOGRAD = "registered without autograd: its output has no grad_fn"
+VARIANT_SPECS: tuple[VariantSpec, ...] = (
+    VariantSpec("raw", "raw", "none", False, False, "pybind11 launcher, no dispatcher",
+                "launcher outside autograd: no grad_fn (function_raw is its autograd form)"),
+    VariantSpec("define_impl", "define_impl", "none", False, True, "torch.library define + impl(CPU/CUDA)",
+                "define/impl op " + _NO_AUTOGRAD),
+    VariantSpec("custom_op", "custom_op", "none", False, True, "torch.library.custom_op + register_fake",
+                "custom_op " + _NO_AUTOGRAD),
+    VariantSpec("custom_op_autograd", "custom_op_autograd", "none", True, True,
+                "custom_op + register_autograd"),
+    VariantSpec("autograd_key_py", "autograd_key_py", "none", True, True,
+                "define/impl + Python kernel at the Autograd key"),
+    VariantSpec("function_raw", "raw", "function", True, False, "autograd.Function over the raw launcher"),
+    VariantSpec("function_define_impl", "define_impl", "function", True, True,
+                "autograd.Function over the define/impl op"),
+    VariantSpec("function_custom_op", "custom_op", "function", True, True,
+                "autograd.Function over the custom_op"),
+    VariantSpec("function_cpp", "cpp", "function", True, True, "autograd.Function over the C++ op"),
+    VariantSpec("nested_define_impl", "nested_define_impl", "none", False, True,
+                "define/impl op whose impl calls the define/impl op", "nested op " + _NO_AUTOGRAD),
+    VariantSpec("nested_custom_op", "nested_custom_op", "none", False, True,
+                "custom_op whose body calls the custom_op", "nested op " + _NO_AUTOGRAD),
+    VariantSpec("cpp", "cpp", "none", False, True, "TORCH_LIBRARY def + CPU/CUDA impls",
+                "C++ op " + _NO_AUTOGRAD + " (cpp_autograd has one)"),
+    VariantSpec("cpp_autograd", "cpp_autograd", "none", True, True,
+                "C++ op with a C++ Autograd-key kernel (torch::autograd::Function)"),
+    VariantSpec("stable", "stable", "none", False, True, "STABLE_TORCH_LIBRARY + TORCH_BOX",
+                "stable-ABI op " + _NO_AUTOGRAD),
+    VariantSpec("triton_op", "triton_op", "none", True, True,
+                "torch.library.triton_op + wrap_triton, register_autograd"),
+)
+VARIANT_NAMES: tuple[str, ...] = tuple(s.name for s in VARIANT_SPECS)
+SPECS: dict[str, VariantSpec] = {s.name: s for s in VARIANT_SPECS}
+
+
+def unavailable_reason(spec: VariantSpec, device: str) -> str | None:
+    """Why a variant cannot exist on this machine, or None."""
+    if spec.flavour == "stable" and native.torch_version() < native.STABLE_MIN_TORCH:
+        return f"needs torch >= 2.10 for the stable ABI (have {torch.__version__})"
+    if spec.flavour == "triton_op":
+        from .triton_ops import triton_unavailable_reason
+
+        return triton_unavailable_reason(device)
+    if device.startswith("cuda") and not native.has_cuda_kernels():
+        return "this build has no CUDA kernels"
+    return None
+
+
+@dataclass(frozen=True)
+class Variant:
+    spec: VariantSpec
+    op: OpContract
+    fn: OpFn | None
+    unavailable: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def na_reason(self, mode: str) -> str | None:
+        """Why this variant has no row in `mode`, or None when it runs."""
+        if self.unavailable:
+            return self.unavailable
+        if mode != Mode.INFERENCE.value and not self.spec.differentiable:
+            return self.spec.no_grad_reason
+        return None
+
+
+@functools.cache
+def _build(variant: str, op: str) -> OpFn:
+    spec, contract = SPECS[variant], OPS[op]
+    fl = flavour(spec.flavour, op)
+    if spec.wrap == "function":
+        return autograd_function(contract, fl, spec.name)
+    return fl.fwd
+
+
+def get_variant(variant: str, op: str, device: str = "cpu") -> Variant:
+    if variant not in SPECS:
+        raise KeyError(f"unknown variant {variant!r}; valid: {', '.join(VARIANT_NAMES)}")
+    if op not in OPS:
+        raise KeyError(f"unknown op {op!r}; valid: {', '.join(OPS)}")
+    spec, contract = SPECS[variant], OPS[op]
+    reason = unavailable_reason(spec, device)
+    if reason:
+        return Variant(spec, contract, None, reason)
+    return Variant(spec, contract, _build(variant, op))
+
+
+def register_all(device: str = "cpu") -> dict[tuple[str, str], Variant]:
+    """Every (op, variant) pair, registering what this machine supports."""
+    return {(op, v): get_variant(v, op, device) for op in OPS for v in VARIANT_NAMES}
