@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 from typing import Any, Callable
 
 import torch
@@ -140,24 +141,39 @@ def _rowwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
     return launch
 
 
-def triton_flavour(contract: OpContract) -> Any:
-    from .variants import Flavour, _registered_backward, _signature
+_PY_TYPES = {"Tensor": Tensor, "float": float, "int": int, "bool": bool}
 
-    launchers = {
-        "noop": lambda: _elementwise("noop", contract.tensor_args),
-        "muladd": lambda: _elementwise("muladd", contract.tensor_args),
-        "l2norm": lambda: _rowwise("l2norm", contract.tensor_args),
-    }
-    fwd = torch.library.triton_op(
-        f"{NS}::{contract.name}", launchers[contract.name](), mutates_args=(), schema=_signature(contract.name)
+
+def _with_schema_signature(fn: Callable[..., Tensor], signature: str) -> Callable[..., Tensor]:
+    """Give a *args launcher the named, annotated signature of the C++ schema.
+
+    triton_op infers its schema from the Python signature (older releases take
+    no explicit schema), so the signature is generated from the one declaration.
+    """
+    schema = torch._C.parse_schema("f" + signature)
+    params = [
+        inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_PY_TYPES[str(a.type)])
+        for a in schema.arguments
+    ]
+    fn.__signature__ = inspect.Signature(params, return_annotation=Tensor)  # type: ignore[attr-defined]
+    return fn
+
+
+def _register(op_name: str, launcher: Callable[..., Tensor]) -> Any:
+    from .variants import _signature
+
+    return torch.library.triton_op(
+        f"{NS}::{op_name}", _with_schema_signature(launcher, _signature(op_name)), mutates_args=()
     )
+
+
+def triton_flavour(contract: OpContract) -> Any:
+    from .variants import Flavour, _registered_backward
+
+    launch = _rowwise if contract.name == "l2norm" else _elementwise
+    fwd = _register(contract.name, launch(contract.name, contract.tensor_args))
     bwd = None
     if contract.backward_op:
-        bwd = torch.library.triton_op(
-            f"{NS}::{contract.backward_op}",
-            _rowwise(contract.backward_op, ("grad", "x")),
-            mutates_args=(),
-            schema=_signature(contract.backward_op),
-        )
+        bwd = _register(contract.backward_op, _rowwise(contract.backward_op, ("grad", "x")))
     fwd.register_autograd(_registered_backward(contract, bwd), setup_context=contract.save)
     return Flavour(fwd, bwd)

@@ -1,0 +1,1 @@
+"""Analysis: load result files into pandas, build the tables people read."""

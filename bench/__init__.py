@@ -1,0 +1,1 @@
+"""Drivers and timers: the interleaved Python runner, statistics, environment capture, result files."""

@@ -1,0 +1,96 @@
+"""Result files: one JSON document per run (the source of truth) and a CSV view.
+
+Rows are tidy (one per case x metric) and carry their raw samples, so any
+later comparison can re-derive statistics. Files are written atomically and
+re-written after every round, so an interrupted run keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from . import stats
+from .runner import TIMER, Case
+
+SCHEMA_VERSION = 1
+REQUIRED_ROW_FIELDS = (
+    "scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer",
+    "median", "q1", "q3", "ci_low", "ci_high", "samples",
+)
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
+
+
+def case_rows(cases: Iterable[Case], by_label: dict[str, Case] | None = None) -> list[dict[str, Any]]:
+    """CPU wall-clock rows, with the paired difference against each case's baseline."""
+    cases = list(cases)
+    by_label = by_label or {c.label: c for c in cases}
+    rows = []
+    for case in cases:
+        s = stats.summarize(case.samples)
+        row: dict[str, Any] = {
+            **case.key,
+            "driver": case.key.get("driver", "python"),
+            "metric": "cpu_us",
+            "unit": "us",
+            "timer": TIMER,
+            "status": "failed" if case.error else "n/a" if case.na_reason else "ok" if case.samples else "not run",
+            "reason": case.error or case.na_reason,
+            "n": s.n,
+            "block_calls": case.block or None,
+            "median": _num(s.median),
+            "q1": _num(s.q1),
+            "q3": _num(s.q3),
+            "ci_low": _num(s.ci_low),
+            "ci_high": _num(s.ci_high),
+            "baseline": case.baseline,
+            "delta_median": None,
+            "delta_ci_low": None,
+            "delta_ci_high": None,
+            "samples": [round(x, 6) for x in case.samples],
+        }
+        base = by_label.get(case.baseline or "")
+        if base is not None and case.samples and len(base.samples) == len(case.samples):
+            d = stats.summarize(stats.paired_differences(case.samples, base.samples))
+            row.update(delta_median=_num(d.median), delta_ci_low=_num(d.ci_low), delta_ci_high=_num(d.ci_high))
+        rows.append(row)
+    return rows
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_result(json_path: Path, document: dict[str, Any]) -> Path:
+    """Write the JSON document and its CSV view (same stem); returns the CSV path."""
+    document = {"schema_version": SCHEMA_VERSION, **document}
+    write_atomic(json_path, json.dumps(document, indent=1) + "\n")
+    csv_path = json_path.with_suffix(".csv")
+    frame = pd.DataFrame(document["rows"]).drop(columns=["samples"], errors="ignore")
+    write_atomic(csv_path, frame.to_csv(index=False))
+    return csv_path
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    document = json.loads(Path(path).read_text())
+    missing = [f for f in REQUIRED_ROW_FIELDS for row in document.get("rows", []) if f not in row]
+    if "env" not in document or missing:
+        raise ValueError(f"{path}: not a result file (missing env or row fields {sorted(set(missing))})")
+    return document

@@ -1,0 +1,173 @@
+"""Interleaved-rounds runner for CPU wall-clock per call.
+
+Every round visits every runnable case once, in a fresh random order, and
+times one block of calls per case. Blocks are sized during warm-up so the
+timer's own cost is at most 1e-4 of a block; the garbage collector is off
+inside blocks. Every per-round sample is kept: statistics and paired
+differences are computed from them afterwards (bench/stats.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from . import stats
+
+TIMER = "perf_counter_ns"
+TIMER_OVERHEAD_FRACTION = 1e-4
+
+
+@dataclass
+class Case:
+    """One row of a table: a callable doing exactly one call, or why there is none."""
+
+    key: dict[str, Any]
+    call: Callable[[], Any] | None
+    sync: Callable[[], None] = lambda: None
+    na_reason: str | None = None
+    error: str | None = None  # failed its pre-flight check: never timed
+    baseline: str | None = None  # label of the case it is paired with
+    block: int = 0
+    samples: list[float] = field(default_factory=list)  # microseconds per call, one per round
+
+    @property
+    def label(self) -> str:
+        return "/".join(str(self.key[k]) for k in ("op", "variant", "mode"))
+
+    @property
+    def runnable(self) -> bool:
+        return self.call is not None and self.na_reason is None and self.error is None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    rounds: int = 25
+    block_seconds: float = 0.005
+    warmup_seconds: float = 0.02
+    seed: int = 0
+    adaptive: bool = False
+    min_rounds: int = 10
+    rel_precision: float = 0.01  # adaptive stop: CI half-width / median for every case
+    max_seconds: float | None = None
+
+
+@dataclass
+class RunOutcome:
+    rounds_done: int
+    stop_reason: str
+    seconds: float
+    timer_overhead_ns: float
+
+
+def timer_overhead_ns(trials: int = 2000) -> float:
+    """Median cost of one perf_counter_ns() read."""
+    reads = []
+    for _ in range(trials):
+        t0 = time.perf_counter_ns()
+        t1 = time.perf_counter_ns()
+        reads.append(t1 - t0)
+    reads.sort()
+    return float(reads[len(reads) // 2])
+
+
+def time_block(case: Case, n: int) -> int:
+    """Nanoseconds for n calls, GPU queue drained before (and after, untimed)."""
+    call = case.call
+    assert call is not None
+    case.sync()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            call()
+        t1 = time.perf_counter_ns()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    case.sync()
+    return t1 - t0
+
+
+def calibrate(case: Case, config: RunConfig, overhead_ns: float) -> int:
+    """Grow the block until it lasts block_seconds and dwarfs the timer."""
+    target_ns = max(config.block_seconds * 1e9, overhead_ns / TIMER_OVERHEAD_FRACTION)
+    n = 1
+    while True:
+        elapsed = time_block(case, n)
+        if elapsed >= target_ns:
+            return n
+        if elapsed <= 0:
+            n *= 10
+            continue
+        n = max(n + 1, min(n * 10, math.ceil(n * target_ns * 1.1 / elapsed)))
+
+
+def warm_up(case: Case, config: RunConfig) -> None:
+    deadline = time.perf_counter() + config.warmup_seconds
+    case.call()  # type: ignore[misc]  # first call: lazy init, JIT, caches
+    while time.perf_counter() < deadline:
+        time_block(case, max(1, case.block // 4))
+
+
+def _converged(cases: list[Case], config: RunConfig) -> bool:
+    return all(stats.summarize(c.samples).rel_ci_halfwidth <= config.rel_precision for c in cases)
+
+
+def run(
+    cases: list[Case],
+    config: RunConfig,
+    on_round: Callable[[int], None] | None = None,
+    console: Console | None = None,
+) -> RunOutcome:
+    """Time every runnable case for config.rounds interleaved rounds.
+
+    Ctrl-C (or SIGTERM turned into KeyboardInterrupt by the caller) stops after
+    discarding the unfinished round, so all cases keep the same rounds and
+    stay paired; on_round is called after each completed round (checkpoint).
+    """
+    runnable = [c for c in cases if c.runnable]
+    rng = random.Random(config.seed)
+    overhead = timer_overhead_ns()
+    start = time.perf_counter()
+    console = console or Console(stderr=True)
+    rounds_done, stop_reason = 0, "rounds"
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        try:
+            warm = progress.add_task("warm-up ", total=len(runnable))
+            for case in runnable:
+                case.block = calibrate(case, config, overhead)
+                warm_up(case, config)
+                progress.advance(warm)
+            task = progress.add_task("rounds  ", total=config.rounds * len(runnable))
+            for r in range(config.rounds):
+                gc.collect()
+                order = runnable[:]
+                rng.shuffle(order)
+                for case in order:
+                    elapsed = time_block(case, case.block)
+                    case.samples.append(elapsed / case.block / 1e3)
+                    progress.advance(task)
+                rounds_done = r + 1
+                if on_round:
+                    on_round(rounds_done)
+                if config.max_seconds and time.perf_counter() - start > config.max_seconds:
+                    stop_reason = "time budget"
+                    break
+                if config.adaptive and rounds_done >= config.min_rounds and _converged(runnable, config):
+                    stop_reason = f"converged (CI half-width <= {config.rel_precision:.1%} of median)"
+                    break
+        except KeyboardInterrupt:
+            stop_reason = "interrupted"
+            for case in runnable:
+                del case.samples[rounds_done:]
+    return RunOutcome(rounds_done, stop_reason, time.perf_counter() - start, overhead)

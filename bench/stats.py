@@ -1,0 +1,78 @@
+"""Robust statistics over per-round samples.
+
+Per case: median, quartiles and a distribution-free confidence interval of the
+median (order statistics of a binomial, via scipy.stats.quantile_test).
+Between cases: the paired difference, taken per round, so slow drifts of the
+machine that hit both cases of a round cancel out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.stats
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    q1: float
+    q3: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def rel_ci_halfwidth(self) -> float:
+        """Half-width of the CI relative to |median| (inf when undefined)."""
+        if self.n == 0 or self.median == 0 or math.isnan(self.ci_low):
+            return math.inf
+        return (self.ci_high - self.ci_low) / 2 / abs(self.median)
+
+
+def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """CI of the median; with too few samples for the level, the sample range.
+
+    The order-statistic interval needs n >= 6 for 95%; below that the widest
+    available interval (min, max) is returned, which has lower coverage.
+    """
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan
+    ci = scipy.stats.quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(confidence)
+    low, high = float(ci.low), float(ci.high)
+    if math.isnan(low) or math.isnan(high):
+        return float(x.min()), float(x.max())
+    return low, high
+
+
+def summarize(samples: Sequence[float], confidence: float = CONFIDENCE) -> Summary:
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        nan = math.nan
+        return Summary(0, nan, nan, nan, nan, nan)
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    low, high = median_ci(x, confidence)
+    return Summary(int(x.size), float(med), float(q1), float(q3), low, high)
+
+
+def paired_differences(case: Sequence[float], baseline: Sequence[float]) -> np.ndarray:
+    """Per-round differences case - baseline (rounds are aligned by index)."""
+    if len(case) != len(baseline):
+        raise ValueError(f"paired samples need equal rounds, got {len(case)} and {len(baseline)}")
+    return np.asarray(case, dtype=float) - np.asarray(baseline, dtype=float)
+
+
+def relative_spread(a: float, b: float) -> float:
+    """|a - b| relative to their mean: the run-to-run spread of two medians."""
+    mean = (a + b) / 2
+    return abs(a - b) / abs(mean) if mean else math.inf

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Entry point: python run.py --scenario boundary [--device cpu|cuda] [...]"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO_ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO_ROOT))
+
+
+def _names(value: str | None, valid: Sequence[str], what: str, parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    if not value:
+        return tuple(valid)
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in valid]
+    if unknown:
+        parser.error(f"unknown {what} {', '.join(map(repr, unknown))}; valid {what}s: {', '.join(valid)}")
+    return names
+
+
+def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="PyTorch operator boundary benchmarks")
+    p.add_argument("--scenario", required=True, help=f"one of: {', '.join(scenarios)}")
+    p.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    p.add_argument("--ops", help="comma-separated ops (default: all)")
+    p.add_argument("--variants", help="comma-separated variants (default: all)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 25; --quick 6)")
+    p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
+    p.add_argument("--adaptive", action="store_true",
+                   help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
+    p.add_argument("--precision", type=float, default=0.01, help="adaptive target: CI half-width / median")
+    p.add_argument("--time-budget", type=float, help="stop after this many seconds of rounds")
+    p.add_argument("--block-ms", type=float, help="target duration of one timed block (default 5 ms; --quick 2 ms)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU core")
+    p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
+    return p
+
+
+def pin_to_one_cpu() -> int | None:
+    """Pin to the last allowed core: less migration noise, recorded in env."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[-1]})
+    return cpus[-1]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from scenarios import SCENARIOS
+
+    parser = build_parser(list(SCENARIOS))
+    args = parser.parse_args(argv)
+    if args.scenario not in SCENARIOS:
+        parser.error(f"unknown scenario {args.scenario!r}; valid scenarios: {', '.join(SCENARIOS)}")
+
+    import torch
+    from rich.console import Console
+
+    from analysis.table import print_tables
+    from bench import env as envmod
+    from bench.results import case_rows, write_result
+    from bench.runner import RunConfig, run
+    from ops import OPS, VARIANT_NAMES
+    from ops.native import NativeBuildMissing
+    from scenarios import Selection
+
+    ops = _names(args.ops, list(OPS), "op", parser)
+    variants = _names(args.variants, list(VARIANT_NAMES), "variant", parser)
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {device}: CUDA is not available on this machine (torch {torch.__version__})")
+    if not (device == "cpu" or device.startswith("cuda")):
+        parser.error(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    if device == "cuda":
+        device = f"cuda:{torch.cuda.current_device()}"
+
+    console = Console()
+    torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
+    pinned = None if args.no_pin else pin_to_one_cpu()
+    config = RunConfig(
+        rounds=args.rounds or (6 if args.quick else 25),
+        block_seconds=(args.block_ms or (2.0 if args.quick else 5.0)) / 1e3,
+        warmup_seconds=0.005 if args.quick else 0.02,
+        seed=args.seed,
+        adaptive=args.adaptive,
+        rel_precision=args.precision,
+        max_seconds=args.time_budget,
+    )
+    scenario = SCENARIOS[args.scenario]
+    sel = Selection(ops=ops, variants=variants, device=device, dtype=getattr(torch, args.dtype), seed=args.seed)
+    try:
+        cases = scenario.build(sel)
+    except NativeBuildMissing as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    env = envmod.capture(device, {"pinned_cpu": pinned})
+    out_dir = args.out or REPO_ROOT / "results" / envmod.machine_slug(env)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    json_path = out_dir / f"{scenario.name}-{device.replace(':', '')}-{stamp}.json"
+    runnable = sum(c.runnable for c in cases)
+    console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({runnable} timed) on {device}, "
+                  f"{config.rounds} rounds{' max' if config.adaptive else ''}")
+
+    def document(status: str, rounds_done: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "scenario": scenario.name,
+            "status": status,
+            "config": {**vars(config), "rounds_done": rounds_done, "dtype": args.dtype, **(extra or {})},
+            "env": env,
+            "rows": case_rows(cases),
+        }
+
+    def checkpoint(rounds_done: int) -> None:
+        write_result(json_path, document("running", rounds_done))
+
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    outcome = run(cases, config, on_round=checkpoint)
+    status = "interrupted" if outcome.stop_reason == "interrupted" else "complete"
+    doc = document(status, outcome.rounds_done, {
+        "stop_reason": outcome.stop_reason,
+        "seconds": round(outcome.seconds, 2),
+        "timer_overhead_ns": outcome.timer_overhead_ns,
+    })
+    csv_path = write_result(json_path, doc)
+
+    import pandas as pd
+
+    print_tables(pd.DataFrame(doc["rows"]), env, console)
+    console.print(f"{status}: {outcome.rounds_done} rounds in {outcome.seconds:.1f} s ({outcome.stop_reason})")
+    console.print(f"wrote {json_path.relative_to(REPO_ROOT) if json_path.is_relative_to(REPO_ROOT) else json_path}"
+                  f" and {csv_path.name}")
+    failed = [r for r in doc["rows"] if r["status"] == "failed"]
+    if failed:
+        console.print(f"[red]{len(failed)} case(s) failed their pre-flight check[/red]")
+        return 1
+    return 130 if status == "interrupted" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

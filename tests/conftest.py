@@ -1,0 +1,170 @@
+"""Shared fixtures and parametrization helpers for the op tests.
+
+Every functional test is parametrized over ``(device, op, variant)`` triples
+built with ``ops.variants.get_variant``. Variants that cannot exist on a device
+(``Variant.unavailable``, e.g. ``triton_op`` on the CPU, or every variant on
+CUDA when the native build has no CUDA kernels) are left out of the functional
+tests; ``test_contracts.py::test_unavailable_variants_have_a_reason`` checks that each of them
+says why.
+
+``devices()`` is ``["cpu"]`` plus ``"cuda"`` when ``torch.cuda.is_available()``,
+so on a GPU machine every functional test also runs on CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from ops.catalog import OPS  # noqa: E402
+from ops.contract import Args, InputSpec, OpContract  # noqa: E402
+from ops.variants import MODES, VARIANT_NAMES, Variant, flavour, get_variant  # noqa: E402
+
+SEED = 0
+CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_SKIP_REASON)
+
+
+def devices() -> list[str]:
+    """The devices every functional test runs on: cpu, plus cuda when available."""
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+DEVICES: list[str] = devices()
+
+
+# ---------------------------------------------------------------------------
+# (device, op, variant) parametrization.
+
+
+def _all_variants() -> list[tuple[str, Variant]]:
+    # get_variant registers what it builds; registrations are process-global
+    # and cached, so doing it at collection time is cheap and idempotent.
+    return [(d, get_variant(v, op, d)) for d in DEVICES for op in OPS for v in VARIANT_NAMES]
+
+
+ALL_VARIANTS: list[tuple[str, Variant]] = _all_variants()
+
+
+def case_id(device: str, v: Variant) -> str:
+    return f"{device}-{v.op.name}-{v.name}"
+
+
+def variant_cases(
+    predicate: Callable[[Variant], bool] = lambda v: True,
+    *,
+    ops: Iterable[str] | None = None,
+    devices: Iterable[str] | None = None,
+) -> list[Any]:
+    """pytest.params of (device, Variant) for every *available* variant matching."""
+    ops = set(OPS if ops is None else ops)
+    devs = set(DEVICES if devices is None else devices)
+    return [
+        pytest.param(d, v, id=case_id(d, v))
+        for d, v in ALL_VARIANTS
+        if v.fn is not None and d in devs and v.op.name in ops and predicate(v)
+    ]
+
+
+def unavailable_cases() -> list[Any]:
+    return [pytest.param(d, v, id=case_id(d, v)) for d, v in ALL_VARIANTS if v.fn is None]
+
+
+def is_registered(v: Variant) -> bool:
+    return v.spec.registered
+
+
+def is_differentiable(v: Variant) -> bool:
+    return v.spec.differentiable
+
+
+def is_function_wrapper(v: Variant) -> bool:
+    return v.spec.wrap == "function"
+
+
+def dispatcher_target(v: Variant) -> Any:
+    """What torch.library.opcheck can check for this variant.
+
+    opcheck needs an OpOverload or a CustomOpDef. A function_* variant is an
+    autograd.Function around its flavour's registered forward op, so that op
+    is checked instead (and the Function's gradient is tested separately).
+    """
+    if is_function_wrapper(v):
+        return flavour(v.spec.flavour, v.op.name).fwd
+    return v.fn
+
+
+# ---------------------------------------------------------------------------
+# Inputs and tolerances.
+
+# torch.testing's float32 defaults; float64 tight enough to catch any real
+# algorithmic error while allowing a few ulps of reassociation.
+TOLERANCES: dict[torch.dtype, dict[str, float]] = {
+    torch.float32: {"atol": 1e-5, "rtol": 1.3e-6},
+    torch.float64: {"atol": 1e-12, "rtol": 1e-12},
+}
+
+SHAPES: dict[str, tuple[int, ...]] = {"boundary": (4, 32), "empty": (0, 8)}
+
+
+def make_inputs(
+    contract: OpContract,
+    device: str,
+    *,
+    shape: tuple[int, ...] | None = None,
+    dtype: torch.dtype = torch.float32,
+    layout: str = "compact",
+    requires_grad: bool = False,
+    seed: int = SEED,
+) -> Args:
+    spec = InputSpec(
+        shape=contract.boundary_shape if shape is None else shape,
+        dtype=dtype,
+        device=device,
+        requires_grad=requires_grad,
+        layout=layout,
+        seed=seed,
+    )
+    return contract.make_inputs(spec)
+
+
+def tensors_of(contract: OpContract, args: Args) -> list[torch.Tensor]:
+    return list(args[: len(contract.tensor_args)])
+
+
+def scalars_of(contract: OpContract, args: Args) -> tuple[Any, ...]:
+    return tuple(args[len(contract.tensor_args) :])
+
+
+def op_pattern(op: str, qualified: bool = True) -> str:
+    """Regex for an op name in an error message (``dbench*::op`` when qualified)."""
+    return rf"dbench\w*::{re.escape(op)}\b" if qualified else rf"\b{re.escape(op)}\b"
+
+
+# ---------------------------------------------------------------------------
+# Fixtures.
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_seed() -> None:
+    """Every test starts from the same global RNG state (inputs also use their own seeded generator)."""
+    torch.manual_seed(SEED)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(SEED)
+
+
+@pytest.fixture
+def dynamo_reset():
+    """A clean dynamo state before and after a compile test."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()

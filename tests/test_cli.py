@@ -1,0 +1,79 @@
+"""run.py: argument errors name the valid choices and exit non-zero; a short real run writes a complete result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.results import REQUIRED_ROW_FIELDS, load_result
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--scenario", "nope"], "valid scenarios: boundary"),
+        (["--scenario", "boundary", "--ops", "muladd,bogus"], "valid ops: noop, muladd, l2norm"),
+        (["--scenario", "boundary", "--variants", "raw,fastest"], "valid variants: raw, define_impl"),
+        (["--scenario", "boundary", "--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
+    ],
+)
+def test_bad_names_list_the_valid_ones(args: list[str], expected: str) -> None:
+    proc = run_py(*args)
+    assert proc.returncode == 2
+    assert expected in proc.stderr
+
+
+def test_missing_scenario_is_an_error() -> None:
+    proc = run_py()
+    assert proc.returncode == 2 and "--scenario" in proc.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_request_without_cuda_is_an_error() -> None:
+    proc = run_py("--scenario", "boundary", "--device", "cuda")
+    assert proc.returncode == 2 and "CUDA is not available" in proc.stderr
+
+
+def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:
+    proc = run_py("--scenario", "boundary", "--device", "cpu", "--ops", "muladd", "--variants", "raw,define_impl,function_raw,cpp_autograd",
+                  "--rounds", "3", "--block-ms", "0.5", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (json_path,) = tmp_path.glob("boundary-cpu-*.json")
+    doc = load_result(json_path)
+    assert doc["status"] == "complete" and doc["config"]["rounds_done"] == 3
+    env = doc["env"]
+    for key in ("time", "git", "command", "torch", "torch_git", "cuda_runtime", "cuda_driver", "python", "hostname", "cpu_model"):
+        assert key in env
+    rows = {(r["variant"], r["mode"]): r for r in doc["rows"]}
+    assert len(rows) == 4 * 3, "every variant appears in every mode"
+    for row in doc["rows"]:
+        assert all(f in row for f in REQUIRED_ROW_FIELDS)
+        assert row["metric"] == "cpu_us" and row["unit"] == "us" and row["driver"] == "python"
+    ok = rows[("define_impl", "inference")]
+    assert ok["status"] == "ok" and len(ok["samples"]) == 3
+    assert ok["ci_low"] <= ok["median"] <= ok["ci_high"] and ok["q1"] <= ok["median"] <= ok["q3"]
+    assert ok["baseline"] == "muladd/raw/inference" and ok["delta_median"] is not None
+    na = rows[("define_impl", "fwd_bwd")]
+    assert na["status"] == "n/a" and "autograd" in na["reason"] and na["samples"] == []
+    assert rows[("cpp_autograd", "fwd_bwd")]["baseline"] == "muladd/function_raw/fwd_bwd"
+    csv = json_path.with_suffix(".csv").read_text().splitlines()
+    assert len(csv) == 1 + len(doc["rows"]) and "samples" not in csv[0]
+    assert "define_impl" in proc.stdout and "n/a" in proc.stdout
+    json.dumps(doc)  # round-trips
+
+
+def test_load_result_rejects_a_file_without_the_contract(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"env": {}, "rows": [{"op": "noop"}]}))
+    with pytest.raises(ValueError, match="missing env or row fields"):
+        load_result(bad)

@@ -1,0 +1,245 @@
+"""Operator contracts: opcheck, gradcheck and torch.compile for every variant.
+
+opcheck and requires_grad
+-------------------------
+Every registered variant is opchecked (test_schema, test_autograd_registration,
+test_faketensor, test_aot_dispatch_dynamic) on compact, dense-permuted and
+zero-size inputs without requires_grad. Inputs with requires_grad are opchecked
+only for variants whose *checked op itself* is differentiable
+(custom_op_autograd, autograd_key_py, cpp_autograd, triton_op):
+
+* For non-differentiable variants opcheck's autograd checks prove nothing:
+  custom_op-based ones fail test_aot_dispatch_dynamic ("no autograd formula was
+  registered"), while define_impl/cpp/stable ones pass vacuously through
+  PyTorch's autograd-not-implemented fallback. What they actually do with
+  requires_grad inputs is pinned by test_non_differentiable_variants_yield_no_gradient.
+* function_* variants are autograd.Functions; opcheck needs an OpOverload or
+  CustomOpDef, so their flavour's (non-differentiable) forward op is checked
+  and the Function's gradient is covered by test_gradcheck.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch._dynamo.testing
+from torch.library import opcheck
+
+from conftest import (
+    ALL_VARIANTS,
+    case_id,
+    dispatcher_target,
+    is_differentiable,
+    is_function_wrapper,
+    is_registered,
+    make_inputs,
+    tensors_of,
+    unavailable_cases,
+    variant_cases,
+)
+from ops.catalog import OPS
+from ops.variants import MODES, Mode, Variant, flavour
+
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+INPUT_KINDS = {
+    "compact": dict(layout="compact"),
+    "permuted": dict(layout="permuted"),
+    "empty": dict(layout="compact", shape=(0, 8)),
+}
+
+
+def _opcheck_grad_capable(v: Variant) -> bool:
+    """The op that opcheck sees carries its own autograd formula."""
+    return v.spec.differentiable and not is_function_wrapper(v)
+
+
+def _opcheck_params() -> list:
+    params = []
+    for p in variant_cases(is_registered):
+        device, v = p.values
+        for kind in INPUT_KINDS:
+            params.append(pytest.param(device, v, kind, False, id=f"{p.id}-{kind}"))
+            if _opcheck_grad_capable(v):
+                params.append(pytest.param(device, v, kind, True, id=f"{p.id}-{kind}-requires_grad"))
+    return params
+
+
+# ---------------------------------------------------------------------------
+# Availability.
+
+
+@pytest.mark.parametrize(
+    ("device", "v"), unavailable_cases() or [pytest.param(None, None, id="none-unavailable")]
+)
+def test_unavailable_variants_have_a_reason(device: str | None, v: Variant | None) -> None:
+    if v is None:
+        pytest.skip("every variant is available on every device of this machine")
+    assert v.fn is None
+    assert isinstance(v.unavailable, str) and v.unavailable.strip(), f"{case_id(device, v)} gives no reason"
+    for mode in MODES:
+        assert v.na_reason(mode) == v.unavailable
+
+
+def test_only_triton_op_is_unavailable_on_cpu() -> None:
+    """Guards the parametrization: a variant silently missing on the CPU would shrink every test."""
+    missing = {(v.op.name, v.name): v.unavailable for d, v in ALL_VARIANTS if d == "cpu" and v.fn is None}
+    assert {name for _, name in missing} <= {"triton_op"}, missing
+
+
+@pytest.mark.parametrize(("device", "v"), variant_cases(lambda v: not v.spec.differentiable))
+def test_non_differentiable_variants_explain_missing_grad_modes(device: str, v: Variant) -> None:
+    assert v.na_reason(Mode.INFERENCE.value) is None
+    for mode in (Mode.FWD_REQUIRES_GRAD.value, Mode.FWD_BWD.value):
+        reason = v.na_reason(mode)
+        assert isinstance(reason, str) and reason.strip()
+
+
+# ---------------------------------------------------------------------------
+# opcheck.
+
+
+@pytest.mark.parametrize(("device", "v", "kind", "requires_grad"), _opcheck_params())
+def test_opcheck(device: str, v: Variant, kind: str, requires_grad: bool) -> None:
+    args = make_inputs(v.op, device, requires_grad=requires_grad, **INPUT_KINDS[kind])
+    target = dispatcher_target(v)
+    assert isinstance(target, (torch._ops.OpOverload, torch._library.custom_ops.CustomOpDef)), type(target)
+    opcheck(target, args, test_utils=OPCHECK_UTILS)
+
+
+def _backward_op_params() -> list:
+    params = []
+    for p in variant_cases(lambda v: is_registered(v) and not is_function_wrapper(v) and v.op.backward_op is not None):
+        device, v = p.values
+        if flavour(v.spec.flavour, v.op.name).bwd is not None:
+            params.append(p)
+    return params
+
+
+@pytest.mark.parametrize("kind", list(INPUT_KINDS))
+@pytest.mark.parametrize(("device", "v"), _backward_op_params())
+def test_opcheck_backward_op(device: str, v: Variant, kind: str) -> None:
+    """The registered backward kernels (l2norm_backward) obey the same contract as the forward ops."""
+    bwd = flavour(v.spec.flavour, v.op.name).bwd
+    (x, *scalars) = make_inputs(v.op, device, **INPUT_KINDS[kind])
+    (grad,) = tensors_of(v.op, make_inputs(v.op, device, seed=1, **INPUT_KINDS[kind]))
+    opcheck(bwd, (grad, x, *scalars), test_utils=OPCHECK_UTILS)
+
+
+@pytest.mark.parametrize(("device", "v"), variant_cases(lambda v: not v.spec.differentiable))
+def test_non_differentiable_variants_yield_no_gradient(device: str, v: Variant) -> None:
+    """With requires_grad inputs a non-differentiable variant must never produce a gradient.
+
+    raw: the output has no grad_fn. custom_op/nested_custom_op: backward raises
+    "no autograd formula". define_impl/cpp/stable/nested_define_impl: PyTorch's
+    autograd-not-implemented fallback gives the output a grad_fn whose backward
+    warns and leaves the inputs' .grad as None.
+    """
+    args = make_inputs(v.op, device, requires_grad=True)
+    inputs = v.op.grad_inputs(args)
+    assert inputs
+    out = v.fn(*args)
+    if not out.requires_grad:
+        assert out.grad_fn is None
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "an autograd kernel was not registered ..."
+        try:
+            out.sum().backward()
+        except RuntimeError as e:
+            assert "no autograd formula" in str(e) or "autograd kernel" in str(e), e
+            return
+    assert all(t.grad is None for t in inputs), [t.grad for t in inputs]
+
+
+# ---------------------------------------------------------------------------
+# gradcheck.
+
+
+@pytest.mark.parametrize("layout", ["compact", "permuted"])
+@pytest.mark.parametrize(("device", "v"), variant_cases(is_differentiable))
+def test_gradcheck(device: str, v: Variant, layout: str) -> None:
+    """Float64 gradcheck of every differentiable variant (incl. function_raw and the other Functions)."""
+    args = make_inputs(v.op, device, shape=(3, 7), dtype=torch.float64, layout=layout, requires_grad=True)
+    assert torch.autograd.gradcheck(v.fn, args, eps=1e-6, atol=1e-8, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("device", "v"), variant_cases(is_differentiable))
+def test_backward_on_empty_input(device: str, v: Variant) -> None:
+    args = make_inputs(v.op, device, shape=(0, 8), requires_grad=True)
+    out = v.fn(*args)
+    grads = torch.autograd.grad(out, v.op.grad_inputs(args), torch.ones_like(out))
+    for g, a in zip(grads, v.op.grad_inputs(args)):
+        assert g.shape == a.shape
+
+
+# ---------------------------------------------------------------------------
+# torch.compile.
+#
+# Default inductor backend: it works on this machine (g++ is present) and,
+# because every op is opaque, only the glue (e.g. muladd's backward
+# grad * b) is generated code. Generated kernels are cached under
+# /tmp/torchinductor_$USER, so re-runs are fast.
+
+
+def _frame(fn):
+    def f(*args):
+        return fn(*args)
+
+    return f
+
+
+def _grads(v: Variant, args, out, grad_out):
+    return torch.autograd.grad(out, v.op.grad_inputs(args), grad_out)
+
+
+@pytest.mark.usefixtures("dynamo_reset")
+@pytest.mark.parametrize(("device", "v"), variant_cases(is_registered))
+def test_compile_fullgraph_matches_eager(device: str, v: Variant) -> None:
+    rg = v.spec.differentiable
+    args = make_inputs(v.op, device, requires_grad=rg)
+    compiled = torch.compile(_frame(v.fn), fullgraph=True)
+    out = compiled(*args)
+    ref = v.fn(*args)
+    # The ops are opaque to inductor: the compiled forward runs the same kernel.
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    assert out.requires_grad == ref.requires_grad
+    if rg:
+        grad_out = torch.randn_like(ref)
+        torch.testing.assert_close(_grads(v, args, out, grad_out), _grads(v, args, ref, grad_out))
+
+
+@pytest.mark.usefixtures("dynamo_reset")
+@pytest.mark.parametrize(("device", "v"), variant_cases(is_registered))
+def test_compile_dynamic_compiles_once(device: str, v: Variant) -> None:
+    """dynamic=True: one frame serves two different sizes (no recompile)."""
+    rg = v.spec.differentiable
+    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    compiled = torch.compile(_frame(v.fn), backend=counter, fullgraph=True, dynamic=True)
+    for seed, shape in enumerate([(3, 8), (5, 16)]):
+        args = make_inputs(v.op, device, shape=shape, requires_grad=rg, seed=seed)
+        out = compiled(*args)
+        ref = v.fn(*args)
+        torch.testing.assert_close(out, ref, rtol=0, atol=0)
+        if rg:
+            grad_out = torch.randn_like(ref)
+            torch.testing.assert_close(_grads(v, args, out, grad_out), _grads(v, args, ref, grad_out))
+    assert counter.frame_count == 1, f"compiled {counter.frame_count} frames for two sizes"
+
+
+@pytest.mark.usefixtures("dynamo_reset")
+@pytest.mark.parametrize(("device", "v"), variant_cases(lambda v: not v.spec.registered))
+def test_unregistered_variants_break_fullgraph(device: str, v: Variant) -> None:
+    """raw/function_raw bypass the dispatcher: dynamo cannot trace the pybind launcher (documented limitation)."""
+    args = make_inputs(v.op, device, requires_grad=v.spec.differentiable)
+    compiled = torch.compile(_frame(v.fn), fullgraph=True)
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        compiled(*args)
+
+
+def test_unregistered_variants_exist() -> None:
+    """The fullgraph-failure test above must not be vacuous."""
+    assert {v.name for _, v in ALL_VARIANTS if not v.spec.registered} == {"raw", "function_raw"}
+    assert all(name in OPS for name in ("noop", "muladd", "l2norm"))
