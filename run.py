@@ -84,6 +84,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = f"cuda:{torch.cuda.current_device()}"
 
     console = Console()
+    scenario = SCENARIOS[args.scenario]
+    if scenario.requires_cuda and not device.startswith("cuda"):
+        console.print(f"scenario [bold]{scenario.name}[/bold] needs a CUDA device ({scenario.description}); "
+                      f"this machine has none (torch {torch.__version__}), so nothing was run.")
+        return 0
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
     pinned = None if args.no_pin else pin_to_one_cpu()
     config = RunConfig(
@@ -95,7 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         rel_precision=args.precision,
         max_seconds=args.time_budget,
     )
-    scenario = SCENARIOS[args.scenario]
     sel = Selection(ops=ops, variants=variants, device=device, dtype=getattr(torch, args.dtype), seed=args.seed)
     try:
         cases = scenario.build(sel)
@@ -134,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import pandas as pd
 
-    print_tables(pd.DataFrame(doc["rows"]), env, console)
+    print_tables(pd.DataFrame(doc["rows"]), env, console, note=scenario.table_note)
     console.print(f"{status}: {outcome.rounds_done} rounds in {outcome.seconds:.1f} s ({outcome.stop_reason})")
     console.print(f"wrote {json_path.relative_to(REPO_ROOT) if json_path.is_relative_to(REPO_ROOT) else json_path}"
                   f" and {csv_path.name}")

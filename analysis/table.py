@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from ops import MODES, VARIANT_NAMES
+from ops import VARIANT_NAMES
 
 
 def _cell(row: pd.Series) -> str:
@@ -27,13 +27,14 @@ def _cell(row: pd.Series) -> str:
 
 
 def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us") -> pd.DataFrame:
-    """Formatted cells, variants in declaration order, modes as columns."""
+    """Formatted cells, variants in declaration order, modes as columns (in first-seen order)."""
     sub = frame[(frame["op"] == op) & (frame["metric"] == metric)]
     cells = sub.assign(cell=sub.apply(_cell, axis=1)).pivot_table(
         index="variant", columns="mode", values="cell", aggfunc="first"
     )
-    order = [v for v in VARIANT_NAMES if v in cells.index]
-    return cells.reindex(index=order, columns=[m for m in MODES if m in cells.columns]).fillna("")
+    order = [v for v in VARIANT_NAMES if v in cells.index] + [v for v in cells.index if v not in VARIANT_NAMES]
+    modes = [m for m in sub["mode"].drop_duplicates() if m in cells.columns]
+    return cells.reindex(index=order, columns=modes).fillna("")
 
 
 def na_reasons(frame: pd.DataFrame) -> dict[str, str]:
@@ -51,7 +52,7 @@ def _title(op: str, env: dict[str, Any]) -> str:
     return f"{op}: CPU µs/call, median (Δ vs floor) — {env.get('device')} · {where} · torch {env.get('torch')}"
 
 
-def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None) -> None:
+def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None, note: str = "") -> None:
     console = console or Console()
     for op in frame["op"].drop_duplicates():
         cells = boundary_table(frame, op)
@@ -64,7 +65,8 @@ def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | No
         console.print(table)
     for label, reason in na_reasons(frame).items():
         console.print(f"  [dim]{label}: {reason}[/dim]")
-    console.print("[dim]Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).[/dim]")
+    if note:
+        console.print(f"[dim]{note}[/dim]")
 
 
 def markdown_table(frame: pd.DataFrame, op: str) -> str:

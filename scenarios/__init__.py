@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .base import Scenario, Selection
 from .boundary import BOUNDARY
+from .compile import COMPILE
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (BOUNDARY,)}
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (BOUNDARY, COMPILE)}
 
 __all__ = ["SCENARIOS", "Scenario", "Selection"]

@@ -29,6 +29,8 @@ class Scenario:
     description: str
     build: Callable[[Selection], list[Case]]
     modes: tuple[str, ...] = field(default_factory=tuple)
+    requires_cuda: bool = False
+    table_note: str = ""  # printed under the tables: what the bracketed delta is against
 
 
 # Pre-flight tolerances against the fp64 reference, per dtype.

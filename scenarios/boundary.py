@@ -48,4 +48,5 @@ BOUNDARY = Scenario(
     description="per-call CPU cost of each registration variant, in inference, fwd_requires_grad and fwd_bwd",
     build=build,
     modes=MODES,
+    table_note="Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).",
 )

@@ -1,0 +1,124 @@
+"""`compile`: what torch.compile and CUDA graphs do to each boundary's per-call cost.
+
+Modes (inference inputs): `eager` (the variant called directly), `compiled`
+(inside torch.compile(fullgraph=True)), `cudagraph` (one call captured into a
+CUDA graph after warm-up, with static buffers, and replayed). Each case is
+paired with the same variant's `eager` case. A boundary that cannot compile
+or capture is listed with the error instead of being dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from bench.runner import Case
+from ops import OPS, InputSpec, OpContract, Variant, get_variant
+
+from .base import TOLERANCES, Scenario, Selection, device_sync
+
+MODES = ("eager", "compiled", "cudagraph")
+_uid = itertools.count()
+
+
+def fresh_function(fn: Callable[..., Tensor], nargs: int) -> Callable[..., Tensor]:
+    """A wrapper with its own code object, so every variant gets its own Dynamo
+    cache entry (a shared code object would chain guards across variants and
+    inflate the compiled cost of later ones)."""
+    params = ", ".join(f"a{i}" for i in range(nargs))
+    name = f"boundary_{next(_uid)}"
+    namespace: dict[str, Any] = {"fn": fn}
+    exec(f"def {name}({params}):\n    return fn({params})\n", namespace)  # noqa: S102
+    return namespace[name]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:180]}" if text else type(exc).__name__
+
+
+def _compiled_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
+    assert variant.fn is not None
+    try:
+        compiled = torch.compile(fresh_function(variant.fn, len(args)), fullgraph=True, dynamic=False)
+        out = compiled(*args)
+    except Exception as exc:  # noqa: BLE001  # reported in the table, never dropped
+        return None, None, f"torch.compile(fullgraph=True) failed: {_first_line(exc)}"
+    return (lambda: compiled(*args)), out, None
+
+
+def _cudagraph_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
+    fn = variant.fn
+    assert fn is not None
+    if not args[0].is_cuda:
+        return None, None, "CUDA graphs need a CUDA device"
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture: lazy init, allocator, JIT
+            for _ in range(3):
+                fn(*args)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = fn(*args)
+        graph.replay()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        torch.cuda.synchronize()
+        return None, None, f"CUDA graph capture failed: {_first_line(exc)}"
+    return graph.replay, static_out, None
+
+
+def _check(out: Tensor, contract: OpContract, args: tuple[Any, ...], dtype: torch.dtype) -> str | None:
+    try:
+        torch.testing.assert_close(out.double().cpu(), contract.reference_fp64(args).cpu(), **TOLERANCES[dtype])
+    except AssertionError as exc:
+        return f"result differs from the fp64 reference: {str(exc).splitlines()[0]}"
+    return None
+
+
+def build(sel: Selection) -> list[Case]:
+    torch._dynamo.reset()
+    cases = []
+    sync = device_sync(sel.device)
+    for op in sel.ops:
+        contract = OPS[op]
+        for name in sel.variants:
+            variant = get_variant(name, op, sel.device)
+            for mode in MODES:
+                spec = InputSpec(contract.boundary_shape, sel.dtype, sel.device, seed=sel.seed)
+                key = {"scenario": "compile", "op": op, "variant": name, "mode": mode, "device": sel.device,
+                       "shape": list(spec.shape), "dtype": str(sel.dtype).removeprefix("torch.")}
+                case = Case(key=key, call=None, sync=sync, baseline=None if mode == "eager" else f"{op}/{name}/eager")
+                case.na_reason = variant.na_reason("inference")
+                if case.na_reason is None:
+                    args = contract.make_inputs(spec)
+                    fn = variant.fn
+                    assert fn is not None
+                    if mode == "eager":
+                        call, out, reason = (lambda fn=fn, args=args: fn(*args)), fn(*args), None
+                    elif mode == "compiled":
+                        call, out, reason = _compiled_call(variant, args)
+                    else:
+                        call, out, reason = _cudagraph_call(variant, args)
+                    case.na_reason = reason
+                    if out is not None:
+                        case.error = _check(out, contract, args, sel.dtype)
+                    if case.na_reason is None and case.error is None:
+                        case.call = call
+                cases.append(case)
+    return cases
+
+
+COMPILE = Scenario(
+    name="compile",
+    description="each boundary eager, inside torch.compile(fullgraph=True), and replayed from a CUDA graph",
+    build=build,
+    modes=MODES,
+    requires_cuda=True,
+    table_note="Δ = median of per-round paired differences vs the same variant called eagerly.",
+)
