@@ -54,6 +54,29 @@ def pin_to_one_cpu() -> int | None:
     return cpus[-1]
 
 
+def result_path(out: Path | None, env: dict[str, Any], scenario: str, device: str) -> Path:
+    from bench import env as envmod
+
+    out_dir = out or REPO_ROOT / "results" / envmod.machine_slug(env)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return out_dir / f"{scenario}-{device.replace(':', '')}-{stamp}.json"
+
+
+def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> int:
+    """Scenarios that make their own table (e.g. timer_validation)."""
+    from bench import env as envmod
+    from bench.results import write_result
+
+    env = envmod.capture(device)
+    rows, extra = scenario.custom_run(device)
+    env.update(extra)
+    json_path = result_path(args.out, env, scenario.name, device)
+    write_result(json_path, {"scenario": scenario.name, "status": "complete", "config": {}, "env": env, "rows": rows})
+    code = scenario.custom_report(rows, console)
+    console.print(f"wrote {json_path}")
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from scenarios import SCENARIOS
 
@@ -89,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"scenario [bold]{scenario.name}[/bold] needs a CUDA device ({scenario.description}); "
                       f"this machine has none (torch {torch.__version__}), so nothing was run.")
         return 0
+    if scenario.custom_run is not None:
+        return run_custom(scenario, device, args, console)
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
     pinned = None if args.no_pin else pin_to_one_cpu()
     config = RunConfig(
@@ -107,9 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     env = envmod.capture(device, {"pinned_cpu": pinned})
-    out_dir = args.out or REPO_ROOT / "results" / envmod.machine_slug(env)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    json_path = out_dir / f"{scenario.name}-{device.replace(':', '')}-{stamp}.json"
+    json_path = result_path(args.out, env, scenario.name, device)
     runnable = sum(c.runnable for c in cases)
     console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({runnable} timed) on {device}, "
                   f"{config.rounds} rounds{' max' if config.adaptive else ''}")

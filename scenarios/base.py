@@ -31,6 +31,10 @@ class Scenario:
     modes: tuple[str, ...] = field(default_factory=tuple)
     requires_cuda: bool = False
     table_note: str = ""  # printed under the tables: what the bracketed delta is against
+    # Scenarios that are not op x variant x mode tables run themselves:
+    # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
+    custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
+    custom_report: Callable[[list[dict[str, Any]], Any], int] | None = None
 
 
 # Pre-flight tolerances against the fp64 reference, per dtype.
