@@ -40,6 +40,9 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, help="stop after this many seconds of rounds")
     p.add_argument("--block-ms", type=float, help="target duration of one timed block (default 5 ms; --quick 2 ms)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
+                   help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
+    p.add_argument("--gpu-rounds", type=int, help="rounds of the GPU pass (default 8; --quick 3)")
     p.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU core")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
     return p
@@ -90,8 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from analysis.table import print_tables
     from bench import env as envmod
-    from bench.results import case_rows, write_result
-    from bench.runner import RunConfig, run
+    from bench.gputimer import gpu_rows, make_gpu_timer
+    from bench.results import case_rows, mark_gpu_bound, write_result
+    from bench.runner import RunConfig, run, run_gpu
     from ops import OPS, VARIANT_NAMES
     from ops.native import NativeBuildMissing
     from scenarios import Selection
@@ -137,13 +141,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({runnable} timed) on {device}, "
                   f"{config.rounds} rounds{' max' if config.adaptive else ''}")
 
+    extra_rows: list[dict[str, Any]] = []
+
     def document(status: str, rounds_done: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        rows = case_rows(cases) + extra_rows
+        mark_gpu_bound(rows)
         return {
             "scenario": scenario.name,
             "status": status,
             "config": {**vars(config), "rounds_done": rounds_done, "dtype": args.dtype, **(extra or {})},
             "env": env,
-            "rows": case_rows(cases),
+            "rows": rows,
         }
 
     def checkpoint(rounds_done: int) -> None:
@@ -152,10 +160,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     outcome = run(cases, config, on_round=checkpoint)
     status = "interrupted" if outcome.stop_reason == "interrupted" else "complete"
+    gpu_rounds = 0
+    if status == "complete" and device.startswith("cuda") and args.gpu_timer != "off":
+        checkpoint(outcome.rounds_done)
+        timer = make_gpu_timer(device, prefer=args.gpu_timer)
+        if timer is not None:
+            try:
+                gpu_rounds, interrupted = run_gpu(cases, config, timer, args.gpu_rounds or (3 if args.quick else 8))
+                status = "interrupted" if interrupted else status
+                extra_rows.extend(gpu_rows(cases, timer))
+                env.update(timer.meta())
+            finally:
+                timer.close()
     doc = document(status, outcome.rounds_done, {
         "stop_reason": outcome.stop_reason,
         "seconds": round(outcome.seconds, 2),
         "timer_overhead_ns": outcome.timer_overhead_ns,
+        "gpu_rounds_done": gpu_rounds,
     })
     csv_path = write_result(json_path, doc)
 

@@ -23,13 +23,33 @@ def _cell(row: pd.Series) -> str:
     delta = row.get("delta_median")
     if delta is not None and not (isinstance(delta, float) and math.isnan(delta)):
         text += f" ({delta:+.2f})"
+    if row.get("gpu_bound") is True:
+        text += " †"
     return text
 
 
+def _gpu_cell(row: pd.Series, kernels: dict[tuple[str, str], float]) -> str:
+    if row["status"] != "ok" or row["median"] is None:
+        return ""
+    k = kernels.get((row["variant"], row["mode"]))
+    return f"{row['median']:.2f}" + (f" ×{k:g}" if k is not None else "")
+
+
 def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us") -> pd.DataFrame:
-    """Formatted cells, variants in declaration order, modes as columns (in first-seen order)."""
+    """Formatted cells, variants in declaration order, modes as columns (in first-seen order).
+
+    metric "cpu_us": median (Δ vs floor), † when GPU-bound; "gpu_us": median ×kernels per call.
+    """
     sub = frame[(frame["op"] == op) & (frame["metric"] == metric)]
-    cells = sub.assign(cell=sub.apply(_cell, axis=1)).pivot_table(
+    if sub.empty:
+        return pd.DataFrame()
+    if metric == "gpu_us":
+        kpc = frame[(frame["op"] == op) & (frame["metric"] == "kernels_per_call")]
+        kernels = {(r["variant"], r["mode"]): round(r["median"], 2) for _, r in kpc.iterrows() if r["median"] is not None}
+        cell = sub.apply(lambda r: _gpu_cell(r, kernels), axis=1)
+    else:
+        cell = sub.apply(_cell, axis=1)
+    cells = sub.assign(cell=cell).pivot_table(
         index="variant", columns="mode", values="cell", aggfunc="first"
     )
     order = [v for v in VARIANT_NAMES if v in cells.index] + [v for v in cells.index if v not in VARIANT_NAMES]
@@ -47,22 +67,35 @@ def na_reasons(frame: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _title(op: str, env: dict[str, Any]) -> str:
+TITLES = {
+    "cpu_us": "CPU µs/call, median (Δ vs floor)",
+    "gpu_us": "GPU µs/call ({timer}), median ×kernels/call",
+}
+
+
+def _title(op: str, env: dict[str, Any], metric: str, timer: str = "") -> str:
     where = env.get("gpu_name") or env.get("cpu_model")
-    return f"{op}: CPU µs/call, median (Δ vs floor) — {env.get('device')} · {where} · torch {env.get('torch')}"
+    what = TITLES[metric].format(timer=timer)
+    return f"{op}: {what} — {env.get('device')} · {where} · torch {env.get('torch')}"
 
 
 def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None, note: str = "") -> None:
     console = console or Console()
     for op in frame["op"].drop_duplicates():
-        cells = boundary_table(frame, op)
-        table = Table(title=_title(op, env), title_justify="left")
-        table.add_column("variant")
-        for mode in cells.columns:
-            table.add_column(mode, justify="right")
-        for variant, row in cells.iterrows():
-            table.add_row(str(variant), *row.tolist())
-        console.print(table)
+        for metric in ("cpu_us", "gpu_us"):
+            cells = boundary_table(frame, op, metric)
+            if cells.empty:
+                continue
+            timers = frame[(frame["op"] == op) & (frame["metric"] == metric)]["timer"].dropna().unique()
+            table = Table(title=_title(op, env, metric, "/".join(timers)), title_justify="left")
+            table.add_column("variant")
+            for mode in cells.columns:
+                table.add_column(mode, justify="right")
+            for variant, row in cells.iterrows():
+                table.add_row(str(variant), *row.tolist())
+            console.print(table)
+    if "gpu_bound" in frame.columns and frame["gpu_bound"].eq(True).any():
+        console.print("[dim]† GPU-bound: GPU time per call ≥ CPU time per call, so the CPU figure is the GPU's pace.[/dim]")
     for label, reason in na_reasons(frame).items():
         console.print(f"  [dim]{label}: {reason}[/dim]")
     if note:

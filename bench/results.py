@@ -8,7 +8,6 @@ re-written after every round, so an interrupted run keeps what it finished.
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from . import stats
+from .rows import stat_row
 from .runner import TIMER, Case
 
 SCHEMA_VERSION = 1
@@ -26,44 +25,31 @@ REQUIRED_ROW_FIELDS = (
 )
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
-
-
 def case_rows(cases: Iterable[Case], by_label: dict[str, Case] | None = None) -> list[dict[str, Any]]:
     """CPU wall-clock rows, with the paired difference against each case's baseline."""
     cases = list(cases)
     by_label = by_label or {c.label: c for c in cases}
     rows = []
     for case in cases:
-        s = stats.summarize(case.samples)
-        row: dict[str, Any] = {
-            **case.key,
-            "driver": case.key.get("driver", "python"),
-            "metric": "cpu_us",
-            "unit": "us",
-            "timer": TIMER,
-            "status": "failed" if case.error else "n/a" if case.na_reason else "ok" if case.samples else "not run",
-            "reason": case.error or case.na_reason,
-            "n": s.n,
-            "block_calls": case.block or None,
-            "median": _num(s.median),
-            "q1": _num(s.q1),
-            "q3": _num(s.q3),
-            "ci_low": _num(s.ci_low),
-            "ci_high": _num(s.ci_high),
-            "baseline": case.baseline,
-            "delta_median": None,
-            "delta_ci_low": None,
-            "delta_ci_high": None,
-            "samples": [round(x, 6) for x in case.samples],
-        }
         base = by_label.get(case.baseline or "")
-        if base is not None and case.samples and len(base.samples) == len(case.samples):
-            d = stats.summarize(stats.paired_differences(case.samples, base.samples))
-            row.update(delta_median=_num(d.median), delta_ci_low=_num(d.ci_low), delta_ci_high=_num(d.ci_high))
-        rows.append(row)
+        status = "failed" if case.error else "n/a" if case.na_reason else None
+        rows.append(stat_row(
+            case.key, metric="cpu_us", unit="us", timer=TIMER, samples=case.samples,
+            base_samples=base.samples if base is not None else None, baseline=case.baseline,
+            status=status, reason=case.error or case.na_reason, block_calls=case.block or None,
+        ))
     return rows
+
+
+def mark_gpu_bound(rows: list[dict[str, Any]]) -> None:
+    """Flag CPU rows whose GPU time per call is at least their CPU time per call:
+    their CPU figure is the GPU's pace, not a dispatch cost."""
+    key = ("scenario", "op", "variant", "mode", "device", "driver")
+    gpu = {tuple(r[k] for k in key): r["median"] for r in rows if r["metric"] == "gpu_us" and r["median"] is not None}
+    for r in rows:
+        if r["metric"] == "cpu_us":
+            g = gpu.get(tuple(r[k] for k in key))
+            r["gpu_bound"] = None if g is None or r["median"] is None else g >= r["median"]
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
+from .gputimer import GpuTimer, nvtx_range
 
 TIMER = "perf_counter_ns"
 TIMER_OVERHEAD_FRACTION = 1e-4
@@ -78,11 +79,18 @@ def timer_overhead_ns(trials: int = 2000) -> float:
     return float(reads[len(reads) // 2])
 
 
-def time_block(case: Case, n: int) -> int:
-    """Nanoseconds for n calls, GPU queue drained before (and after, untimed)."""
+def time_block(case: Case, n: int, gpu_timer: GpuTimer | None = None) -> int:
+    """Nanoseconds for n calls, GPU queue drained before (and after, untimed).
+
+    With a GPU timer the block is also bracketed for GPU time: its window opens
+    after the pre-block drain and closes after the post-block drain, so no other
+    block's kernels can fall inside it.
+    """
     call = case.call
     assert call is not None
     case.sync()
+    if gpu_timer is not None:
+        gpu_timer.begin_block(case.label)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -93,7 +101,11 @@ def time_block(case: Case, n: int) -> int:
     finally:
         if gc_was_enabled:
             gc.enable()
+    if gpu_timer is not None:
+        gpu_timer.calls_done(case.label)
     case.sync()
+    if gpu_timer is not None:
+        gpu_timer.end_block(case.label, n)
     return t1 - t0
 
 
@@ -145,8 +157,9 @@ def run(
         try:
             warm = progress.add_task("warm-up ", total=len(runnable))
             for case in runnable:
-                case.block = calibrate(case, config, overhead)
-                warm_up(case, config)
+                with nvtx_range(f"warm-up {case.label}"):
+                    case.block = calibrate(case, config, overhead)
+                    warm_up(case, config)
                 progress.advance(warm)
             task = progress.add_task("rounds  ", total=config.rounds * len(runnable))
             for r in range(config.rounds):
@@ -154,7 +167,8 @@ def run(
                 order = runnable[:]
                 rng.shuffle(order)
                 for case in order:
-                    elapsed = time_block(case, case.block)
+                    with nvtx_range(case.label):
+                        elapsed = time_block(case, case.block)
                     case.samples.append(elapsed / case.block / 1e3)
                     progress.advance(task)
                 rounds_done = r + 1
@@ -171,3 +185,42 @@ def run(
             for case in runnable:
                 del case.samples[rounds_done:]
     return RunOutcome(rounds_done, stop_reason, time.perf_counter() - start, overhead)
+
+
+def run_gpu(
+    cases: list[Case],
+    config: RunConfig,
+    timer: GpuTimer,
+    rounds: int,
+    console: Console | None = None,
+) -> tuple[int, bool]:
+    """GPU pass, after the CPU pass: the same blocks, interleaved, bracketed by `timer`.
+
+    A separate pass because CUPTI tracing adds CPU cost to every launch: the
+    CPU samples of this pass are discarded. Returns the rounds completed; an
+    interrupted round is dropped from every case, as in run().
+    """
+    runnable = [c for c in cases if c.runnable and c.block]
+    rng = random.Random(config.seed + 1)
+    done, interrupted = 0, False
+    console = console or Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))
+        try:
+            for case in runnable:  # untimed: whatever enabling the timer costs lands here
+                time_block(case, max(1, case.block // 4))
+            for r in range(rounds):
+                order = runnable[:]
+                rng.shuffle(order)
+                for case in order:
+                    with nvtx_range(f"{case.label} x{case.block}"):
+                        time_block(case, case.block, timer)
+                    progress.advance(task)
+                timer.collect()
+                done = r + 1
+        except KeyboardInterrupt:
+            interrupted = True
+            for samples in timer.results().values():
+                samples.truncate(done)
+    return done, interrupted

@@ -1,0 +1,266 @@
+// collector.cpp against a fake libcupti (fake_cupti.cpp) and a fake
+// libcuda.so.1 (fake_cuda.cpp): loading through DBENCH_CUPTI_LIBRARY, the
+// buffer callbacks (also from another thread), flush, windows, dropped
+// records, finalize and error reporting -- without a GPU.
+//
+// The collector is a process-wide singleton (CUPTI's callbacks are plain
+// functions), so every test starts from whatever state the previous one left
+// and brings it to the state it needs.
+#include <cupti_version.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "collector.h"
+
+namespace dbench::cupti {
+namespace {
+
+struct Fake {
+  void (*reset)();
+  void (*set_time)(uint64_t);
+  void (*add_kernel)(uint64_t, uint64_t, const char*, uint32_t);
+  void (*add_memcpy)(uint64_t, uint64_t, uint64_t);
+  void (*add_api)(uint64_t, uint64_t);
+  void (*fail_enable)(int, int);
+  void (*set_dropped)(size_t);
+  void (*deliver_async)();
+  int (*enabled)(int);
+  int (*finalized)();
+  size_t (*external_depth)();
+};
+
+template <typename F>
+void resolve(void* h, const char* name, F*& f) {
+  f = reinterpret_cast<F*>(dlsym(h, name));
+  ASSERT_NE(f, nullptr) << name;
+}
+
+Fake& fake() {
+  static Fake f = [] {
+    Fake x{};
+    // The fake driver, loaded by path: the collector's dlopen("libcuda.so.1")
+    // then finds it by soname. The fake libcupti is what the collector loads.
+    EXPECT_NE(dlopen(DBENCH_FAKE_CUDA, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
+    setenv("DBENCH_CUPTI_LIBRARY", DBENCH_FAKE_CUPTI, 1);
+    void* h = dlopen(DBENCH_FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(h, nullptr) << dlerror();
+    resolve(h, "fake_cupti_reset", x.reset);
+    resolve(h, "fake_cupti_set_time", x.set_time);
+    resolve(h, "fake_cupti_add_kernel", x.add_kernel);
+    resolve(h, "fake_cupti_add_memcpy", x.add_memcpy);
+    resolve(h, "fake_cupti_add_api", x.add_api);
+    resolve(h, "fake_cupti_fail_enable", x.fail_enable);
+    resolve(h, "fake_cupti_set_dropped", x.set_dropped);
+    resolve(h, "fake_cupti_deliver_async", x.deliver_async);
+    resolve(h, "fake_cupti_enabled", x.enabled);
+    resolve(h, "fake_cupti_finalized", x.finalized);
+    resolve(h, "fake_cupti_external_depth", x.external_depth);
+    return x;
+  }();
+  return f;
+}
+
+// Block ids never repeat within a process.
+int64_t next_id() {
+  static int64_t id = 0;
+  return ++id;
+}
+
+// A clock that only moves forward across tests.
+uint64_t later(uint64_t dt = 0) {
+  static uint64_t t = 1'000'000;
+  t += 1'000'000 + dt;
+  return t;
+}
+
+Collector& enabled_collector(const EnableOptions& o = {}) {
+  Fake& f = fake();
+  f.reset();
+  Collector& c = Collector::instance();
+  Status s = c.enable(o);
+  EXPECT_TRUE(s.ok) << s.reason;
+  std::string error;
+  c.flush(&error);  // drop what earlier tests left
+  c.dropped();
+  return c;
+}
+
+TEST(CuptiCollector, LoadsTheLibraryNamedByTheEnvironment) {
+  fake();
+  Collector& c = Collector::instance();
+  Info i = c.info();
+  EXPECT_EQ(i.header_version, static_cast<uint32_t>(CUPTI_API_VERSION));
+  EXPECT_EQ(i.runtime_version, static_cast<uint32_t>(CUPTI_API_VERSION));
+  EXPECT_NE(i.library.find("fake_cupti"), std::string::npos) << i.library;
+}
+
+TEST(CuptiCollector, EnableFailureIsReportedAndNothingStaysEnabled) {
+  Fake& f = fake();
+  Collector& c = Collector::instance();
+  ASSERT_TRUE(c.finalize().ok);
+  f.reset();
+  f.fail_enable(CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  Status s = c.enable();
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("cuptiActivityEnable(MEMSET)"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"), std::string::npos)
+      << s.reason;
+  EXPECT_FALSE(c.enabled());
+  EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));  // rolled back
+  EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  Status a = c.available();
+  EXPECT_FALSE(a.ok);
+  EXPECT_EQ(a.reason, s.reason);
+  EXPECT_FALSE(c.begin_block(next_id()).ok);
+
+  f.reset();  // the other client went away
+  s = c.enable();
+  EXPECT_TRUE(s.ok) << s.reason;
+  EXPECT_TRUE(c.available().ok);
+  EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_MEMCPY));
+  EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_MEMSET));
+  EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+}
+
+TEST(CuptiCollector, FlushAttributesRecordsToWindows) {
+  Fake& f = fake();
+  Collector& c = enabled_collector();
+  const Counters before = c.counters();
+  const int64_t id1 = next_id(), id2 = next_id();
+  const uint64_t t0 = later();
+  f.set_time(t0);
+  ASSERT_TRUE(c.begin_block(id1).ok);
+  f.add_kernel(t0 + 10, t0 + 110, "_Z4mul2Pf", 1);
+  f.add_kernel(t0 + 200, t0 + 300, "_Z4mul2Pf", 2);
+  f.add_memcpy(t0 + 400, t0 + 450, 64);
+  f.add_api(t0 + 5, t0 + 6);  // not aggregated
+  f.set_time(t0 + 1000);
+  ASSERT_TRUE(c.end_block(id1).ok);
+  f.add_kernel(t0 + 1500, t0 + 1600, "between", 3);  // in no window
+  f.set_time(t0 + 2000);
+  ASSERT_TRUE(c.begin_block(id2).ok);
+  f.set_time(t0 + 3000);
+  ASSERT_TRUE(c.end_block(id2).ok);
+
+  std::string error;
+  auto blocks = c.flush(&error);
+  EXPECT_TRUE(error.empty()) << error;
+  ASSERT_EQ(blocks.size(), 2u);
+  const BlockStats& b = blocks.at(id1);
+  EXPECT_EQ(b.begin_ns, t0);
+  EXPECT_EQ(b.end_ns, t0 + 1000);
+  EXPECT_EQ(b.kernels, 2u);
+  EXPECT_EQ(b.kernel_ns, 200u);
+  EXPECT_EQ(b.busy_ns, 250u);
+  EXPECT_EQ(b.memcpy_count, 1u);
+  EXPECT_EQ(b.memcpy_bytes, 64u);
+  EXPECT_EQ(b.kernel_names.at("_Z4mul2Pf"), 2u);
+  EXPECT_EQ(blocks.at(id2).kernels, 0u);
+  const Counters after = c.counters();
+  EXPECT_EQ(after.unattributed_kernels - before.unattributed_kernels, 1u);
+  EXPECT_EQ(after.ignored - before.ignored, 1u);
+  EXPECT_EQ(after.records - before.records, 5u);
+  EXPECT_TRUE(c.flush(&error).empty());  // returned once
+}
+
+TEST(CuptiCollector, BuffersCompletedOnAnotherThreadWhileTheBlockIsOpen) {
+  Fake& f = fake();
+  Collector& c = enabled_collector();
+  const int64_t id = next_id();
+  const uint64_t t0 = later();
+  f.set_time(t0);
+  ASSERT_TRUE(c.begin_block(id).ok);
+  f.add_kernel(t0 + 10, t0 + 20, "early", 0);
+  f.deliver_async();  // CUPTI's worker thread hands a buffer over mid-block
+  f.add_kernel(t0 + 30, t0 + 50, "late", 0);
+  f.set_time(t0 + 100);
+  ASSERT_TRUE(c.end_block(id).ok);
+  std::string error;
+  auto blocks = c.flush(&error);
+  ASSERT_EQ(blocks.count(id), 1u);
+  EXPECT_EQ(blocks.at(id).kernels, 2u);
+  EXPECT_EQ(blocks.at(id).kernel_ns, 30u);
+}
+
+TEST(CuptiCollector, MisuseIsAnErrorNotACrash) {
+  Fake& f = fake();
+  Collector& c = enabled_collector();
+  const int64_t id = next_id();
+  f.set_time(later());
+  ASSERT_TRUE(c.begin_block(id).ok);
+  Status s = c.begin_block(next_id());
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("still open"), std::string::npos) << s.reason;
+  EXPECT_FALSE(c.end_block(id + 1000).ok);
+  ASSERT_TRUE(c.end_block(id).ok);
+  EXPECT_FALSE(c.begin_block(id).ok);  // id reused
+}
+
+TEST(CuptiCollector, DroppedRecordsAreCounted) {
+  Fake& f = fake();
+  Collector& c = enabled_collector();
+  const uint64_t base = c.dropped();
+  f.set_dropped(5);
+  EXPECT_EQ(c.dropped(), base + 5);
+  EXPECT_EQ(c.dropped(), base + 5);  // CUPTI resets its count; the collector keeps the sum
+}
+
+TEST(CuptiCollector, ExternalCorrelationPushesTheBlockId) {
+  Fake& f = fake();
+  Collector& c = Collector::instance();
+  ASSERT_TRUE(c.finalize().ok);
+  EnableOptions o;
+  o.external_correlation = true;
+  enabled_collector(o);
+  EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
+  EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+  const int64_t id = next_id();
+  f.set_time(later());
+  ASSERT_TRUE(c.begin_block(id).ok);
+  EXPECT_EQ(f.external_depth(), 1u);
+  ASSERT_TRUE(c.end_block(id).ok);
+  EXPECT_EQ(f.external_depth(), 0u);
+  ASSERT_TRUE(c.finalize().ok);
+  ASSERT_TRUE(c.enable().ok);  // back to the default kinds
+  EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+}
+
+TEST(CuptiCollector, FinalizeFlushesDetachesAndKeepsTheBlocks) {
+  Fake& f = fake();
+  Collector& c = enabled_collector();
+  const int64_t id = next_id();
+  const uint64_t t0 = later();
+  f.set_time(t0);
+  ASSERT_TRUE(c.begin_block(id).ok);
+  f.add_kernel(t0 + 1, t0 + 2, "k", 0);
+  f.set_time(t0 + 10);
+  ASSERT_TRUE(c.end_block(id).ok);
+  ASSERT_TRUE(c.finalize().ok);
+  EXPECT_TRUE(f.finalized());
+  EXPECT_FALSE(c.enabled());
+  EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  EXPECT_TRUE(c.finalize().ok);  // idempotent
+  std::string error;
+  auto blocks = c.flush(&error);  // no CUPTI call any more, the data stays
+  ASSERT_EQ(blocks.count(id), 1u);
+  EXPECT_EQ(blocks.at(id).kernels, 1u);
+  EXPECT_FALSE(c.begin_block(next_id()).ok);
+  ASSERT_TRUE(c.enable().ok);  // CUPTI can be attached again
+  EXPECT_FALSE(f.finalized());
+}
+
+TEST(CuptiCollector, FinalizeWithoutDetach) {
+  Fake& f = fake();
+  Collector& c = enabled_collector();
+  ASSERT_TRUE(c.finalize(/*detach=*/false).ok);
+  EXPECT_FALSE(f.finalized());
+  EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  ASSERT_TRUE(c.enable().ok);
+}
+
+}  // namespace
+}  // namespace dbench::cupti
