@@ -32,29 +32,35 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--ops", help="comma-separated ops (default: all)")
     p.add_argument("--variants", help="comma-separated variants (default: all)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--rounds", type=int, help="interleaved rounds (default 25; --quick 6)")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default 30; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",
                    help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
     p.add_argument("--precision", type=float, default=0.01, help="adaptive target: CI half-width / median")
     p.add_argument("--time-budget", type=float, help="stop after this many seconds of rounds")
-    p.add_argument("--block-ms", type=float, help="target duration of one timed block (default 5 ms; --quick 2 ms)")
+    p.add_argument("--block-ms", type=float, help="target duration of one timed block (default 10 ms; --quick 2 ms)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
     p.add_argument("--gpu-rounds", type=int, help="rounds of the GPU pass (default 8; --quick 3)")
-    p.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU core")
+    p.add_argument("--no-pin", action="store_true",
+                   help="do not pin the process (default: one core on CPU runs, the last four cores on CUDA runs)")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
     return p
 
 
-def pin_to_one_cpu() -> int | None:
-    """Pin to the last allowed core: less migration noise, recorded in env."""
+def pin_cpus(count: int) -> list[int] | None:
+    """Pin to the last `count` allowed cores: less migration noise, recorded in env.
+
+    CUDA runs get several cores: the driver's threads and autograd's device
+    thread inherit the affinity, and squeezing them onto the timing thread's
+    core adds noise instead of removing it.
+    """
     if not hasattr(os, "sched_setaffinity"):
         return None
-    cpus = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cpus[-1]})
-    return cpus[-1]
+    cpus = sorted(os.sched_getaffinity(0))[-count:]
+    os.sched_setaffinity(0, set(cpus))
+    return cpus
 
 
 def result_path(out: Path | None, env: dict[str, Any], scenario: str, device: str) -> Path:
@@ -119,10 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if scenario.custom_run is not None:
         return run_custom(scenario, device, args, console)
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
-    pinned = None if args.no_pin else pin_to_one_cpu()
+    pinned = None if args.no_pin else pin_cpus(4 if device.startswith("cuda") else 1)
     config = RunConfig(
-        rounds=args.rounds or (6 if args.quick else 25),
-        block_seconds=(args.block_ms or (2.0 if args.quick else 5.0)) / 1e3,
+        rounds=args.rounds or (6 if args.quick else 30),
+        block_seconds=(args.block_ms or (2.0 if args.quick else 10.0)) / 1e3,
         warmup_seconds=0.005 if args.quick else 0.02,
         seed=args.seed,
         adaptive=args.adaptive,
