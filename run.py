@@ -46,6 +46,10 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--no-pin", action="store_true",
                    help="do not pin the process (default: one core on CPU runs, the last four cores on CUDA runs)")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
+    p.add_argument("--no-cpp", action="store_true",
+                   help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
+    p.add_argument("--cpp-repetitions", type=int, help="C++ driver repetitions per benchmark (default 9; --quick 3)")
+    p.add_argument("--cpp-min-time", type=float, help="C++ driver seconds per repetition (default 0.1; --quick 0.01)")
     return p
 
 
@@ -84,6 +88,26 @@ def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: An
     code = scenario.custom_report(rows, console)
     console.print(f"wrote {json_path}")
     return code
+
+
+def run_cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: dict[str, Any],
+                    console: Any) -> list[dict[str, Any]]:
+    """The same ops called from C++ (Google Benchmark driver), as rows with driver "cpp"."""
+    from bench.cpp_results import run_cpp_driver
+
+    console.print(f"C++ driver: {', '.join(ops)} on {device}")
+    try:
+        rows, env["cpp_driver_context"] = run_cpp_driver(
+            device,
+            repetitions=args.cpp_repetitions or (3 if args.quick else 9),
+            min_time=args.cpp_min_time or (0.01 if args.quick else 0.1),
+            extra_args=[f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.no_pin else [])],
+        )
+    except RuntimeError as exc:
+        console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
+        env["cpp_driver_context"] = {"error": str(exc)}
+        return []
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({runnable} timed) on {device}, "
                   f"{config.rounds} rounds{' max' if config.adaptive else ''}")
 
-    extra_rows: list[dict[str, Any]] = []
+    extra_rows: list[dict[str, Any]] = []  # GPU and C++ rows, added after the CPU pass
 
     def document(status: str, rounds_done: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         rows = case_rows(cases) + extra_rows
@@ -178,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 env.update(timer.meta())
             finally:
                 timer.close()
+    if status == "complete" and scenario.name == "boundary" and not args.no_cpp:
+        extra_rows.extend(run_cpp_section(device, ops, args, env, console))
     doc = document(status, outcome.rounds_done, {
         "stop_reason": outcome.stop_reason,
         "seconds": round(outcome.seconds, 2),

@@ -33,10 +33,10 @@ def spreads(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
     """Per op x mode x metric: is the ranking of variants identical in both runs?"""
     out = []
-    for (op, mode, metric), g in merged.groupby(["op", "mode", "metric"]):
+    for (op, mode, metric, driver), g in merged.groupby(["op", "mode", "metric", "driver"]):
         ra = list(g.sort_values("median_a")["variant"])
         rb = list(g.sort_values("median_b")["variant"])
-        out.append({"op": op, "mode": mode, "metric": metric, "same_order": ra == rb,
+        out.append({"op": op, "mode": mode, "metric": metric, "driver": driver, "same_order": ra == rb,
                     "order_a": " < ".join(ra), "order_b": " < ".join(rb)})
     return pd.DataFrame(out)
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     print(merged.sort_values("spread", ascending=False).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     order = same_ordering(merged)
     print()
-    print(order[["op", "mode", "metric", "same_order"]].to_string(index=False))
+    print(order[["op", "mode", "metric", "driver", "same_order"]].to_string(index=False))
     for _, row in order[~order["same_order"]].iterrows():
         print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {'':{len(row['op']) + len(row['mode']) + 1}}  B {row['order_b']}")
     worst = merged["spread"].max()

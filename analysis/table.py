@@ -9,6 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from bench.cpp_results import CPP_VARIANT_NAMES
 from ops import VARIANT_NAMES
 
 
@@ -35,12 +36,16 @@ def _gpu_cell(row: pd.Series, kernels: dict[tuple[str, str], float]) -> str:
     return f"{row['median']:.2f}" + (f" ×{k:g}" if k is not None else "")
 
 
-def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us") -> pd.DataFrame:
-    """Formatted cells, variants in declaration order, modes as columns (in first-seen order).
+def _drivers(frame: pd.DataFrame) -> pd.Series:
+    return frame["driver"].fillna("python") if "driver" in frame else pd.Series("python", index=frame.index)
+
+
+def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str = "python") -> pd.DataFrame:
+    """One driver's formatted cells, variants in declaration order, modes as columns (first-seen order).
 
     metric "cpu_us": median (Δ vs floor), † when GPU-bound; "gpu_us": median ×kernels per call.
     """
-    sub = frame[(frame["op"] == op) & (frame["metric"] == metric)]
+    sub = frame[(frame["op"] == op) & (frame["metric"] == metric) & (_drivers(frame) == driver)]
     if sub.empty:
         return pd.DataFrame()
     if metric == "gpu_us":
@@ -52,7 +57,8 @@ def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us") -> pd.D
     cells = sub.assign(cell=cell).pivot_table(
         index="variant", columns="mode", values="cell", aggfunc="first"
     )
-    order = [v for v in VARIANT_NAMES if v in cells.index] + [v for v in cells.index if v not in VARIANT_NAMES]
+    names = CPP_VARIANT_NAMES if driver == "cpp" else VARIANT_NAMES
+    order = [v for v in names if v in cells.index] + [v for v in cells.index if v not in names]
     modes = [m for m in sub["mode"].drop_duplicates() if m in cells.columns]
     return cells.reindex(index=order, columns=modes).fillna("")
 
@@ -68,26 +74,27 @@ def na_reasons(frame: pd.DataFrame) -> dict[str, str]:
 
 
 TITLES = {
-    "cpu_us": "CPU µs/call, median (Δ vs floor)",
-    "gpu_us": "GPU µs/call ({timer}), median ×kernels/call",
+    ("python", "cpu_us"): "CPU µs/call, median (Δ vs floor)",
+    ("python", "gpu_us"): "GPU µs/call ({timer}), median ×kernels/call",
+    ("cpp", "cpu_us"): "called from C++ (Google Benchmark real_time), µs/call, median (Δ vs cpp_direct)",
 }
 
 
-def _title(op: str, env: dict[str, Any], metric: str, timer: str = "") -> str:
+def _title(op: str, env: dict[str, Any], driver: str, metric: str, timer: str = "") -> str:
     where = env.get("gpu_name") or env.get("cpu_model")
-    what = TITLES[metric].format(timer=timer)
+    what = TITLES[(driver, metric)].format(timer=timer)
     return f"{op}: {what} — {env.get('device')} · {where} · torch {env.get('torch')}"
 
 
 def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None, note: str = "") -> None:
     console = console or Console()
     for op in frame["op"].drop_duplicates():
-        for metric in ("cpu_us", "gpu_us"):
-            cells = boundary_table(frame, op, metric)
+        for driver, metric in TITLES:
+            cells = boundary_table(frame, op, metric, driver)
             if cells.empty:
                 continue
             timers = frame[(frame["op"] == op) & (frame["metric"] == metric)]["timer"].dropna().unique()
-            table = Table(title=_title(op, env, metric, "/".join(timers)), title_justify="left")
+            table = Table(title=_title(op, env, driver, metric, "/".join(timers)), title_justify="left")
             table.add_column("variant")
             for mode in cells.columns:
                 table.add_column(mode, justify="right")
@@ -102,8 +109,8 @@ def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | No
         console.print(f"[dim]{note}[/dim]")
 
 
-def markdown_table(frame: pd.DataFrame, op: str) -> str:
-    cells = boundary_table(frame, op)
+def markdown_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str = "python") -> str:
+    cells = boundary_table(frame, op, metric, driver)
     header = "| variant | " + " | ".join(cells.columns) + " |"
     rule = "|---|" + "---:|" * len(cells.columns)
     lines = [header, rule] + [f"| {v} | " + " | ".join(row.tolist()) + " |" for v, row in cells.iterrows()]

@@ -1,0 +1,473 @@
+// dbench_cpp_driver: the boundary scenario called from C++, on Google Benchmark.
+//
+// For each op (noop, muladd, l2norm; inputs (4, 32) float32 like the Python
+// scenario) it times one call of:
+//   <op>/direct/inference            the launcher (dbench::<op>), no dispatcher
+//   <op>/typed/inference             dbench::<op> through a TypedOperatorHandle (unboxed)
+//   <op>/boxed/inference             dbench::<op> through callBoxed on a Stack
+//   <op>/stable/inference            dbench_stable::<op> (boxed TORCH_BOX kernel), typed call
+//   <op>/autograd/inference          dbench::<op>_autograd, typed call, no input requires grad
+//   <op>/autograd/fwd_requires_grad  the same with every tensor input requiring grad
+//   <op>/autograd/fwd_bwd            that forward + torch::autograd::grad
+// Google Benchmark appends "/real_time" to each name (UseRealTime).
+//
+// The metric is wall-clock time per call (real_time), as in the Python runner.
+// CPU time would understate fwd_bwd on CUDA: the backward runs on autograd's
+// device thread while the caller waits (H200: real 45 us, cpu 15 us per call).
+// Each benchmark is first called once and checked against an ATen reference
+// (forward, and gradients in fwd_bwd); a mismatch or an exception is reported
+// with SkipWithError ("error_occurred" in the JSON) and never timed.
+//
+// Flags of this driver (parsed and removed before benchmark::Initialize):
+//   --dbench_device=cpu|cuda|cuda:N  (default: $DBENCH_DEVICE, else cpu)
+//   --dbench_min_time=SECONDS        min time per repetition, written in the
+//                                    --benchmark_min_time syntax of the linked
+//                                    Google Benchmark (1.7: "0.1", 1.8: "0.1s")
+//   --dbench_threads=N               at::set_num_threads (default 1, like run.py)
+//   --dbench_no_pin                  do not pin the process to one core
+// Exit status: 0 ok, 1 bad --benchmark_* flag, 2 bad --dbench_* flag or set-up
+// failure (e.g. no CUDA), 3 no benchmark matched --benchmark_filter.
+// Defaults given to Google Benchmark (later flags on the command line win):
+//   --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true
+// What the driver decided (device, threads, pinned core, torch version...) is
+// added to the JSON "context" block with AddCustomContext (keys dbench_*).
+//
+// This is the driver's only translation unit that includes torch headers.
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/sum.h>
+#include <benchmark/benchmark.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/grad_mode.h>
+#include <torch/version.h>
+
+#include <sched.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launchers.h"
+#include "schemas.h"
+
+#ifndef DBENCH_BENCHMARK_VERSION
+#define DBENCH_BENCHMARK_VERSION "unknown"
+#endif
+// 1 when the linked Google Benchmark (>= 1.8) wants "--benchmark_min_time=<x>s".
+#ifndef DBENCH_MIN_TIME_SUFFIX_S
+#define DBENCH_MIN_TIME_SUFFIX_S 0
+#endif
+
+namespace {
+
+constexpr double kL2NormEps = 1e-6;  // ops/catalog.py L2NORM_EPS
+constexpr int64_t kRows = 4, kCols = 32;  // OpContract.boundary_shape
+constexpr double kAtol = 1e-5, kRtol = 1e-5;  // scenarios/base.py TOLERANCES[float32]
+
+using Tensors = std::vector<at::Tensor>;
+
+// ---------------------------------------------------------------------------
+// CUDA synchronisation, without CUDA headers: the CUDA DeviceGuardImpl is
+// registered by libc10_cuda when torch has CUDA.
+//
+// "CPU cost per call" follows bench/runner.py::time_block: the device queue is
+// drained before and after the timed loop, both outside the timed region, and
+// never inside it. A call is therefore timed from the host's point of view
+// (launch cost, not kernel time). Google Benchmark times one loop of
+// state.max_iterations calls per repetition (~min_time long), so on a GPU
+// whose per-kernel time exceeded the host cost per call the launch queue
+// would fill and the wall time would become the GPU throughput; for these
+// tiny kernels the host cost dominates (same caveat as the Python runner's
+// 5 ms blocks).
+struct Sync {
+  c10::Device device{c10::kCPU};
+  void operator()() const {
+    if (device.is_cuda()) {
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(device.index());
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Per-op traits: how to call the launcher, the typed handle, push a boxed
+// stack, and the ATen reference. `args` are the tensor inputs; scalars are
+// constants of the op.
+
+template <class Sig>
+c10::TypedOperatorHandle<Sig> typed_op(const std::string& name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "").typed<Sig>();
+}
+
+c10::OperatorHandle boxed_op(const std::string& name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "");
+}
+
+struct NoopOp {
+  static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kNoop;
+  using Sig = at::Tensor(const at::Tensor&);
+  static constexpr size_t kTensors = 1;
+  static at::Tensor direct(const Tensors& t) { return dbench::noop(t[0]); }
+  static at::Tensor typed(const c10::TypedOperatorHandle<Sig>& op, const Tensors& t) { return op.call(t[0]); }
+  static void push(torch::jit::Stack& s, const Tensors& t) { s.emplace_back(t[0]); }
+  static at::Tensor reference(const Tensors& t) { return at::mul(t[0], 1.0); }
+};
+
+struct MulAddOp {
+  static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kMulAdd;
+  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&);
+  static constexpr size_t kTensors = 3;
+  static at::Tensor direct(const Tensors& t) { return dbench::muladd(t[0], t[1], t[2]); }
+  static at::Tensor typed(const c10::TypedOperatorHandle<Sig>& op, const Tensors& t) {
+    return op.call(t[0], t[1], t[2]);
+  }
+  static void push(torch::jit::Stack& s, const Tensors& t) {
+    s.emplace_back(t[0]);
+    s.emplace_back(t[1]);
+    s.emplace_back(t[2]);
+  }
+  static at::Tensor reference(const Tensors& t) { return at::add(at::mul(t[0], t[1]), t[2]); }
+};
+
+struct L2NormOp {
+  static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kL2Norm;
+  using Sig = at::Tensor(const at::Tensor&, double);
+  static constexpr size_t kTensors = 1;
+  static at::Tensor direct(const Tensors& t) { return dbench::l2norm(t[0], kL2NormEps); }
+  static at::Tensor typed(const c10::TypedOperatorHandle<Sig>& op, const Tensors& t) {
+    return op.call(t[0], kL2NormEps);
+  }
+  static void push(torch::jit::Stack& s, const Tensors& t) {
+    s.emplace_back(t[0]);
+    s.emplace_back(kL2NormEps);
+  }
+  static at::Tensor reference(const Tensors& t) {
+    const at::Tensor sq = at::sum(at::mul(t[0], t[0]), {-1}, /*keepdim=*/true);
+    return at::mul(t[0], at::rsqrt(at::add(sq, kL2NormEps)));
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Inputs and pre-flight checks.
+
+struct Config {
+  c10::Device device{c10::kCPU};
+  Sync sync;
+};
+
+Tensors make_inputs(size_t n, const Config& cfg, bool requires_grad) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(cfg.device);
+  Tensors t;
+  for (size_t i = 0; i < n; ++i) {
+    t.push_back(at::randn({kRows, kCols}, opts).set_requires_grad(requires_grad));
+  }
+  return t;
+}
+
+void expect_close(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  if (!got.defined()) throw std::runtime_error(what + ": undefined result");
+  if (got.sizes() != want.sizes()) throw std::runtime_error(what + ": wrong shape");
+  if (!at::allclose(got.detach(), want.detach(), kRtol, kAtol)) {
+    throw std::runtime_error(what + ": result differs from the ATen reference");
+  }
+}
+
+// Runs `check` once; returns "" or the reason the case must not be timed.
+template <class F>
+std::string preflight(const std::string& name, F&& check) {
+  try {
+    check();
+    return "";
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    const auto nl = msg.find('\n');
+    if (nl != std::string::npos) msg.resize(nl);
+    return "pre-flight check failed (" + name + "): " + msg.substr(0, 300);
+  }
+}
+
+// The timed loop: one op call per iteration, its output freed inside the
+// iteration (as in Python, where the result is dropped right away).
+template <class F>
+void time_calls(benchmark::State& state, const std::string& error, const Sync& sync, F& call) {
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  sync();  // untimed: the loop starts with an empty device queue
+  for (auto _ : state) {
+    auto out = call();
+    benchmark::DoNotOptimize(out);
+  }
+  sync();  // untimed: the timer stopped when the loop ended
+}
+
+template <class F>
+void add(const std::string& name, std::string error, const Sync& sync, F call) {
+  benchmark::RegisterBenchmark(name.c_str(), [error = std::move(error), sync, call](benchmark::State& state) mutable {
+    time_calls(state, error, sync, call);
+  })
+      ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
+      ->Unit(benchmark::kMicrosecond);
+}
+
+template <class Op>
+void register_op(const Config& cfg) {
+  const std::string op = Op::kSchema.name;
+  const Tensors x = make_inputs(Op::kTensors, cfg, false);
+  const Tensors xg = make_inputs(Op::kTensors, cfg, true);
+  const at::Tensor grad_out = at::randn({kRows, kCols}, at::TensorOptions().dtype(at::kFloat).device(cfg.device));
+  const at::Tensor want = Op::reference(x);
+  const at::Tensor want_g = Op::reference(xg).detach();
+  const std::string qualified = "dbench::" + op;
+  const std::string qualified_ag = qualified + dbench::schema::kAutogradSuffix;
+  const std::string qualified_stable = "dbench_stable::" + op;
+
+  // direct: the launcher, no dispatcher.
+  {
+    auto call = [x] { return Op::direct(x); };
+    std::string err = preflight(op + "/direct", [&] { expect_close(call(), want, "direct"); });
+    add(op + "/direct/inference", err, cfg.sync, call);
+  }
+
+  // typed and boxed: the TORCH_LIBRARY op through the dispatcher; the handle
+  // is resolved once, here, outside the timed loop.
+  {
+    std::string err;
+    std::optional<c10::TypedOperatorHandle<typename Op::Sig>> handle;
+    try {
+      handle = typed_op<typename Op::Sig>(qualified);
+    } catch (const std::exception&) {
+      err = std::string("op not registered: ") + qualified + " (is libdbench_ops.so linked?)";
+    }
+    if (handle) {
+      auto call = [x, h = *handle] { return Op::typed(h, x); };
+      err = preflight(op + "/typed", [&] { expect_close(call(), want, "typed"); });
+      add(op + "/typed/inference", err, cfg.sync, call);
+      // boxed: callBoxed consumes its arguments and leaves the outputs, so the
+      // stack is refilled each iteration (one vector, reused: clear() keeps its
+      // capacity, so the loop times boxing and dispatch, not the allocator).
+      auto boxed = [x, h = boxed_op(qualified), stack = torch::jit::Stack()]() mutable {
+        stack.clear();
+        Op::push(stack, x);
+        h.callBoxed(stack);
+        return std::move(stack.back());
+      };
+      std::string berr = preflight(op + "/boxed", [&] { expect_close(boxed().toTensor(), want, "boxed"); });
+      add(op + "/boxed/inference", berr, cfg.sync, boxed);
+    } else {
+      auto none = [] { return at::Tensor(); };
+      add(op + "/typed/inference", err, cfg.sync, none);
+      add(op + "/boxed/inference", err, cfg.sync, none);
+    }
+  }
+
+  // stable: the STABLE_TORCH_LIBRARY op (a boxed TORCH_BOX kernel), typed call.
+  {
+    std::string err;
+    std::optional<c10::TypedOperatorHandle<typename Op::Sig>> handle;
+    try {
+      handle = typed_op<typename Op::Sig>(qualified_stable);
+    } catch (const std::exception&) {
+      err = "op not registered: " + qualified_stable + " (is libdbench_stable.so linked?)";
+    }
+    if (handle) {
+      auto call = [x, h = *handle] { return Op::typed(h, x); };
+      err = preflight(op + "/stable", [&] { expect_close(call(), want, "stable"); });
+      add(op + "/stable/inference", err, cfg.sync, call);
+    } else {
+      add(op + "/stable/inference", err, cfg.sync, [] { return at::Tensor(); });
+    }
+  }
+
+  // autograd: the *_autograd twin (C++ Autograd-key kernel), typed call.
+  {
+    std::string err;
+    std::optional<c10::TypedOperatorHandle<typename Op::Sig>> handle;
+    try {
+      handle = typed_op<typename Op::Sig>(qualified_ag);
+    } catch (const std::exception&) {
+      err = "op not registered: " + qualified_ag + " (is libdbench_ops.so linked?)";
+    }
+    if (!handle) {
+      auto none = [] { return at::Tensor(); };
+      for (const char* mode : {"inference", "fwd_requires_grad", "fwd_bwd"}) {
+        add(op + "/autograd/" + mode, err, cfg.sync, none);
+      }
+      return;
+    }
+    const auto h = *handle;
+    auto inf = [x, h] { return Op::typed(h, x); };
+    err = preflight(op + "/autograd/inference", [&] { expect_close(inf(), want, "autograd inference"); });
+    add(op + "/autograd/inference", err, cfg.sync, inf);
+
+    auto fwd = [xg, h] { return Op::typed(h, xg); };
+    err = preflight(op + "/autograd/fwd_requires_grad", [&] {
+      const at::Tensor out = fwd();
+      if (!out.requires_grad()) throw std::runtime_error("output does not require grad");
+      expect_close(out, want_g, "autograd forward");
+    });
+    add(op + "/autograd/fwd_requires_grad", err, cfg.sync, fwd);
+
+    auto fwd_bwd = [xg, h, grad_out] {
+      const at::Tensor out = Op::typed(h, xg);
+      return torch::autograd::grad({out}, xg, {grad_out});
+    };
+    err = preflight(op + "/autograd/fwd_bwd", [&] {
+      const Tensors got = fwd_bwd();
+      // Reference gradients: ATen autograd through Op::reference.
+      Tensors leaves;
+      for (const auto& t : xg) leaves.push_back(t.detach().set_requires_grad(true));
+      const Tensors ref = torch::autograd::grad({Op::reference(leaves)}, leaves, {grad_out});
+      if (got.size() != ref.size()) throw std::runtime_error("wrong number of gradients");
+      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], ref[i], "gradient " + std::to_string(i));
+    });
+    add(op + "/autograd/fwd_bwd", err, cfg.sync, fwd_bwd);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Command line.
+
+struct Options {
+  std::string device;
+  double min_time = -1;  // < 0: Google Benchmark's default
+  int threads = 1;
+  bool pin = true;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::cerr << "dbench_cpp_driver: " << msg << "\n";
+  std::exit(2);
+}
+
+// Removes the --dbench_* flags from argv.
+Options parse_own_flags(int& argc, char** argv) {
+  Options o;
+  const char* env = std::getenv("DBENCH_DEVICE");
+  o.device = env && *env ? env : "cpu";
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const std::string& flag) -> const char* {
+      return a.rfind(flag + "=", 0) == 0 ? argv[i] + flag.size() + 1 : nullptr;
+    };
+    try {
+      if (const char* v = value("--dbench_device")) {
+        o.device = v;
+      } else if (const char* v = value("--dbench_min_time")) {
+        o.min_time = std::stod(v);
+      } else if (const char* v = value("--dbench_threads")) {
+        o.threads = std::stoi(v);
+      } else if (a == "--dbench_no_pin") {
+        o.pin = false;
+      } else if (a.rfind("--dbench_", 0) == 0) {
+        usage_error("unknown flag " + a +
+                    " (valid: --dbench_device=cpu|cuda|cuda:N, --dbench_min_time=SECONDS, "
+                    "--dbench_threads=N, --dbench_no_pin)");
+      } else {
+        argv[out++] = argv[i];
+      }
+    } catch (const std::logic_error&) {
+      usage_error("bad value in " + a);
+    }
+  }
+  argc = out;
+  argv[argc] = nullptr;
+  return o;
+}
+
+c10::Device resolve_device(const std::string& name) {
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (name.rfind("cuda", 0) != 0) usage_error("--dbench_device must be cpu, cuda or cuda:N, got '" + name + "'");
+  if (!at::globalContext().hasCUDA()) {
+    usage_error("--dbench_device=" + name + ": this torch (" TORCH_VERSION ") has no CUDA device available");
+  }
+  if (!dbench::has_cuda_kernels()) {
+    usage_error("--dbench_device=" + name + ": the dbench kernels were built without CUDA (DBENCH_CUDA)");
+  }
+  c10::Device d(name);
+  if (!d.has_index()) d.set_index(0);
+  return d;
+}
+
+int pin_to_one_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) last = c;
+  }
+  if (last < 0) return -1;
+  CPU_ZERO(&set);
+  CPU_SET(last, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0 ? last : -1;
+}
+
+std::string min_time_flag(double seconds) {
+  std::ostringstream v;
+  v << "--benchmark_min_time=" << seconds << (DBENCH_MIN_TIME_SUFFIX_S ? "s" : "");
+  return v.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse_own_flags(argc, argv);
+
+  // Defaults first, so that the same flags given on the command line win.
+  std::vector<std::string> extra = {"--benchmark_repetitions=9", "--benchmark_enable_random_interleaving=true"};
+  if (opt.min_time >= 0) extra.push_back(min_time_flag(opt.min_time));
+  std::vector<char*> args = {argv[0]};
+  for (auto& s : extra) args.push_back(s.data());
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+
+  Config cfg;
+  try {
+    cfg.device = resolve_device(opt.device);
+    cfg.sync.device = cfg.device;
+    at::set_num_threads(opt.threads);
+    const int pinned = opt.pin ? pin_to_one_cpu() : -1;
+    at::manual_seed(0);
+    register_op<NoopOp>(cfg);
+    register_op<MulAddOp>(cfg);
+    register_op<L2NormOp>(cfg);
+    benchmark::AddCustomContext("dbench_device", cfg.device.str());
+    benchmark::AddCustomContext("dbench_torch", TORCH_VERSION);
+    benchmark::AddCustomContext("dbench_benchmark_version", DBENCH_BENCHMARK_VERSION);
+    benchmark::AddCustomContext("dbench_threads", std::to_string(at::get_num_threads()));
+    benchmark::AddCustomContext("dbench_pinned_cpu", pinned >= 0 ? std::to_string(pinned) : "none");
+    benchmark::AddCustomContext("dbench_shape", std::to_string(kRows) + "x" + std::to_string(kCols));
+    benchmark::AddCustomContext("dbench_dtype", "float32");
+  } catch (const std::exception& e) {
+    std::cerr << "dbench_cpp_driver: set-up failed: " << e.what() << "\n";
+    return 2;
+  }
+  const size_t matched = benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (matched == 0) {
+    std::cerr << "dbench_cpp_driver: no benchmark matched --benchmark_filter\n";
+    return 3;
+  }
+  return 0;
+}

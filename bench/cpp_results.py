@@ -1,0 +1,210 @@
+"""The C++ driver (bench/cpp, Google Benchmark): run it and convert its JSON into suite rows.
+
+The driver times the boundary ops called from C++ (no Python on the path):
+the launcher directly, the TORCH_LIBRARY op through the dispatcher (typed and
+boxed), the stable-ABI op, and the ``*_autograd`` op in the three modes. Each
+Google Benchmark *repetition* gives one sample: its wall-clock time per call
+(``real_time`` / iteration) in µs. Rows have the fields of
+``bench.results.case_rows`` with ``driver="cpp"``, so they can sit in the same
+result document as the Python rows; their variant names (``CPP_VARIANTS``)
+differ from the Python variants so a table never mixes the two.
+
+Typical use (run.py)::
+
+    rows, context = run_cpp_driver(device, repetitions=9, min_time=0.1)
+    document["rows"] += rows
+    env["cpp_driver_context"] = context
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from . import stats
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DRIVER_NAME = "dbench_cpp_driver"
+TIMER = "google-benchmark real_time"
+BUILD_HINT = (
+    "build it with `cmake --build build --target dbench_cpp_driver` (or `bash scripts/setup.sh`); "
+    "it is only built when CMake finds Google Benchmark (Debian: libbenchmark-dev)"
+)
+
+# Driver benchmark kind -> (suite variant, what it is). Ordered as a table shows them.
+CPP_VARIANTS: dict[str, tuple[str, str]] = {
+    "direct": ("cpp_direct", "C++ call of the ATen launcher, no dispatcher (the C++ floor)"),
+    "typed": ("cpp_typed", "C++ typed (unboxed) dispatcher call of the TORCH_LIBRARY op"),
+    "boxed": ("cpp_boxed", "C++ callBoxed of the TORCH_LIBRARY op on a torch::jit::Stack"),
+    "stable": ("cpp_stable_typed", "C++ typed dispatcher call of the STABLE_TORCH_LIBRARY (TORCH_BOX) op"),
+    "autograd": ("cpp_autograd_typed", "C++ typed dispatcher call of the *_autograd op (C++ Autograd-key kernel)"),
+}
+CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
+MODES = ("inference", "fwd_requires_grad", "fwd_bwd")
+BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op, where it exists (inference)
+DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
+
+OP_ORDER = ("noop", "muladd", "l2norm")  # ops/catalog.py
+_US_PER = {"ns": (1.0, 1e3), "us": (1.0, 1.0), "ms": (1e3, 1.0), "s": (1e6, 1.0)}  # (multiply, divide)
+
+
+def build_dir() -> Path:
+    """The CMake build folder (DBENCH_BUILD_DIR, as in ops/native.py; default ./build)."""
+    return Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
+
+
+def driver_path() -> Path:
+    """The driver executable: $DBENCH_CPP_DRIVER, else <build>/bench/cpp/dbench_cpp_driver."""
+    override = os.environ.get("DBENCH_CPP_DRIVER")
+    return Path(override).resolve() if override else build_dir() / "bench" / "cpp" / DRIVER_NAME
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
+
+
+def to_us(value: float, unit: str) -> float:
+    """A Google Benchmark time in ``unit`` (ns, us, ms, s) in microseconds."""
+    mul, div = _US_PER[unit]
+    return float(value) * mul / div
+
+
+def parse_name(run_name: str) -> tuple[str, str, str]:
+    """'muladd/typed/inference/real_time' -> ('muladd', 'typed', 'inference')."""
+    parts = run_name.split("/")
+    if len(parts) < 3 or parts[1] not in CPP_VARIANTS or parts[2] not in MODES:
+        raise ValueError(f"not a dbench_cpp_driver benchmark name: {run_name!r}")
+    return parts[0], parts[1], parts[2]
+
+
+def _shape(context: Mapping[str, Any]) -> list[int]:
+    text = str(context.get("dbench_shape", "4x32"))
+    return [int(d) for d in text.split("x")]
+
+
+def convert(document: Mapping[str, Any], device: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Google Benchmark JSON (with per-repetition runs) -> (suite rows, context).
+
+    Aggregates (mean/median/stddev) are ignored: statistics are recomputed with
+    bench.stats from the repetitions, like the Python rows. ``device`` defaults
+    to the device the driver reported (``dbench_device`` in the context).
+    """
+    context = dict(document.get("context", {}))
+    if device is None:
+        device = str(context.get("dbench_device", "cpu"))
+    runs: dict[str, list[Mapping[str, Any]]] = {}
+    for bench in document.get("benchmarks", []):
+        if bench.get("run_type", "iteration") != "iteration":
+            continue
+        runs.setdefault(bench.get("run_name", bench["name"]), []).append(bench)
+
+    cases: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for run_name, reps in runs.items():
+        op, kind, mode = parse_name(run_name)
+        reps = sorted(reps, key=lambda b: b.get("repetition_index", 0))
+        errors = [b.get("error_message") or b.get("skip_message") or "error" for b in reps
+                  if b.get("error_occurred") or b.get("skipped")]
+        samples = [] if errors else [to_us(b["real_time"], b.get("time_unit", "ns")) for b in reps]
+        iterations = sorted(int(b.get("iterations", 0)) for b in reps)
+        cases[(op, kind, mode)] = {
+            "benchmark": run_name,
+            "samples": samples,
+            "error": errors[0] if errors else None,
+            "block_calls": iterations[len(iterations) // 2] if iterations and not errors else None,
+        }
+
+    rows: list[dict[str, Any]] = []
+    order = {k: i for i, k in enumerate(CPP_VARIANTS)}
+    op_order = list(OP_ORDER) + sorted({k[0] for k in cases} - set(OP_ORDER))
+    for key in sorted(cases, key=lambda k: (op_order.index(k[0]), order[k[1]], MODES.index(k[2]))):
+        op, kind, mode = key
+        case = cases[key]
+        samples: list[float] = case["samples"]
+        s = stats.summarize(samples)
+        base_key = (op, BASELINE_KIND, mode)
+        base = cases.get(base_key) if kind != BASELINE_KIND else None
+        row: dict[str, Any] = {
+            "scenario": "boundary",
+            "op": op,
+            "variant": CPP_VARIANTS[kind][0],
+            "mode": mode,
+            "device": device,
+            "shape": _shape(context),
+            "dtype": str(context.get("dbench_dtype", "float32")),
+            "driver": "cpp",
+            "metric": "cpu_us",
+            "unit": "us",
+            "timer": TIMER,
+            "status": "failed" if case["error"] else "ok" if samples else "not run",
+            "reason": case["error"],
+            "n": s.n,
+            "block_calls": case["block_calls"],
+            "median": _num(s.median),
+            "q1": _num(s.q1),
+            "q3": _num(s.q3),
+            "ci_low": _num(s.ci_low),
+            "ci_high": _num(s.ci_high),
+            "baseline": f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None,
+            "delta_median": None,
+            "delta_ci_low": None,
+            "delta_ci_high": None,
+            "delta_pairing": None,
+            "benchmark": case["benchmark"],
+            "samples": [round(x, 6) for x in samples],
+        }
+        if base is not None and samples and len(base["samples"]) == len(samples):
+            d = stats.summarize(stats.paired_differences(samples, base["samples"]))
+            row.update(delta_median=_num(d.median), delta_ci_low=_num(d.ci_low), delta_ci_high=_num(d.ci_high),
+                       delta_pairing=DELTA_PAIRING)
+        rows.append(row)
+    return rows, context
+
+
+def run_cpp_driver(
+    device: str,
+    repetitions: int = 9,
+    min_time: float = 0.1,
+    extra_args: Iterable[str] = (),
+    *,
+    timeout: float | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run the driver on ``device`` (cpu, cuda, cuda:N) and return (rows, context).
+
+    ``repetitions`` samples per benchmark (randomly interleaved across benchmarks),
+    each at least ``min_time`` seconds long. ``extra_args`` go to the driver last
+    (e.g. ``--benchmark_filter=muladd/``, ``--dbench_no_pin``). ``context`` is
+    Google Benchmark's context block (host, CPUs, caches, load average, library
+    build type) plus the driver's ``dbench_*`` keys and the command line.
+    """
+    path = driver_path()
+    if not path.is_file():
+        raise RuntimeError(f"C++ driver not found at {path}: {BUILD_HINT}")
+    with tempfile.TemporaryDirectory(prefix="dbench_cpp_") as tmp:
+        out = Path(tmp) / "benchmark.json"
+        args = [
+            f"--dbench_device={device}",
+            f"--dbench_min_time={min_time}",
+            f"--benchmark_repetitions={repetitions}",
+            "--benchmark_enable_random_interleaving=true",
+            *extra_args,
+        ]
+        cmd = [str(path), *args, f"--benchmark_out={out}", "--benchmark_out_format=json"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"C++ driver {path} timed out after {timeout} s") from exc
+        if proc.returncode != 0 or not out.is_file():
+            tail = "\n".join((proc.stdout.strip() + "\n" + proc.stderr.strip()).strip().splitlines()[-15:])
+            raise RuntimeError(
+                f"C++ driver {path} exited with status {proc.returncode}"
+                f"{'' if out.is_file() else ' without writing its JSON'}:\n{tail}\n(hint: {BUILD_HINT})"
+            )
+        document = json.loads(out.read_text())
+    rows, context = convert(document)
+    context["dbench_command"] = [path.name, *args]
+    return rows, context
