@@ -153,7 +153,8 @@ def run(
     console = console or Console(stderr=True)
     rounds_done, stop_reason = 0, "rounds"
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
+    # auto_refresh off: rich's refresh thread would wake up inside timed blocks.
+    with Progress(*columns, console=console, transient=False, auto_refresh=False) as progress:
         try:
             warm = progress.add_task("warm-up ", total=len(runnable))
             for case in runnable:
@@ -161,6 +162,7 @@ def run(
                     case.block = calibrate(case, config, overhead)
                     warm_up(case, config)
                 progress.advance(warm)
+                progress.refresh()
             task = progress.add_task("rounds  ", total=config.rounds * len(runnable))
             for r in range(config.rounds):
                 gc.collect()
@@ -171,6 +173,7 @@ def run(
                         elapsed = time_block(case, case.block)
                     case.samples.append(elapsed / case.block / 1e3)
                     progress.advance(task)
+                    progress.refresh()
                 rounds_done = r + 1
                 if on_round:
                     on_round(rounds_done)
@@ -205,7 +208,7 @@ def run_gpu(
     done, interrupted = 0, False
     console = console or Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console, auto_refresh=False) as progress:
         task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))
         try:
             for case in runnable:  # untimed: whatever enabling the timer costs lands here
@@ -217,6 +220,7 @@ def run_gpu(
                     with nvtx_range(f"{case.label} x{case.block}"):
                         time_block(case, case.block, timer)
                     progress.advance(task)
+                    progress.refresh()
                 timer.collect()
                 done = r + 1
         except KeyboardInterrupt:

@@ -192,12 +192,22 @@ def _autograd_key_py(contract: OpContract) -> Flavour:
 
 
 def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
-    """autograd.Function over a flavour's forward/backward (the seed's eager floor)."""
+    """autograd.Function over a flavour's forward/backward (the seed's eager floor).
 
-    def forward(ctx: Any, *args: Any) -> Tensor:
-        out = fl.fwd(*args)
-        contract.save(ctx, args, out)
-        return out
+    forward takes exactly the op's arguments (not *args): Dynamo matches
+    apply()'s arguments against forward's parameters to decide whether ctx is
+    passed, and a variadic forward makes it drop ctx for two-argument ops.
+    """
+    names = [*contract.tensor_args, *(f"s{i}" for i in range(len(contract.scalars)))]
+    params = ", ".join(names)
+    namespace: dict[str, Any] = {"fwd": fl.fwd, "save": contract.save}
+    exec(  # noqa: S102  # a fixed-arity forward generated from the contract
+        f"def forward(ctx, {params}):\n"
+        f"    out = fwd({params})\n"
+        f"    save(ctx, ({params},), out)\n"
+        f"    return out\n",
+        namespace,
+    )
 
     def backward(ctx: Any, grad: Tensor) -> Any:
         return contract.backward(ctx, grad, fl.bwd)
@@ -205,7 +215,7 @@ def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
     cls = type(
         f"{contract.name}_{label}",
         (torch.autograd.Function,),
-        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+        {"forward": staticmethod(namespace["forward"]), "backward": staticmethod(backward)},
     )
     return cls.apply  # type: ignore[attr-defined]
 
@@ -225,14 +235,17 @@ class VariantSpec:
     no_grad_reason: str = ""
 
 
-_NO_AUTOGRAD = "registered without autograd: its output has no grad_fn"
+# PyTorch's autograd fallback gives such an op's output a grad_fn that only warns
+# on backward and drops the op's gradient: there is no correct gradient to time.
+_NO_AUTOGRAD = "has no autograd formula: backward through it warns and drops its gradient"
+_NO_AUTOGRAD_CUSTOM_OP = "has no autograd formula: backward through it raises"
 VARIANT_SPECS: tuple[VariantSpec, ...] = (
     VariantSpec("raw", "raw", "none", False, False, "pybind11 launcher, no dispatcher",
-                "launcher outside autograd: no grad_fn (function_raw is its autograd form)"),
+                "launcher outside autograd: its output has no grad_fn (function_raw is its autograd form)"),
     VariantSpec("define_impl", "define_impl", "none", False, True, "torch.library define + impl(CPU/CUDA)",
                 "define/impl op " + _NO_AUTOGRAD),
     VariantSpec("custom_op", "custom_op", "none", False, True, "torch.library.custom_op + register_fake",
-                "custom_op " + _NO_AUTOGRAD),
+                "custom_op " + _NO_AUTOGRAD_CUSTOM_OP),
     VariantSpec("custom_op_autograd", "custom_op_autograd", "none", True, True,
                 "custom_op + register_autograd"),
     VariantSpec("autograd_key_py", "autograd_key_py", "none", True, True,
@@ -246,7 +259,7 @@ VARIANT_SPECS: tuple[VariantSpec, ...] = (
     VariantSpec("nested_define_impl", "nested_define_impl", "none", False, True,
                 "define/impl op whose impl calls the define/impl op", "nested op " + _NO_AUTOGRAD),
     VariantSpec("nested_custom_op", "nested_custom_op", "none", False, True,
-                "custom_op whose body calls the custom_op", "nested op " + _NO_AUTOGRAD),
+                "custom_op whose body calls the custom_op", "nested custom_op " + _NO_AUTOGRAD_CUSTOM_OP),
     VariantSpec("cpp", "cpp", "none", False, True, "TORCH_LIBRARY def + CPU/CUDA impls",
                 "C++ op " + _NO_AUTOGRAD + " (cpp_autograd has one)"),
     VariantSpec("cpp_autograd", "cpp_autograd", "none", True, True,

@@ -27,7 +27,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from ops.catalog import OPS  # noqa: E402
 from ops.contract import Args, InputSpec, OpContract  # noqa: E402
-from ops.variants import MODES, VARIANT_NAMES, Variant, flavour, get_variant  # noqa: E402
+from ops.variants import VARIANT_NAMES, Variant, flavour, get_variant  # noqa: E402
 
 SEED = 0
 CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
@@ -146,8 +146,12 @@ def scalars_of(contract: OpContract, args: Args) -> tuple[Any, ...]:
 
 
 def op_pattern(op: str, qualified: bool = True) -> str:
-    """Regex for an op name in an error message (``dbench*::op`` when qualified)."""
-    return rf"dbench\w*::{re.escape(op)}\b" if qualified else rf"\b{re.escape(op)}\b"
+    """Regex for an op name in an error message (``dbench*::op`` when qualified).
+
+    ``dbench::<op>_autograd`` (variant cpp_autograd) counts as naming the op.
+    """
+    name = rf"{re.escape(op)}(?:_autograd)?\b"
+    return rf"dbench\w*::{name}" if qualified else rf"\b{name}"
 
 
 # ---------------------------------------------------------------------------
