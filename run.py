@@ -43,8 +43,9 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
     p.add_argument("--gpu-rounds", type=int, help="rounds of the GPU pass (default 8; --quick 3)")
-    p.add_argument("--no-pin", action="store_true",
-                   help="do not pin the process (default: one core on CPU runs, the last four cores on CUDA runs)")
+    p.add_argument("--pin-cores", type=int, default=1,
+                   help="pin the process to the last N allowed cores (default 1; 0 = no pinning)")
+    p.add_argument("--no-pin", action="store_true", help="same as --pin-cores 0")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
@@ -54,13 +55,13 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def pin_cpus(count: int) -> list[int] | None:
-    """Pin to the last `count` allowed cores: less migration noise, recorded in env.
+    """Pin to the last `count` allowed cores (recorded in env).
 
-    CUDA runs get several cores: the driver's threads and autograd's device
-    thread inherit the affinity, and squeezing them onto the timing thread's
-    core adds noise instead of removing it.
+    Threads created later (CUDA driver, autograd's device thread) inherit the
+    affinity. On the H200 VM a single core gave lower and steadier figures than
+    four in the runs so far (results/h200, notes in README), hence the default.
     """
-    if not hasattr(os, "sched_setaffinity"):
+    if count <= 0 or not hasattr(os, "sched_setaffinity"):
         return None
     cpus = sorted(os.sched_getaffinity(0))[-count:]
     os.sched_setaffinity(0, set(cpus))
@@ -84,7 +85,8 @@ def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: An
     rows, extra = scenario.custom_run(device)
     env.update(extra)
     json_path = result_path(args.out, env, scenario.name, device)
-    write_result(json_path, {"scenario": scenario.name, "status": "complete", "config": {}, "env": env, "rows": rows})
+    write_result(json_path, {"scenario": scenario.name, "status": "complete", "config": {},
+                             "env": envmod.redact_paths(env), "rows": rows})
     code = scenario.custom_report(rows, console)
     console.print(f"wrote {json_path}")
     return code
@@ -101,7 +103,7 @@ def run_cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, e
             device,
             repetitions=args.cpp_repetitions or (3 if args.quick else 9),
             min_time=args.cpp_min_time or (0.01 if args.quick else 0.1),
-            extra_args=[f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.no_pin else [])],
+            extra_args=[f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.no_pin or args.pin_cores == 0 else [])],
         )
     except RuntimeError as exc:
         console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
@@ -149,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if scenario.custom_run is not None:
         return run_custom(scenario, device, args, console)
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
-    pinned = None if args.no_pin else pin_cpus(4 if device.startswith("cuda") else 1)
+    pinned = None if args.no_pin else pin_cpus(args.pin_cores)
     config = RunConfig(
         rounds=args.rounds or (6 if args.quick else 30),
         block_seconds=(args.block_ms or (2.0 if args.quick else 10.0)) / 1e3,
@@ -180,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "scenario": scenario.name,
             "status": status,
             "config": {**vars(config), "rounds_done": rounds_done, "dtype": args.dtype, **(extra or {})},
-            "env": env,
+            "env": envmod.redact_paths(env),
             "rows": rows,
         }
 

@@ -124,3 +124,20 @@ def machine_slug(env: dict[str, Any]) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     slug = re.sub(r"^nvidia-", "", slug)
     return slug[:60] or "unknown"
+
+
+def redact_paths(value: Any) -> Any:
+    """Result files travel: write install locations as <site-packages>/... and
+    paths inside the checkout relative to it."""
+    import site
+
+    prefixes = [(str(REPO_ROOT) + "/", "")] + [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]
+    if isinstance(value, str):
+        for prefix, repl in prefixes:
+            value = value.replace(prefix, repl)
+        return value
+    if isinstance(value, dict):
+        return {k: redact_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_paths(v) for v in value]
+    return value
