@@ -92,3 +92,35 @@ def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"pre-flight check failed: {first[:200]}"
     return None
+
+
+def case_grid(
+    sel: Selection,
+    scenario: str,
+    modes: tuple[str, ...],
+    baseline: Callable[[str, str, str], str | None],
+    fill: Callable[[Case, Variant, OpContract, str, InputSpec], None],
+    requires_grad: Callable[[str], bool] = lambda mode: False,
+) -> list[Case]:
+    """One case per op x variant x mode, keyed and paired the same way in every scenario.
+
+    baseline(op, variant, mode) names the case each one is paired with;
+    fill(case, variant, contract, mode, spec) makes it callable or says why not.
+    """
+    from ops import OPS, get_variant
+
+    cases = []
+    sync = device_sync(sel.device)
+    for op in sel.ops:
+        contract = OPS[op]
+        for name in sel.variants:
+            variant = get_variant(name, op, sel.device)
+            for mode in modes:
+                spec = InputSpec(contract.boundary_shape, sel.dtype, sel.device,
+                                 requires_grad=requires_grad(mode), seed=sel.seed)
+                key = {"scenario": scenario, "op": op, "variant": name, "mode": mode, "device": sel.device,
+                       "shape": list(spec.shape), "dtype": str(sel.dtype).removeprefix("torch.")}
+                case = Case(key=key, call=None, sync=sync, baseline=baseline(op, name, mode))
+                fill(case, variant, contract, mode, spec)
+                cases.append(case)
+    return cases

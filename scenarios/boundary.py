@@ -9,9 +9,9 @@ autograd), `function_raw` once gradients are tracked.
 from __future__ import annotations
 
 from bench.runner import Case
-from ops import MODES, OPS, InputSpec, Mode, get_variant
+from ops import MODES, InputSpec, Mode, OpContract, Variant
 
-from .base import Scenario, Selection, device_sync, make_call, preflight
+from .base import Scenario, Selection, case_grid, make_call, preflight
 
 BASELINE = {
     Mode.INFERENCE.value: "raw",
@@ -20,27 +20,21 @@ BASELINE = {
 }
 
 
+def _baseline(op: str, variant: str, mode: str) -> str | None:
+    base = BASELINE[mode]
+    return f"{op}/{base}/{mode}" if variant != base else None
+
+
+def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
+    case.na_reason = variant.na_reason(mode)
+    if case.na_reason is None:
+        case.error = preflight(variant, contract, mode, spec)
+        if case.error is None:
+            case.call = make_call(variant, contract, mode, spec)
+
+
 def build(sel: Selection) -> list[Case]:
-    cases = []
-    sync = device_sync(sel.device)
-    for op in sel.ops:
-        contract = OPS[op]
-        for name in sel.variants:
-            variant = get_variant(name, op, sel.device)
-            for mode in MODES:
-                spec = InputSpec(contract.boundary_shape, sel.dtype, sel.device,
-                                 requires_grad=mode != Mode.INFERENCE.value, seed=sel.seed)
-                key = {"scenario": "boundary", "op": op, "variant": name, "mode": mode, "device": sel.device,
-                       "shape": list(spec.shape), "dtype": str(sel.dtype).removeprefix("torch.")}
-                base = BASELINE[mode]
-                case = Case(key=key, call=None, sync=sync, baseline=f"{op}/{base}/{mode}" if name != base else None)
-                case.na_reason = variant.na_reason(mode)
-                if case.na_reason is None:
-                    case.error = preflight(variant, contract, mode, spec)
-                    if case.error is None:
-                        case.call = make_call(variant, contract, mode, spec)
-                cases.append(case)
-    return cases
+    return case_grid(sel, "boundary", MODES, _baseline, _fill, requires_grad=lambda m: m != Mode.INFERENCE.value)
 
 
 BOUNDARY = Scenario(

@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 
 from bench.runner import Case
-from ops import OPS, InputSpec, OpContract, Variant, get_variant
+from ops import InputSpec, OpContract, Variant
 
-from .base import TOLERANCES, Scenario, Selection, device_sync
+from .base import TOLERANCES, Scenario, Selection, case_grid
 
 MODES = ("eager", "compiled", "cudagraph")
 _uid = itertools.count()
@@ -99,35 +99,31 @@ def build(sel: Selection) -> list[Case]:
     # the eighth variant: raise the limit so the count cannot cut the table short.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4096)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 4096)
-    cases = []
-    sync = device_sync(sel.device)
-    for op in sel.ops:
-        contract = OPS[op]
-        for name in sel.variants:
-            variant = get_variant(name, op, sel.device)
-            for mode in MODES:
-                spec = InputSpec(contract.boundary_shape, sel.dtype, sel.device, seed=sel.seed)
-                key = {"scenario": "compile", "op": op, "variant": name, "mode": mode, "device": sel.device,
-                       "shape": list(spec.shape), "dtype": str(sel.dtype).removeprefix("torch.")}
-                case = Case(key=key, call=None, sync=sync, baseline=None if mode == "eager" else f"{op}/{name}/eager")
-                case.na_reason = variant.na_reason("inference")
-                if case.na_reason is None:
-                    args = contract.make_inputs(spec)
-                    fn = variant.fn
-                    assert fn is not None
-                    if mode == "eager":
-                        call, out, reason = (lambda fn=fn, args=args: fn(*args)), fn(*args), None
-                    elif mode == "compiled":
-                        call, out, reason = _compiled_call(variant, args)
-                    else:
-                        call, out, reason = _cudagraph_call(variant, args)
-                    case.na_reason = reason
-                    if out is not None:
-                        case.error = _check(out, contract, args, sel.dtype)
-                    if case.na_reason is None and case.error is None:
-                        case.call = call
-                cases.append(case)
-    return cases
+    return case_grid(sel, "compile", MODES, _baseline, _fill)
+
+
+def _baseline(op: str, variant: str, mode: str) -> str | None:
+    return None if mode == "eager" else f"{op}/{variant}/eager"
+
+
+def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
+    case.na_reason = variant.na_reason("inference")
+    if case.na_reason is not None:
+        return
+    args = contract.make_inputs(spec)
+    fn = variant.fn
+    assert fn is not None
+    if mode == "eager":
+        call, out, reason = (lambda: fn(*args)), fn(*args), None
+    elif mode == "compiled":
+        call, out, reason = _compiled_call(variant, args)
+    else:
+        call, out, reason = _cudagraph_call(variant, args)
+    case.na_reason = reason
+    if out is not None:
+        case.error = _check(out, contract, args, spec.dtype)
+    if case.na_reason is None and case.error is None:
+        case.call = call
 
 
 COMPILE = Scenario(

@@ -105,19 +105,30 @@ struct Sync {
 };
 
 // ---------------------------------------------------------------------------
-// Per-op traits: how to call the launcher, the typed handle, push a boxed
-// stack, and the ATen reference. `args` are the tensor inputs; scalars are
-// constants of the op.
-
 template <class Sig>
 c10::TypedOperatorHandle<Sig> typed_op(const std::string& name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "").typed<Sig>();
+}
+
+// The op's handle, or nullopt with `err` saying which library to link.
+template <class Sig>
+std::optional<c10::TypedOperatorHandle<Sig>> find_op(const std::string& qualified, const char* library,
+                                                     std::string& err) {
+  try {
+    return typed_op<Sig>(qualified);
+  } catch (const std::exception&) {
+    err = "op not registered: " + qualified + " (is " + library + " linked?)";
+    return std::nullopt;
+  }
 }
 
 c10::OperatorHandle boxed_op(const std::string& name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "");
 }
 
+// Per-op traits: how to call the launcher, the typed handle, push a boxed
+// stack, and the ATen reference. `args` are the tensor inputs; scalars are
+// constants of the op.
 struct NoopOp {
   static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kNoop;
   using Sig = at::Tensor(const at::Tensor&);
@@ -245,65 +256,45 @@ void register_op(const Config& cfg) {
     add(op + "/direct/inference", err, cfg.sync, call);
   }
 
-  // typed and boxed: the TORCH_LIBRARY op through the dispatcher; the handle
-  // is resolved once, here, outside the timed loop.
-  {
+  // A typed call of a registered op; the handle is resolved once, here,
+  // outside the timed loop. Returns whether the op was found.
+  auto add_typed = [&](const std::string& name, const std::string& qualified_name, const char* library) {
     std::string err;
-    std::optional<c10::TypedOperatorHandle<typename Op::Sig>> handle;
-    try {
-      handle = typed_op<typename Op::Sig>(qualified);
-    } catch (const std::exception&) {
-      err = std::string("op not registered: ") + qualified + " (is libdbench_ops.so linked?)";
+    const auto handle = find_op<typename Op::Sig>(qualified_name, library, err);
+    if (!handle) {
+      add(op + "/" + name + "/inference", err, cfg.sync, [] { return at::Tensor(); });
+      return false;
     }
-    if (handle) {
-      auto call = [x, h = *handle] { return Op::typed(h, x); };
-      err = preflight(op + "/typed", [&] { expect_close(call(), want, "typed"); });
-      add(op + "/typed/inference", err, cfg.sync, call);
-      // boxed: callBoxed consumes its arguments and leaves the outputs, so the
-      // stack is refilled each iteration (one vector, reused: clear() keeps its
-      // capacity, so the loop times boxing and dispatch, not the allocator).
-      auto boxed = [x, h = boxed_op(qualified), stack = torch::jit::Stack()]() mutable {
-        stack.clear();
-        Op::push(stack, x);
-        h.callBoxed(stack);
-        return std::move(stack.back());
-      };
-      std::string berr = preflight(op + "/boxed", [&] { expect_close(boxed().toTensor(), want, "boxed"); });
-      add(op + "/boxed/inference", berr, cfg.sync, boxed);
-    } else {
-      auto none = [] { return at::Tensor(); };
-      add(op + "/typed/inference", err, cfg.sync, none);
-      add(op + "/boxed/inference", err, cfg.sync, none);
-    }
+    auto call = [x, h = *handle] { return Op::typed(h, x); };
+    err = preflight(op + "/" + name, [&] { expect_close(call(), want, name); });
+    add(op + "/" + name + "/inference", err, cfg.sync, call);
+    return true;
+  };
+
+  // typed and boxed: the TORCH_LIBRARY op through the dispatcher.
+  if (add_typed("typed", qualified, "libdbench_ops.so")) {
+    // boxed: callBoxed consumes its arguments and leaves the outputs, so the
+    // stack is refilled each iteration (one vector, reused: clear() keeps its
+    // capacity, so the loop times boxing and dispatch, not the allocator).
+    auto boxed = [x, h = boxed_op(qualified), stack = torch::jit::Stack()]() mutable {
+      stack.clear();
+      Op::push(stack, x);
+      h.callBoxed(stack);
+      return std::move(stack.back());
+    };
+    const std::string err = preflight(op + "/boxed", [&] { expect_close(boxed().toTensor(), want, "boxed"); });
+    add(op + "/boxed/inference", err, cfg.sync, boxed);
+  } else {
+    add(op + "/boxed/inference", "op not registered: " + qualified, cfg.sync, [] { return at::Tensor(); });
   }
 
   // stable: the STABLE_TORCH_LIBRARY op (a boxed TORCH_BOX kernel), typed call.
-  {
-    std::string err;
-    std::optional<c10::TypedOperatorHandle<typename Op::Sig>> handle;
-    try {
-      handle = typed_op<typename Op::Sig>(qualified_stable);
-    } catch (const std::exception&) {
-      err = "op not registered: " + qualified_stable + " (is libdbench_stable.so linked?)";
-    }
-    if (handle) {
-      auto call = [x, h = *handle] { return Op::typed(h, x); };
-      err = preflight(op + "/stable", [&] { expect_close(call(), want, "stable"); });
-      add(op + "/stable/inference", err, cfg.sync, call);
-    } else {
-      add(op + "/stable/inference", err, cfg.sync, [] { return at::Tensor(); });
-    }
-  }
+  add_typed("stable", qualified_stable, "libdbench_stable.so");
 
   // autograd: the *_autograd twin (C++ Autograd-key kernel), typed call.
   {
     std::string err;
-    std::optional<c10::TypedOperatorHandle<typename Op::Sig>> handle;
-    try {
-      handle = typed_op<typename Op::Sig>(qualified_ag);
-    } catch (const std::exception&) {
-      err = "op not registered: " + qualified_ag + " (is libdbench_ops.so linked?)";
-    }
+    const auto handle = find_op<typename Op::Sig>(qualified_ag, "libdbench_ops.so", err);
     if (!handle) {
       auto none = [] { return at::Tensor(); };
       for (const char* mode : {"inference", "fwd_requires_grad", "fwd_bwd"}) {

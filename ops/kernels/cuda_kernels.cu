@@ -97,69 +97,68 @@ bool use_int32(IndexWidth w, int64_t reachable) {
   return w == IndexWidth::kInt32;
 }
 
-// Calls f(Index{}) with the chosen index type, then returns the launch status.
+// Calls f(T{}, Index{}) for the runtime dtype and the chosen index type, then
+// returns the launch status.
 template <class F>
-int with_index(IndexWidth w, int64_t reachable, F&& f) {
-  if (use_int32(w, reachable)) f(int32_t{});
-  else f(int64_t{});
-  return static_cast<int>(cudaGetLastError());
+int dispatch(DType dt, IndexWidth w, int64_t reachable, F&& f) {
+  return visit_dtype(dt, [&](auto tag) {
+    if (use_int32(w, reachable)) f(tag, int32_t{});
+    else f(tag, int64_t{});
+    return static_cast<int>(cudaGetLastError());
+  });
 }
+
+// Largest index a grid-stride loop computes: the last element plus one full
+// stride (elementwise) or one block (row-wise), so i += stride cannot overflow.
+int64_t elementwise_reach(int64_t n) { return n + int64_t{kThreads} * blocks_for(n); }
+int64_t rowwise_reach(int64_t rows, int64_t cols) { return rows * cols + kThreads; }
+
+int grid_for_rows(int64_t rows) { return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks))); }
+
+template <class T>
+const T* in(const void* p) { return static_cast<const T*>(p); }
+template <class T>
+T* out(void* p) { return static_cast<T*>(p); }
 
 }  // namespace
 
 bool cuda_kernels_available() { return true; }
 
-int noop_cuda(DType dt, const void* x, void* out, int64_t n, void* stream, IndexWidth w) {
-  auto s = static_cast<cudaStream_t>(stream);
-  return visit_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return with_index(w, n, [&](auto itag) {
-      using I = decltype(itag);
-      copy_kernel<T, I><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(out), static_cast<I>(n));
-    });
+int noop_cuda(DType dt, const void* x, void* y, int64_t n, void* stream, IndexWidth w) {
+  return dispatch(dt, w, elementwise_reach(n), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    copy_kernel<T, I><<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(in<T>(x), out<T>(y), I(n));
   });
 }
 
-int muladd_cuda(DType dt, const void* a, const void* b, const void* c, void* out, int64_t n,
-                void* stream, IndexWidth w) {
-  auto s = static_cast<cudaStream_t>(stream);
-  return visit_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return with_index(w, n, [&](auto itag) {
-      using I = decltype(itag);
-      muladd_kernel<T, I><<<blocks_for(n), kThreads, 0, s>>>(
-          static_cast<const T*>(a), static_cast<const T*>(b), static_cast<const T*>(c),
-          static_cast<T*>(out), static_cast<I>(n));
-    });
+int muladd_cuda(DType dt, const void* a, const void* b, const void* c, void* y, int64_t n, void* stream,
+                IndexWidth w) {
+  return dispatch(dt, w, elementwise_reach(n), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    muladd_kernel<T, I><<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        in<T>(a), in<T>(b), in<T>(c), out<T>(y), I(n));
   });
 }
 
-int l2norm_fwd_cuda(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps,
+int l2norm_fwd_cuda(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps, void* stream,
+                    IndexWidth w) {
+  return dispatch(dt, w, rowwise_reach(rows, cols), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    l2norm_fwd_kernel<T, I><<<grid_for_rows(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        in<T>(x), out<T>(y), I(rows), I(cols), eps);
+  });
+}
+
+int l2norm_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows, int64_t cols, double eps,
                     void* stream, IndexWidth w) {
-  auto s = static_cast<cudaStream_t>(stream);
-  const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks)));
-  return visit_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return with_index(w, rows * cols, [&](auto itag) {
-      using I = decltype(itag);
-      l2norm_fwd_kernel<T, I><<<grid, kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                       static_cast<I>(rows), static_cast<I>(cols), eps);
-    });
-  });
-}
-
-int l2norm_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows,
-                    int64_t cols, double eps, void* stream, IndexWidth w) {
-  auto s = static_cast<cudaStream_t>(stream);
-  const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks)));
-  return visit_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    return with_index(w, rows * cols, [&](auto itag) {
-      using I = decltype(itag);
-      l2norm_bwd_kernel<T, I><<<grid, kThreads, 0, s>>>(
-          static_cast<const T*>(grad), static_cast<const T*>(x), static_cast<T*>(grad_x),
-          static_cast<I>(rows), static_cast<I>(cols), eps);
-    });
+  return dispatch(dt, w, rowwise_reach(rows, cols), [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    l2norm_bwd_kernel<T, I><<<grid_for_rows(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        in<T>(grad), in<T>(x), out<T>(grad_x), I(rows), I(cols), eps);
   });
 }
 

@@ -1,0 +1,89 @@
+// The body of every op, written once for both tensor APIs it is compiled
+// against: ATen (launchers.cpp: the raw and TORCH_LIBRARY variants) and the
+// LibTorch stable ABI (stable_library.cpp). An Api supplies the tensor type and
+// the few operations that differ between the two:
+//
+//   using Tensor;
+//   static void check_inputs(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>>);
+//   template <class... M> static void check(bool ok, const M&... message);
+//   static Tensor contiguous(const Tensor&);
+//   static Tensor contiguous_output(const Tensor& like);   // same shape, dtype, device; contiguous
+//   static kernels::DType dtype(const Tensor&);
+//   template <class Cpu, class Cuda> static void launch(const char* op, const Tensor& like, Cpu&&, Cuda&&);
+//
+// launch runs the CPU lambda, or the CUDA lambda with the device's current
+// stream under a device guard.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "../kernels/kernels.h"
+
+namespace dbench {
+
+template <class Api>
+struct OpBodies {
+  using Tensor = typename Api::Tensor;
+
+  static Tensor noop(const char* op, const Tensor& x) {
+    Api::check_inputs(op, {{"x", &x}});
+    const Tensor xc = Api::contiguous(x);
+    Tensor out = Api::contiguous_output(xc);
+    const auto dt = Api::dtype(xc);
+    Api::launch(
+        op, xc, [&] { kernels::noop_cpu(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel()); },
+        [&](void* s) { return kernels::noop_cuda(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel(), s); });
+    return out;
+  }
+
+  static Tensor muladd(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+    Api::check_inputs(op, {{"a", &a}, {"b", &b}, {"c", &c}});
+    const Tensor ac = Api::contiguous(a), bc = Api::contiguous(b), cc = Api::contiguous(c);
+    Tensor out = Api::contiguous_output(ac);
+    const auto dt = Api::dtype(ac);
+    const void* in[3] = {ac.const_data_ptr(), bc.const_data_ptr(), cc.const_data_ptr()};
+    Api::launch(
+        op, ac, [&] { kernels::muladd_cpu(dt, in[0], in[1], in[2], out.mutable_data_ptr(), ac.numel()); },
+        [&](void* s) { return kernels::muladd_cuda(dt, in[0], in[1], in[2], out.mutable_data_ptr(), ac.numel(), s); });
+    return out;
+  }
+
+  static Tensor l2norm(const char* op, const Tensor& x, double eps) {
+    Api::check_inputs(op, {{"x", &x}});
+    const auto [rows, cols] = rows_cols(op, x, eps);
+    const Tensor xc = Api::contiguous(x);
+    Tensor y = Api::contiguous_output(xc);
+    const auto dt = Api::dtype(xc);
+    Api::launch(
+        op, xc, [&] { kernels::l2norm_fwd_cpu(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps); },
+        [&](void* s) {
+          return kernels::l2norm_fwd_cuda(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps, s);
+        });
+    return y;
+  }
+
+  static Tensor l2norm_backward(const char* op, const Tensor& grad, const Tensor& x, double eps) {
+    Api::check_inputs(op, {{"grad", &grad}, {"x", &x}});
+    const auto [rows, cols] = rows_cols(op, x, eps);
+    const Tensor gc = Api::contiguous(grad), xc = Api::contiguous(x);
+    Tensor gx = Api::contiguous_output(xc);
+    const auto dt = Api::dtype(xc);
+    const void* in[2] = {gc.const_data_ptr(), xc.const_data_ptr()};
+    Api::launch(
+        op, xc, [&] { kernels::l2norm_bwd_cpu(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps); },
+        [&](void* s) { return kernels::l2norm_bwd_cuda(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps, s); });
+    return gx;
+  }
+
+ private:
+  // Row-wise ops see a tensor as rows x cols, cols being the last dimension.
+  static std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, double eps) {
+    Api::check(eps > 0.0, op, ": eps must be positive, got ", eps);
+    Api::check(x.dim() >= 1, op, ": expected a tensor with at least 1 dimension, got a scalar");
+    const int64_t cols = x.size(x.dim() - 1);
+    return {cols == 0 ? 0 : x.numel() / cols, cols};
+  }
+};
+
+}  // namespace dbench
