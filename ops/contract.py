@@ -8,7 +8,7 @@ Python half: fake, saved tensors, backward formula, fp64 reference and inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
@@ -47,7 +47,6 @@ class OpContract:
     backward_op: str | None = None
     boundary_shape: tuple[int, ...] = (4, 32)
     description: str = ""
-    input_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def make_inputs(self, spec: InputSpec) -> Args:
         """Random inputs: tensors in schema order, then scalars."""

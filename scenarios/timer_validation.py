@@ -28,6 +28,8 @@ import torch
 from bench import stats
 from bench.gputimer import CuptiTimer, CuptiUnavailable
 
+from .base import Scenario
+
 SLEEP_TARGETS_US = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 COPY_ELEMENTS = (2**10, 2**16, 2**20, 2**24, 2**26, 2**28)
 AGREEMENT = 0.02  # events vs CUPTI, for kernels of at least AGREEMENT_MIN_US
@@ -204,17 +206,11 @@ def report(rows: list[dict[str, Any]], console: Any) -> int:
     return 1 if failed else 0
 
 
-def _custom_run(device: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    return run(device)
-
-
-from .base import Scenario  # noqa: E402  (base imports nothing from here)
-
 TIMER_VALIDATION = Scenario(
     name="timer_validation",
     description="CUPTI vs CUDA events vs do_bench on kernels from ~2 µs to 5 ms",
     build=lambda sel: [],
     requires_cuda=True,
-    custom_run=_custom_run,
+    custom_run=run,
     custom_report=report,
 )
