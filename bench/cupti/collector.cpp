@@ -20,22 +20,20 @@
 
 namespace dbench::cupti {
 
-// The libcupti functions used, resolved with dlsym.
+// The libcupti functions used (without their "cupti" prefix), by area: one list
+// declares the Api members and resolves them with dlsym.
+#define DBENCH_CUPTI_FUNCTIONS(X)                                              \
+  X(GetResultString) X(GetVersion) X(GetTimestamp) X(Finalize)                 \
+  X(ActivityRegisterCallbacks) X(ActivityEnable) X(ActivityDisable)            \
+  X(ActivityFlushAll) X(ActivityGetNextRecord) X(ActivityGetNumDroppedRecords) \
+  X(ActivityPushExternalCorrelationId) X(ActivityPopExternalCorrelationId)
+
 struct Collector::Api {
   void* handle = nullptr;
   std::string path;
-  decltype(&cuptiGetResultString) GetResultString = nullptr;
-  decltype(&cuptiGetVersion) GetVersion = nullptr;
-  decltype(&cuptiGetTimestamp) GetTimestamp = nullptr;
-  decltype(&cuptiActivityRegisterCallbacks) ActivityRegisterCallbacks = nullptr;
-  decltype(&cuptiActivityEnable) ActivityEnable = nullptr;
-  decltype(&cuptiActivityDisable) ActivityDisable = nullptr;
-  decltype(&cuptiActivityFlushAll) ActivityFlushAll = nullptr;
-  decltype(&cuptiActivityGetNextRecord) ActivityGetNextRecord = nullptr;
-  decltype(&cuptiActivityGetNumDroppedRecords) ActivityGetNumDroppedRecords = nullptr;
-  decltype(&cuptiActivityPushExternalCorrelationId) ActivityPushExternalCorrelationId = nullptr;
-  decltype(&cuptiActivityPopExternalCorrelationId) ActivityPopExternalCorrelationId = nullptr;
-  decltype(&cuptiFinalize) Finalize = nullptr;
+#define DBENCH_API_MEMBER(name) decltype(&cupti##name) name = nullptr;
+  DBENCH_CUPTI_FUNCTIONS(DBENCH_API_MEMBER)
+#undef DBENCH_API_MEMBER
 };
 
 namespace {
@@ -131,21 +129,10 @@ Status Collector::load() {
   link_map* lm = nullptr;
   a.path = dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name ? lm->l_name : "?";
   std::string missing;
-#define DBENCH_SYM(field)                                                                \
-  a.field = reinterpret_cast<decltype(a.field)>(dlsym(handle, "cupti" #field));          \
-  if (a.field == nullptr) missing += " cupti" #field;
-  DBENCH_SYM(GetResultString)
-  DBENCH_SYM(GetVersion)
-  DBENCH_SYM(GetTimestamp)
-  DBENCH_SYM(ActivityRegisterCallbacks)
-  DBENCH_SYM(ActivityEnable)
-  DBENCH_SYM(ActivityDisable)
-  DBENCH_SYM(ActivityFlushAll)
-  DBENCH_SYM(ActivityGetNextRecord)
-  DBENCH_SYM(ActivityGetNumDroppedRecords)
-  DBENCH_SYM(ActivityPushExternalCorrelationId)
-  DBENCH_SYM(ActivityPopExternalCorrelationId)
-  DBENCH_SYM(Finalize)
+#define DBENCH_SYM(name)                                                     \
+  a.name = reinterpret_cast<decltype(a.name)>(dlsym(handle, "cupti" #name)); \
+  if (a.name == nullptr) missing += " cupti" #name;
+  DBENCH_CUPTI_FUNCTIONS(DBENCH_SYM)
 #undef DBENCH_SYM
   if (!missing.empty()) {
     load_status_ = Status::Error(a.path + " lacks:" + missing);

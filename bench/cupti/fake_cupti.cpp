@@ -11,7 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.h"
+
 namespace {
+
+using namespace dbench::cupti::test_support;
 
 std::mutex mu;
 CUpti_BuffersCallbackRequestFunc requested = nullptr;
@@ -92,32 +96,12 @@ void fake_cupti_reset() {
 }
 void fake_cupti_set_time(uint64_t t) { now = t; }
 void fake_cupti_add_kernel(uint64_t start, uint64_t end, const char* name, uint32_t corr) {
-  CUpti_ActivityKernel10 k;
-  std::memset(&k, 0, sizeof k);
-  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  k.start = start;
-  k.end = end;
-  k.name = name;  // static storage on the test side
-  k.correlationId = corr;
-  enqueue(k);
+  enqueue(kernel_record(start, end, name, corr));  // name: static storage on the test side
 }
 void fake_cupti_add_memcpy(uint64_t start, uint64_t end, uint64_t bytes) {
-  CUpti_ActivityMemcpy6 m;
-  std::memset(&m, 0, sizeof m);
-  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-  m.start = start;
-  m.end = end;
-  m.bytes = bytes;
-  enqueue(m);
+  enqueue(memcpy_record(start, end, bytes));
 }
-void fake_cupti_add_api(uint64_t start, uint64_t end) {
-  CUpti_ActivityAPI a;
-  std::memset(&a, 0, sizeof a);
-  a.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  a.start = start;
-  a.end = end;
-  enqueue(a);
-}
+void fake_cupti_add_api(uint64_t start, uint64_t end) { enqueue(api_record(start, end)); }
 void fake_cupti_fail_enable(int kind, int result) {
   fail_kind = kind;
   fail_result = static_cast<CUptiResult>(result);

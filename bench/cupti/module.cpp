@@ -2,9 +2,9 @@
 //
 // Importing never touches CUPTI or the driver; available() says whether
 // enable() can work. Per-block stats come back from flush() as
-//   {block_id: {"kernels", "kernel_ns", "kernel_busy_ns", "busy_ns", "span_ns",
-//               "window_ns", "memcpy", "memcpy_ns", "memcpy_bytes", "memset",
-//               "memset_ns", "memset_bytes", "kernels_correlated",
+//   {block_id: {"kernels", "kernel_ns", "memcpy", "memcpy_ns", "memcpy_bytes",
+//               "memset", "memset_ns", "memset_bytes", "kernel_busy_ns", "busy_ns",
+//               "span_ns", "window_ns", "kernels_correlated",
 //               "names": {demangled kernel name: launches}}}
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -17,6 +17,8 @@
 namespace py = pybind11;
 using dbench::cupti::BlockStats;
 using dbench::cupti::Collector;
+using dbench::cupti::kNumActivityKinds;
+using dbench::cupti::PerKind;
 using dbench::cupti::Status;
 
 namespace {
@@ -32,20 +34,35 @@ const std::string& demangled(const std::string& raw) {
   return it->second;
 }
 
+// Dict keys of each ActivityKind's totals: count, summed duration, bytes (nullptr: none).
+struct TotalsKeys {
+  const char* count;
+  const char* ns;
+  const char* bytes;
+};
+constexpr TotalsKeys kTotalsKeys[kNumActivityKinds] = {
+    {"kernels", "kernel_ns", nullptr},
+    {"memcpy", "memcpy_ns", "memcpy_bytes"},
+    {"memset", "memset_ns", "memset_bytes"},
+};
+
+// Every kind's count and duration into d, keys prefixed; bytes too when with_bytes.
+void put_totals(py::dict& d, const PerKind& totals, const std::string& prefix, bool with_bytes) {
+  for (size_t kind = 0; kind < kNumActivityKinds; ++kind) {
+    const TotalsKeys& key = kTotalsKeys[kind];
+    d[py::str(prefix + key.count)] = totals[kind].count;
+    d[py::str(prefix + key.ns)] = totals[kind].ns;
+    if (with_bytes && key.bytes != nullptr) d[py::str(prefix + key.bytes)] = totals[kind].bytes;
+  }
+}
+
 py::dict to_dict(const BlockStats& s) {
   py::dict d;
-  d["kernels"] = s.kernels;
-  d["kernel_ns"] = s.kernel_ns;
+  put_totals(d, s.activity, "", /*with_bytes=*/true);
   d["kernel_busy_ns"] = s.kernel_busy_ns;
   d["busy_ns"] = s.busy_ns;
   d["span_ns"] = s.span_ns;
   d["window_ns"] = s.end_ns - s.begin_ns;
-  d["memcpy"] = s.memcpy_count;
-  d["memcpy_ns"] = s.memcpy_ns;
-  d["memcpy_bytes"] = s.memcpy_bytes;
-  d["memset"] = s.memset_count;
-  d["memset_ns"] = s.memset_ns;
-  d["memset_bytes"] = s.memset_bytes;
   d["kernels_correlated"] = s.kernels_correlated;
   py::dict names;
   for (const auto& [raw, count] : s.kernel_names) {
@@ -117,12 +134,7 @@ PYBIND11_MODULE(_dbench_cupti, m) {
     d["records"] = k.records;
     d["ignored"] = k.ignored;
     d["no_timestamp"] = k.no_timestamp;
-    d["unattributed_kernels"] = k.unattributed_kernels;
-    d["unattributed_kernel_ns"] = k.unattributed_kernel_ns;
-    d["unattributed_memcpy"] = k.unattributed_memcpy;
-    d["unattributed_memcpy_ns"] = k.unattributed_memcpy_ns;
-    d["unattributed_memset"] = k.unattributed_memset;
-    d["unattributed_memset_ns"] = k.unattributed_memset_ns;
+    put_totals(d, k.unattributed, "unattributed_", /*with_bytes=*/false);
     d["late"] = k.late;
     d["buffers_refused"] = c.buffers_refused();
     d["record_errors"] = c.record_errors();

@@ -106,57 +106,29 @@ Aggregator::Accum* Aggregator::find(uint64_t start) {
   return a == accum_.end() ? nullptr : &a->second;
 }
 
-void Aggregator::add(Kind kind, uint64_t start, uint64_t end, uint64_t bytes,
+void Aggregator::add(ActivityKind kind, uint64_t start, uint64_t end, uint64_t bytes,
                      uint32_t correlation_id, const char* name) {
   if (start == 0 && end == 0) {
     ++counters_.no_timestamp;
     return;
   }
-  const uint64_t dur = end > start ? end - start : 0;
   Accum* a = find(start);
-  if (a == nullptr) {
-    switch (kind) {
-      case Kind::kKernel:
-        ++counters_.unattributed_kernels;
-        counters_.unattributed_kernel_ns += dur;
-        break;
-      case Kind::kMemcpy:
-        ++counters_.unattributed_memcpy;
-        counters_.unattributed_memcpy_ns += dur;
-        break;
-      case Kind::kMemset:
-        ++counters_.unattributed_memset;
-        counters_.unattributed_memset_ns += dur;
-        break;
+  ActivityTotals& totals = a != nullptr ? a->stats.activity[kind] : counters_.unattributed[kind];
+  ++totals.count;
+  totals.ns += end > start ? end - start : 0;
+  totals.bytes += bytes;
+  if (a == nullptr) return;
+  if (kind == kKernel) {
+    a->kernel_intervals.push_back({start, end});
+    a->kernel_correlations.push_back(correlation_id);
+    auto& names = a->stats.kernel_names;
+    std::string_view key = name ? std::string_view(name) : std::string_view("<unnamed>");
+    auto n = names.find(key);
+    if (n == names.end()) {
+      names.emplace(std::string(key), 1);
+    } else {
+      ++n->second;
     }
-    return;
-  }
-  BlockStats& s = a->stats;
-  switch (kind) {
-    case Kind::kKernel: {
-      ++s.kernels;
-      s.kernel_ns += dur;
-      a->kernel_intervals.push_back({start, end});
-      a->kernel_correlations.push_back(correlation_id);
-      std::string_view key = name ? std::string_view(name) : std::string_view("<unnamed>");
-      auto n = s.kernel_names.find(key);
-      if (n == s.kernel_names.end()) {
-        s.kernel_names.emplace(std::string(key), 1);
-      } else {
-        ++n->second;
-      }
-      break;
-    }
-    case Kind::kMemcpy:
-      ++s.memcpy_count;
-      s.memcpy_ns += dur;
-      s.memcpy_bytes += bytes;
-      break;
-    case Kind::kMemset:
-      ++s.memset_count;
-      s.memset_ns += dur;
-      s.memset_bytes += bytes;
-      break;
   }
   a->all_intervals.push_back({start, end});
   a->first_start = std::min(a->first_start, start);
@@ -165,19 +137,25 @@ void Aggregator::add(Kind kind, uint64_t start, uint64_t end, uint64_t bytes,
 
 void Aggregator::add_kernel(uint64_t start, uint64_t end, uint32_t correlation_id,
                             const char* name) {
-  add(Kind::kKernel, start, end, 0, correlation_id, name);
+  add(kKernel, start, end, 0, correlation_id, name);
 }
 
 void Aggregator::add_memcpy(uint64_t start, uint64_t end, uint64_t bytes) {
-  add(Kind::kMemcpy, start, end, bytes, 0, nullptr);
+  add(kMemcpy, start, end, bytes, 0, nullptr);
 }
 
 void Aggregator::add_memset(uint64_t start, uint64_t end, uint64_t bytes) {
-  add(Kind::kMemset, start, end, bytes, 0, nullptr);
+  add(kMemset, start, end, bytes, 0, nullptr);
 }
 
 void Aggregator::add_external_correlation(uint32_t correlation_id, uint64_t external_id) {
   external_[correlation_id] = external_id;
+}
+
+template <typename R>
+void Aggregator::add_transfer(ActivityKind kind, const CUpti_Activity& record) {
+  const auto& r = reinterpret_cast<const R&>(record);
+  add(kind, r.start, r.end, r.bytes, 0, nullptr);
 }
 
 void Aggregator::consume(const CUpti_Activity& record) {
@@ -189,21 +167,9 @@ void Aggregator::consume(const CUpti_Activity& record) {
       add_kernel(k.start, k.end, k.correlationId, k.name);
       break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto& m = reinterpret_cast<const MemcpyRecord&>(record);
-      add_memcpy(m.start, m.end, m.bytes);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-      const auto& m = reinterpret_cast<const MemcpyPtoPRecord&>(record);
-      add_memcpy(m.start, m.end, m.bytes);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& m = reinterpret_cast<const MemsetRecord&>(record);
-      add_memset(m.start, m.end, m.bytes);
-      break;
-    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: add_transfer<MemcpyRecord>(kMemcpy, record); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: add_transfer<MemcpyPtoPRecord>(kMemcpy, record); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: add_transfer<MemsetRecord>(kMemset, record); break;
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto& e = reinterpret_cast<const ExternalCorrelationRecord&>(record);
       add_external_correlation(e.correlationId, e.externalId);

@@ -19,6 +19,8 @@
 
 #include <cupti_activity.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -52,20 +54,24 @@ uint64_t union_length(std::vector<Interval>& intervals);
 // Itanium C++ demangling of a kernel name; the name itself if it is not mangled.
 std::string demangle(const char* name);
 
+// The kinds of GPU activity aggregated; they index the per-kind totals below.
+enum ActivityKind : size_t { kKernel, kMemcpy, kMemset, kNumActivityKinds };
+
+// Count, summed duration and bytes of the activities of one kind.
+struct ActivityTotals {
+  uint64_t count = 0;
+  uint64_t ns = 0;     // sum of durations
+  uint64_t bytes = 0;  // memcpy and memset; 0 for kernels
+};
+using PerKind = std::array<ActivityTotals, kNumActivityKinds>;  // indexed by ActivityKind
+
 // What one timed block put on the GPU.
 struct BlockStats {
   int64_t id = 0;
   uint64_t begin_ns = 0;  // window, CUPTI timestamps
   uint64_t end_ns = 0;
-  uint64_t kernels = 0;
-  uint64_t kernel_ns = 0;       // sum of kernel durations
+  PerKind activity;             // kernels, memcpys and memsets started in the window
   uint64_t kernel_busy_ns = 0;  // union of kernel intervals: overlapping kernels counted once
-  uint64_t memcpy_count = 0;
-  uint64_t memcpy_ns = 0;
-  uint64_t memcpy_bytes = 0;
-  uint64_t memset_count = 0;
-  uint64_t memset_ns = 0;
-  uint64_t memset_bytes = 0;
   uint64_t busy_ns = 0;  // union of kernels, memcpys and memsets: GPU-busy time of the block
   uint64_t span_ns = 0;  // first activity start .. last activity end (0 when none)
   // Kernels whose correlation id maps (EXTERNAL_CORRELATION records) to an
@@ -77,15 +83,10 @@ struct BlockStats {
 
 // GPU activity that fell in no window.
 struct Counters {
-  uint64_t records = 0;            // records consumed
-  uint64_t ignored = 0;            // records of kinds not aggregated
-  uint64_t no_timestamp = 0;       // start == end == 0: CUPTI could not time it
-  uint64_t unattributed_kernels = 0;  // started outside every window
-  uint64_t unattributed_kernel_ns = 0;
-  uint64_t unattributed_memcpy = 0;
-  uint64_t unattributed_memcpy_ns = 0;
-  uint64_t unattributed_memset = 0;
-  uint64_t unattributed_memset_ns = 0;
+  uint64_t records = 0;       // records consumed
+  uint64_t ignored = 0;       // records of kinds not aggregated
+  uint64_t no_timestamp = 0;  // start == end == 0: CUPTI could not time it
+  PerKind unattributed;       // started outside every window
   uint64_t late = 0;  // records for a block whose stats were already taken (also unattributed)
 };
 
@@ -132,13 +133,14 @@ class Aggregator {
     uint64_t first_start = kOpen;
     uint64_t last_end = 0;
   };
-  enum class Kind { kKernel, kMemcpy, kMemset };
-
   // The block a GPU activity starting at `start` belongs to; nullptr if none
   // (counted as unattributed by the caller).
   Accum* find(uint64_t start);
-  void add(Kind kind, uint64_t start, uint64_t end, uint64_t bytes, uint32_t correlation_id,
-           const char* name);
+  void add(ActivityKind kind, uint64_t start, uint64_t end, uint64_t bytes,
+           uint32_t correlation_id, const char* name);
+  // add() for a memcpy or memset record of struct type R.
+  template <typename R>
+  void add_transfer(ActivityKind kind, const CUpti_Activity& record);
 
   std::vector<Window> windows_;  // sorted by begin (begin_block enforces it)
   std::unordered_set<int64_t> used_ids_;

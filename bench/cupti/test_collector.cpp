@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "collector.h"
@@ -76,30 +77,61 @@ uint64_t later(uint64_t dt = 0) {
   return t;
 }
 
-Collector& enabled_collector(const EnableOptions& o = {}) {
-  Fake& f = fake();
-  f.reset();
-  Collector& c = Collector::instance();
-  Status s = c.enable(o);
-  EXPECT_TRUE(s.ok) << s.reason;
-  std::string error;
-  c.flush(&error);  // drop what earlier tests left
-  c.dropped();
-  return c;
-}
+// Every test: the fake libcupti loaded, and the process-wide collector.
+class CuptiCollector : public ::testing::Test {
+ protected:
+  // A block opened with a fresh id at a fresh time t0.
+  struct OpenedBlock {
+    int64_t id;
+    uint64_t t0;
+  };
 
-TEST(CuptiCollector, LoadsTheLibraryNamedByTheEnvironment) {
-  fake();
+  // Enables the collector on a reset fake, with nothing left from earlier tests.
+  void enable(const EnableOptions& o = {}) {
+    f.reset();
+    Status s = c.enable(o);
+    EXPECT_TRUE(s.ok) << s.reason;
+    std::string error;
+    c.flush(&error);  // drop what earlier tests left
+    c.dropped();
+  }
+
+  // Set the fake clock to t, then open / close block `id`: its window starts / ends at t.
+  Status begin_at(int64_t id, uint64_t t) {
+    f.set_time(t);
+    return c.begin_block(id);
+  }
+  Status end_at(int64_t id, uint64_t t) {
+    f.set_time(t);
+    return c.end_block(id);
+  }
+
+  OpenedBlock begin_fresh_block() {
+    const OpenedBlock b{next_id(), later()};
+    EXPECT_TRUE(begin_at(b.id, b.t0).ok);
+    return b;
+  }
+
+  // c.flush(), expecting no CUPTI error.
+  std::map<int64_t, BlockStats> flush() {
+    std::string error;
+    auto blocks = c.flush(&error);
+    EXPECT_TRUE(error.empty()) << error;
+    return blocks;
+  }
+
+  Fake& f = fake();
   Collector& c = Collector::instance();
+};
+
+TEST_F(CuptiCollector, LoadsTheLibraryNamedByTheEnvironment) {
   Info i = c.info();
   EXPECT_EQ(i.header_version, static_cast<uint32_t>(CUPTI_API_VERSION));
   EXPECT_EQ(i.runtime_version, static_cast<uint32_t>(CUPTI_API_VERSION));
   EXPECT_NE(i.library.find("fake_cupti"), std::string::npos) << i.library;
 }
 
-TEST(CuptiCollector, EnableFailureIsReportedAndNothingStaysEnabled) {
-  Fake& f = fake();
-  Collector& c = Collector::instance();
+TEST_F(CuptiCollector, EnableFailureIsReportedAndNothingStaysEnabled) {
   ASSERT_TRUE(c.finalize().ok);
   f.reset();
   f.fail_enable(CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
@@ -126,72 +158,55 @@ TEST(CuptiCollector, EnableFailureIsReportedAndNothingStaysEnabled) {
   EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
 }
 
-TEST(CuptiCollector, FlushAttributesRecordsToWindows) {
-  Fake& f = fake();
-  Collector& c = enabled_collector();
+TEST_F(CuptiCollector, FlushAttributesRecordsToWindows) {
+  enable();
   const Counters before = c.counters();
-  const int64_t id1 = next_id(), id2 = next_id();
-  const uint64_t t0 = later();
-  f.set_time(t0);
-  ASSERT_TRUE(c.begin_block(id1).ok);
+  const auto [id1, t0] = begin_fresh_block();
   f.add_kernel(t0 + 10, t0 + 110, "_Z4mul2Pf", 1);
   f.add_kernel(t0 + 200, t0 + 300, "_Z4mul2Pf", 2);
   f.add_memcpy(t0 + 400, t0 + 450, 64);
   f.add_api(t0 + 5, t0 + 6);  // not aggregated
-  f.set_time(t0 + 1000);
-  ASSERT_TRUE(c.end_block(id1).ok);
+  ASSERT_TRUE(end_at(id1, t0 + 1000).ok);
   f.add_kernel(t0 + 1500, t0 + 1600, "between", 3);  // in no window
-  f.set_time(t0 + 2000);
-  ASSERT_TRUE(c.begin_block(id2).ok);
-  f.set_time(t0 + 3000);
-  ASSERT_TRUE(c.end_block(id2).ok);
+  const int64_t id2 = next_id();
+  ASSERT_TRUE(begin_at(id2, t0 + 2000).ok);
+  ASSERT_TRUE(end_at(id2, t0 + 3000).ok);
 
-  std::string error;
-  auto blocks = c.flush(&error);
-  EXPECT_TRUE(error.empty()) << error;
+  auto blocks = flush();
   ASSERT_EQ(blocks.size(), 2u);
   const BlockStats& b = blocks.at(id1);
   EXPECT_EQ(b.begin_ns, t0);
   EXPECT_EQ(b.end_ns, t0 + 1000);
-  EXPECT_EQ(b.kernels, 2u);
-  EXPECT_EQ(b.kernel_ns, 200u);
+  EXPECT_EQ(b.activity[kKernel].count, 2u);
+  EXPECT_EQ(b.activity[kKernel].ns, 200u);
   EXPECT_EQ(b.busy_ns, 250u);
-  EXPECT_EQ(b.memcpy_count, 1u);
-  EXPECT_EQ(b.memcpy_bytes, 64u);
+  EXPECT_EQ(b.activity[kMemcpy].count, 1u);
+  EXPECT_EQ(b.activity[kMemcpy].bytes, 64u);
   EXPECT_EQ(b.kernel_names.at("_Z4mul2Pf"), 2u);
-  EXPECT_EQ(blocks.at(id2).kernels, 0u);
+  EXPECT_EQ(blocks.at(id2).activity[kKernel].count, 0u);
   const Counters after = c.counters();
-  EXPECT_EQ(after.unattributed_kernels - before.unattributed_kernels, 1u);
+  EXPECT_EQ(after.unattributed[kKernel].count - before.unattributed[kKernel].count, 1u);
   EXPECT_EQ(after.ignored - before.ignored, 1u);
   EXPECT_EQ(after.records - before.records, 5u);
-  EXPECT_TRUE(c.flush(&error).empty());  // returned once
+  EXPECT_TRUE(flush().empty());  // returned once
 }
 
-TEST(CuptiCollector, BuffersCompletedOnAnotherThreadWhileTheBlockIsOpen) {
-  Fake& f = fake();
-  Collector& c = enabled_collector();
-  const int64_t id = next_id();
-  const uint64_t t0 = later();
-  f.set_time(t0);
-  ASSERT_TRUE(c.begin_block(id).ok);
+TEST_F(CuptiCollector, BuffersCompletedOnAnotherThreadWhileTheBlockIsOpen) {
+  enable();
+  const auto [id, t0] = begin_fresh_block();
   f.add_kernel(t0 + 10, t0 + 20, "early", 0);
   f.deliver_async();  // CUPTI's worker thread hands a buffer over mid-block
   f.add_kernel(t0 + 30, t0 + 50, "late", 0);
-  f.set_time(t0 + 100);
-  ASSERT_TRUE(c.end_block(id).ok);
-  std::string error;
-  auto blocks = c.flush(&error);
+  ASSERT_TRUE(end_at(id, t0 + 100).ok);
+  auto blocks = flush();
   ASSERT_EQ(blocks.count(id), 1u);
-  EXPECT_EQ(blocks.at(id).kernels, 2u);
-  EXPECT_EQ(blocks.at(id).kernel_ns, 30u);
+  EXPECT_EQ(blocks.at(id).activity[kKernel].count, 2u);
+  EXPECT_EQ(blocks.at(id).activity[kKernel].ns, 30u);
 }
 
-TEST(CuptiCollector, MisuseIsAnErrorNotACrash) {
-  Fake& f = fake();
-  Collector& c = enabled_collector();
-  const int64_t id = next_id();
-  f.set_time(later());
-  ASSERT_TRUE(c.begin_block(id).ok);
+TEST_F(CuptiCollector, MisuseIsAnErrorNotACrash) {
+  enable();
+  const int64_t id = begin_fresh_block().id;
   Status s = c.begin_block(next_id());
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("still open"), std::string::npos) << s.reason;
@@ -200,27 +215,22 @@ TEST(CuptiCollector, MisuseIsAnErrorNotACrash) {
   EXPECT_FALSE(c.begin_block(id).ok);  // id reused
 }
 
-TEST(CuptiCollector, DroppedRecordsAreCounted) {
-  Fake& f = fake();
-  Collector& c = enabled_collector();
+TEST_F(CuptiCollector, DroppedRecordsAreCounted) {
+  enable();
   const uint64_t base = c.dropped();
   f.set_dropped(5);
   EXPECT_EQ(c.dropped(), base + 5);
   EXPECT_EQ(c.dropped(), base + 5);  // CUPTI resets its count; the collector keeps the sum
 }
 
-TEST(CuptiCollector, ExternalCorrelationPushesTheBlockId) {
-  Fake& f = fake();
-  Collector& c = Collector::instance();
+TEST_F(CuptiCollector, ExternalCorrelationPushesTheBlockId) {
   ASSERT_TRUE(c.finalize().ok);
   EnableOptions o;
   o.external_correlation = true;
-  enabled_collector(o);
+  enable(o);
   EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
   EXPECT_TRUE(f.enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
-  const int64_t id = next_id();
-  f.set_time(later());
-  ASSERT_TRUE(c.begin_block(id).ok);
+  const int64_t id = begin_fresh_block().id;
   EXPECT_EQ(f.external_depth(), 1u);
   ASSERT_TRUE(c.end_block(id).ok);
   EXPECT_EQ(f.external_depth(), 0u);
@@ -229,33 +239,26 @@ TEST(CuptiCollector, ExternalCorrelationPushesTheBlockId) {
   EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_RUNTIME));
 }
 
-TEST(CuptiCollector, FinalizeFlushesDetachesAndKeepsTheBlocks) {
-  Fake& f = fake();
-  Collector& c = enabled_collector();
-  const int64_t id = next_id();
-  const uint64_t t0 = later();
-  f.set_time(t0);
-  ASSERT_TRUE(c.begin_block(id).ok);
+TEST_F(CuptiCollector, FinalizeFlushesDetachesAndKeepsTheBlocks) {
+  enable();
+  const auto [id, t0] = begin_fresh_block();
   f.add_kernel(t0 + 1, t0 + 2, "k", 0);
-  f.set_time(t0 + 10);
-  ASSERT_TRUE(c.end_block(id).ok);
+  ASSERT_TRUE(end_at(id, t0 + 10).ok);
   ASSERT_TRUE(c.finalize().ok);
   EXPECT_TRUE(f.finalized());
   EXPECT_FALSE(c.enabled());
   EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   EXPECT_TRUE(c.finalize().ok);  // idempotent
-  std::string error;
-  auto blocks = c.flush(&error);  // no CUPTI call any more, the data stays
+  auto blocks = flush();  // no CUPTI call any more, the data stays
   ASSERT_EQ(blocks.count(id), 1u);
-  EXPECT_EQ(blocks.at(id).kernels, 1u);
+  EXPECT_EQ(blocks.at(id).activity[kKernel].count, 1u);
   EXPECT_FALSE(c.begin_block(next_id()).ok);
   ASSERT_TRUE(c.enable().ok);  // CUPTI can be attached again
   EXPECT_FALSE(f.finalized());
 }
 
-TEST(CuptiCollector, FinalizeWithoutDetach) {
-  Fake& f = fake();
-  Collector& c = enabled_collector();
+TEST_F(CuptiCollector, FinalizeWithoutDetach) {
+  enable();
   ASSERT_TRUE(c.finalize(/*detach=*/false).ok);
   EXPECT_FALSE(f.finalized());
   EXPECT_FALSE(f.enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));

@@ -2,50 +2,16 @@
 // of the struct versions the CUDA 13 headers deliver (no GPU, no libcupti).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "records.h"
+#include "test_support.h"
 
 namespace dbench::cupti {
 namespace {
 
-CUpti_ActivityKernel10 kernel(uint64_t start, uint64_t end, const char* name, uint32_t corr = 0,
-                              CUpti_ActivityKind kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-  CUpti_ActivityKernel10 k;
-  std::memset(&k, 0, sizeof k);
-  k.kind = kind;
-  k.start = start;
-  k.end = end;
-  k.completed = end;
-  k.correlationId = corr;
-  k.name = name;
-  k.gridX = k.gridY = k.gridZ = 1;
-  return k;
-}
-
-CUpti_ActivityMemcpy6 memcpy_record(uint64_t start, uint64_t end, uint64_t bytes) {
-  CUpti_ActivityMemcpy6 m;
-  std::memset(&m, 0, sizeof m);
-  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-  m.start = start;
-  m.end = end;
-  m.bytes = bytes;
-  m.copyCount = 1;
-  return m;
-}
-
-CUpti_ActivityMemset4 memset_record(uint64_t start, uint64_t end, uint64_t bytes) {
-  CUpti_ActivityMemset4 m;
-  std::memset(&m, 0, sizeof m);
-  m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-  m.start = start;
-  m.end = end;
-  m.bytes = bytes;
-  return m;
-}
+using namespace test_support;
 
 template <typename R>
 void feed(Aggregator& agg, const R& record) {
@@ -71,42 +37,42 @@ TEST(CuptiRecords, KernelsAreAttributedToTheWindowHoldingTheirStart) {
   Aggregator agg;
   window(agg, 1, 1000, 2000);
   window(agg, 2, 3000, 4000);
-  feed(agg, kernel(1100, 1200, "_Z3fooPf", 7));
-  feed(agg, kernel(1300, 1450, "_Z3fooPf", 8));
-  feed(agg, kernel(3500, 3600, "bar"));
+  feed(agg, kernel_record(1100, 1200, "_Z3fooPf", 7));
+  feed(agg, kernel_record(1300, 1450, "_Z3fooPf", 8));
+  feed(agg, kernel_record(3500, 3600, "bar"));
   // Starts in block 2's window, ends after it: still block 2's (start decides).
-  feed(agg, kernel(3990, 4100, "bar"));
+  feed(agg, kernel_record(3990, 4100, "bar"));
   auto blocks = agg.take_closed();
   ASSERT_EQ(blocks.size(), 2u);
   const BlockStats& b1 = blocks.at(1);
   EXPECT_EQ(b1.id, 1);
   EXPECT_EQ(b1.begin_ns, 1000u);
   EXPECT_EQ(b1.end_ns, 2000u);
-  EXPECT_EQ(b1.kernels, 2u);
-  EXPECT_EQ(b1.kernel_ns, 100u + 150u);
+  EXPECT_EQ(b1.activity[kKernel].count, 2u);
+  EXPECT_EQ(b1.activity[kKernel].ns, 100u + 150u);
   EXPECT_EQ(b1.kernel_busy_ns, 250u);
   EXPECT_EQ(b1.busy_ns, 250u);
   EXPECT_EQ(b1.span_ns, 1450u - 1100u);
   ASSERT_EQ(b1.kernel_names.size(), 1u);
   EXPECT_EQ(b1.kernel_names.at("_Z3fooPf"), 2u);
   const BlockStats& b2 = blocks.at(2);
-  EXPECT_EQ(b2.kernels, 2u);
-  EXPECT_EQ(b2.kernel_ns, 100u + 110u);
+  EXPECT_EQ(b2.activity[kKernel].count, 2u);
+  EXPECT_EQ(b2.activity[kKernel].ns, 100u + 110u);
   EXPECT_EQ(b2.kernel_names.at("bar"), 2u);
-  EXPECT_EQ(agg.counters().unattributed_kernels, 0u);
+  EXPECT_EQ(agg.counters().unattributed[kKernel].count, 0u);
   EXPECT_EQ(agg.counters().records, 4u);
 }
 
 TEST(CuptiRecords, WindowBoundsAreInclusive) {
   Aggregator agg;
   window(agg, 5, 1000, 2000);
-  feed(agg, kernel(1000, 1010, "k"));
-  feed(agg, kernel(2000, 2010, "k"));
-  feed(agg, kernel(999, 1010, "k"));
-  feed(agg, kernel(2001, 2010, "k"));
+  feed(agg, kernel_record(1000, 1010, "k"));
+  feed(agg, kernel_record(2000, 2010, "k"));
+  feed(agg, kernel_record(999, 1010, "k"));
+  feed(agg, kernel_record(2001, 2010, "k"));
   auto blocks = agg.take_closed();
-  EXPECT_EQ(blocks.at(5).kernels, 2u);
-  EXPECT_EQ(agg.counters().unattributed_kernels, 2u);
+  EXPECT_EQ(blocks.at(5).activity[kKernel].count, 2u);
+  EXPECT_EQ(agg.counters().unattributed[kKernel].count, 2u);
 }
 
 TEST(CuptiRecords, OverlappingKernelsCountOnceInBusyTime) {
@@ -114,14 +80,14 @@ TEST(CuptiRecords, OverlappingKernelsCountOnceInBusyTime) {
   window(agg, 1, 0 + 10, 10000);
   // Two streams: [100, 600) and [400, 900) overlap by 200; [1000, 1100) alone;
   // [1020, 1050) nested inside it.
-  feed(agg, kernel(100, 600, "a"));
-  feed(agg, kernel(400, 900, "b"));
-  feed(agg, kernel(1000, 1100, "c"));
-  feed(agg, kernel(1020, 1050, "d"));
+  feed(agg, kernel_record(100, 600, "a"));
+  feed(agg, kernel_record(400, 900, "b"));
+  feed(agg, kernel_record(1000, 1100, "c"));
+  feed(agg, kernel_record(1020, 1050, "d"));
   auto blocks = agg.take_closed();
   const BlockStats& b = blocks.at(1);
-  EXPECT_EQ(b.kernels, 4u);
-  EXPECT_EQ(b.kernel_ns, 500u + 500u + 100u + 30u);
+  EXPECT_EQ(b.activity[kKernel].count, 4u);
+  EXPECT_EQ(b.activity[kKernel].ns, 500u + 500u + 100u + 30u);
   EXPECT_EQ(b.kernel_busy_ns, 800u + 100u);
   EXPECT_EQ(b.busy_ns, 900u);
   EXPECT_EQ(b.span_ns, 1000u);
@@ -132,102 +98,93 @@ TEST(CuptiRecords, MemcpyAndMemsetAreCountedAndJoinTheBusyUnion) {
   Aggregator agg;
   window(agg, 3, 100, 5000);
   feed(agg, memset_record(200, 300, 4096));
-  feed(agg, kernel(250, 400, "k"));  // overlaps the memset by 50
+  feed(agg, kernel_record(250, 400, "k"));  // overlaps the memset by 50
   feed(agg, memcpy_record(1000, 1400, 1 << 20));
   feed(agg, memcpy_record(1500, 1600, 8));
   auto blocks = agg.take_closed();
   const BlockStats& b = blocks.at(3);
-  EXPECT_EQ(b.kernels, 1u);
-  EXPECT_EQ(b.kernel_ns, 150u);
+  EXPECT_EQ(b.activity[kKernel].count, 1u);
+  EXPECT_EQ(b.activity[kKernel].ns, 150u);
   EXPECT_EQ(b.kernel_busy_ns, 150u);
-  EXPECT_EQ(b.memset_count, 1u);
-  EXPECT_EQ(b.memset_ns, 100u);
-  EXPECT_EQ(b.memset_bytes, 4096u);
-  EXPECT_EQ(b.memcpy_count, 2u);
-  EXPECT_EQ(b.memcpy_ns, 500u);
-  EXPECT_EQ(b.memcpy_bytes, (1u << 20) + 8u);
+  EXPECT_EQ(b.activity[kMemset].count, 1u);
+  EXPECT_EQ(b.activity[kMemset].ns, 100u);
+  EXPECT_EQ(b.activity[kMemset].bytes, 4096u);
+  EXPECT_EQ(b.activity[kMemcpy].count, 2u);
+  EXPECT_EQ(b.activity[kMemcpy].ns, 500u);
+  EXPECT_EQ(b.activity[kMemcpy].bytes, (1u << 20) + 8u);
   EXPECT_EQ(b.busy_ns, 200u + 400u + 100u);  // [200,400) + [1000,1400) + [1500,1600)
   EXPECT_EQ(b.span_ns, 1600u - 200u);
 }
 
 TEST(CuptiRecords, ActivityOutsideEveryWindowIsUnattributed) {
   Aggregator agg;
-  feed(agg, kernel(50, 80, "warmup"));  // before any window
+  feed(agg, kernel_record(50, 80, "warmup"));  // before any window
   window(agg, 1, 100, 200);
-  feed(agg, kernel(150, 160, "k"));
-  feed(agg, kernel(300, 340, "between"));  // between windows
+  feed(agg, kernel_record(150, 160, "k"));
+  feed(agg, kernel_record(300, 340, "between"));  // between windows
   feed(agg, memcpy_record(310, 330, 16));
   feed(agg, memset_record(320, 321, 4));
   window(agg, 2, 400, 500);
-  feed(agg, kernel(900, 1000, "after"));  // after the last window
+  feed(agg, kernel_record(900, 1000, "after"));  // after the last window
   auto blocks = agg.take_closed();
-  EXPECT_EQ(blocks.at(1).kernels, 1u);
-  EXPECT_EQ(blocks.at(2).kernels, 0u);  // blocks without activity are still returned
+  EXPECT_EQ(blocks.at(1).activity[kKernel].count, 1u);
+  EXPECT_EQ(blocks.at(2).activity[kKernel].count, 0u);  // returned though it saw no activity
   EXPECT_EQ(blocks.at(2).busy_ns, 0u);
   EXPECT_EQ(blocks.at(2).span_ns, 0u);
   const Counters& c = agg.counters();
-  EXPECT_EQ(c.unattributed_kernels, 3u);
-  EXPECT_EQ(c.unattributed_kernel_ns, 30u + 40u + 100u);
-  EXPECT_EQ(c.unattributed_memcpy, 1u);
-  EXPECT_EQ(c.unattributed_memcpy_ns, 20u);
-  EXPECT_EQ(c.unattributed_memset, 1u);
-  EXPECT_EQ(c.unattributed_memset_ns, 1u);
+  EXPECT_EQ(c.unattributed[kKernel].count, 3u);
+  EXPECT_EQ(c.unattributed[kKernel].ns, 30u + 40u + 100u);
+  EXPECT_EQ(c.unattributed[kMemcpy].count, 1u);
+  EXPECT_EQ(c.unattributed[kMemcpy].ns, 20u);
+  EXPECT_EQ(c.unattributed[kMemset].count, 1u);
+  EXPECT_EQ(c.unattributed[kMemset].ns, 1u);
   EXPECT_EQ(c.late, 0u);
 }
 
 TEST(CuptiRecords, UnknownKindsAreIgnored) {
   Aggregator agg;
   window(agg, 1, 100, 200);
-  CUpti_ActivityAPI api;
-  std::memset(&api, 0, sizeof api);
-  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  api.start = 120;
-  api.end = 130;
-  feed(agg, api);
-  api.kind = CUPTI_ACTIVITY_KIND_DRIVER;
-  feed(agg, api);
-  CUpti_ActivityOverhead3 overhead;
-  std::memset(&overhead, 0, sizeof overhead);
-  overhead.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
-  feed(agg, overhead);
+  feed(agg, api_record(120, 130));
+  feed(agg, api_record(120, 130, CUPTI_ACTIVITY_KIND_DRIVER));
+  feed(agg, blank_record<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD));
   auto blocks = agg.take_closed();
   const BlockStats& b = blocks.at(1);
-  EXPECT_EQ(b.kernels, 0u);
-  EXPECT_EQ(b.memcpy_count, 0u);
+  EXPECT_EQ(b.activity[kKernel].count, 0u);
+  EXPECT_EQ(b.activity[kMemcpy].count, 0u);
   EXPECT_EQ(b.busy_ns, 0u);
   EXPECT_EQ(agg.counters().records, 3u);
   EXPECT_EQ(agg.counters().ignored, 3u);
-  EXPECT_EQ(agg.counters().unattributed_kernels, 0u);
+  EXPECT_EQ(agg.counters().unattributed[kKernel].count, 0u);
 }
 
 TEST(CuptiRecords, LegacyKernelKindUsesTheSameRecord) {
   Aggregator agg;
   window(agg, 1, 100, 200);
-  feed(agg, kernel(110, 150, "serial", 0, CUPTI_ACTIVITY_KIND_KERNEL));
-  EXPECT_EQ(agg.take_closed().at(1).kernels, 1u);
+  feed(agg, kernel_record(110, 150, "serial", 0, CUPTI_ACTIVITY_KIND_KERNEL));
+  EXPECT_EQ(agg.take_closed().at(1).activity[kKernel].count, 1u);
 }
 
 TEST(CuptiRecords, RecordsWithoutTimestampsAreCountedApart) {
   Aggregator agg;
   window(agg, 1, 0, 200);
-  feed(agg, kernel(0, 0, "untimed"));
-  EXPECT_EQ(agg.take_closed().at(1).kernels, 0u);
+  feed(agg, kernel_record(0, 0, "untimed"));
+  EXPECT_EQ(agg.take_closed().at(1).activity[kKernel].count, 0u);
   EXPECT_EQ(agg.counters().no_timestamp, 1u);
-  EXPECT_EQ(agg.counters().unattributed_kernels, 0u);
+  EXPECT_EQ(agg.counters().unattributed[kKernel].count, 0u);
 }
 
 TEST(CuptiRecords, OpenBlockCollectsButIsReturnedOnlyOnceClosed) {
   Aggregator agg;
   open_block(agg, 9, 1000);
   EXPECT_TRUE(agg.has_open_block());
-  feed(agg, kernel(1500, 1600, "k"));  // a buffer delivered before end_block
+  feed(agg, kernel_record(1500, 1600, "k"));  // a buffer delivered before end_block
   EXPECT_TRUE(agg.take_closed().empty());
-  feed(agg, kernel(1700, 1800, "k"));
+  feed(agg, kernel_record(1700, 1800, "k"));
   close_block(agg, 9, 2000);
   EXPECT_FALSE(agg.has_open_block());
   auto blocks = agg.take_closed();
   ASSERT_EQ(blocks.size(), 1u);
-  EXPECT_EQ(blocks.at(9).kernels, 2u);
+  EXPECT_EQ(blocks.at(9).activity[kKernel].count, 2u);
   EXPECT_TRUE(agg.take_closed().empty());  // each block is returned once
   EXPECT_EQ(agg.pending_blocks(), 0u);
 }
@@ -235,11 +192,11 @@ TEST(CuptiRecords, OpenBlockCollectsButIsReturnedOnlyOnceClosed) {
 TEST(CuptiRecords, RecordsForATakenBlockAreLate) {
   Aggregator agg;
   window(agg, 1, 100, 200);
-  feed(agg, kernel(110, 120, "k"));
-  ASSERT_EQ(agg.take_closed().at(1).kernels, 1u);
-  feed(agg, kernel(150, 160, "k"));
+  feed(agg, kernel_record(110, 120, "k"));
+  ASSERT_EQ(agg.take_closed().at(1).activity[kKernel].count, 1u);
+  feed(agg, kernel_record(150, 160, "k"));
   EXPECT_EQ(agg.counters().late, 1u);
-  EXPECT_EQ(agg.counters().unattributed_kernels, 1u);
+  EXPECT_EQ(agg.counters().unattributed[kKernel].count, 1u);
   EXPECT_TRUE(agg.take_closed().empty());
 }
 
@@ -268,19 +225,13 @@ TEST(CuptiRecords, MisuseIsReportedNotApplied) {
 TEST(CuptiRecords, ExternalCorrelationCrossCheck) {
   Aggregator agg;
   window(agg, 42, 100, 1000);
-  CUpti_ActivityExternalCorrelation e;
-  std::memset(&e, 0, sizeof e);
-  e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
-  e.externalId = 42;
-  e.correlationId = 7;
-  feed(agg, e);
+  feed(agg, external_correlation_record(/*correlation_id=*/7, /*external_id=*/42));
   // Launched from the thread that pushed 42: correlated. The second kernel
   // (e.g. autograd's backward thread) has no external id but is in the window.
-  feed(agg, kernel(200, 300, "fwd", 7));
-  feed(agg, kernel(400, 500, "bwd", 8));
+  feed(agg, kernel_record(200, 300, "fwd", 7));
+  feed(agg, kernel_record(400, 500, "bwd", 8));
   const BlockStats b = agg.take_closed().at(42);
-  EXPECT_EQ(b.kernels, 2u);
+  EXPECT_EQ(b.activity[kKernel].count, 2u);
   EXPECT_EQ(b.kernels_correlated, 1u);
 }
 
