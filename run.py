@@ -46,6 +46,14 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
     p.add_argument("--pin-cores", type=int, default=1,
                    help="pin the process to the last N allowed cores (default 1; 0 = no pinning)")
     p.add_argument("--no-pin", action="store_true", help="same as --pin-cores 0")
+    p.add_argument("--pin-offset", type=int, default=0,
+                   help="skip the last K x pin-cores allowed cores before pinning (each --gpus/--shards child gets its own K)")
+    shard = p.add_mutually_exclusive_group()
+    shard.add_argument("--gpus", metavar="all|N",
+                       help="CUDA: shard the cases over N GPUs of this host (all: every visible one), one process "
+                            "per GPU, each pinned to its own cores; one merged result, rows tagged with gpu_index")
+    shard.add_argument("--shards", type=int, metavar="N",
+                       help="the CPU form of --gpus: N processes on the CPU, each pinned to its own cores")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
@@ -54,8 +62,8 @@ def build_parser(scenarios: Sequence[str]) -> argparse.ArgumentParser:
     return p
 
 
-def pin_cpus(count: int) -> list[int] | None:
-    """Pin to the last `count` allowed cores (recorded in env).
+def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
+    """Pin to the last `count` allowed cores, skipping the last offset x count (recorded in env).
 
     Threads created later (CUDA driver, autograd's device thread) inherit the
     affinity. On the H200 VM a single core gave lower and steadier figures than
@@ -63,7 +71,12 @@ def pin_cpus(count: int) -> list[int] | None:
     """
     if count <= 0 or not hasattr(os, "sched_setaffinity"):
         return None
-    cpus = sorted(os.sched_getaffinity(0))[-count:]
+    allowed = sorted(os.sched_getaffinity(0))
+    end = len(allowed) - offset * count
+    if offset and end - count < 0:
+        raise ValueError(f"--pin-cores {count} --pin-offset {offset} needs {(offset + 1) * count} cores, "
+                         f"{len(allowed)} are allowed")
+    cpus = allowed[max(0, end - count):end]
     os.sched_setaffinity(0, set(cpus))
     return cpus
 
@@ -134,13 +147,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ops = _names(args.ops, list(OPS), "op", parser)
     variants = _names(args.variants, list(VARIANT_NAMES), "variant", parser)
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    shard_devices: list[str] = []  # --gpus / --shards: one child process per entry
+    if args.gpus is not None or args.shards is not None:
+        from bench.shard import ShardUsageError, resolve_shards
+
+        try:
+            shard_devices = resolve_shards(args.gpus, args.shards, args.device,
+                                           torch.cuda.device_count() if torch.cuda.is_available() else 0)
+        except ShardUsageError as exc:
+            parser.error(str(exc))
+    device = args.device or (shard_devices[0] if shard_devices else "cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {device}: CUDA is not available on this machine (torch {torch.__version__})")
     if not (device == "cpu" or device.startswith("cuda")):
         parser.error(f"--device must be cpu, cuda or cuda:N, got {device!r}")
     if device == "cuda":
         device = f"cuda:{torch.cuda.current_device()}"
+    if device.startswith("cuda") and len(shard_devices) <= 1:
+        # Time cuda:N from a thread whose current device is cuda:N: no device switch inside each call,
+        # so a --gpus shard on cuda:3 measures what a one-GPU run on cuda:0 measures.
+        torch.cuda.set_device(torch.device(device))
 
     console = Console()
     scenario = SCENARIOS[args.scenario]
@@ -148,10 +174,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"scenario [bold]{scenario.name}[/bold] needs a CUDA device ({scenario.description}); "
                       f"this machine has none (torch {torch.__version__}), so nothing was run.")
         return 0
+    if len(shard_devices) > 1:
+        if scenario.custom_run is not None:
+            parser.error(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
+        from bench.shard import ShardUsageError, run_sharded
+
+        argv = list(sys.argv[1:] if argv is None else argv)
+        label = f"{'cuda' if device.startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
+        try:
+            return run_sharded(argv=argv, options=[s for a in parser._actions for s in a.option_strings],
+                               scenario=scenario, ops=ops, variants=variants, devices=shard_devices, args=args,
+                               json_path=result_path(args.out, envmod.capture(shard_devices[0]), scenario.name, label),
+                               console=console)
+        except ShardUsageError as exc:
+            parser.error(str(exc))
     if scenario.custom_run is not None:
         return run_custom(scenario, device, args, console)
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
-    pinned = None if args.no_pin else pin_cpus(args.pin_cores)
+    try:
+        pinned = None if args.no_pin else pin_cpus(args.pin_cores, args.pin_offset)
+    except ValueError as exc:
+        parser.error(str(exc))
     config = RunConfig(
         rounds=args.rounds or (6 if args.quick else 30),
         block_seconds=(args.block_ms or (2.0 if args.quick else 10.0)) / 1e3,

@@ -1,0 +1,389 @@
+"""bench/shard.py: the shard plan, the child command line, the merge; run.py --shards end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
+from bench.shard import (
+    BOUNDARY_BASELINES,
+    ShardUsageError,
+    baseline_variants,
+    default_weight,
+    merge_results,
+    plan_shards,
+    resolve_shards,
+    shard_command,
+    shard_cores,
+    shard_loads,
+    variant_weights,
+)
+from ops.variants import MODES, SPECS, VARIANT_NAMES
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_PY_HAS_SHARDS = re.search(r"""add_argument\(\s*["']--shards["']""", (ROOT / "run.py").read_text()) is not None
+needs_shards = pytest.mark.skipif(not RUN_PY_HAS_SHARDS, reason="run.py has no --shards option yet (proposed diff not applied)")
+NON_BASELINE = [v for v in VARIANT_NAMES if v not in BOUNDARY_BASELINES]
+
+
+# ---------------------------------------------------------------------------
+# The plan.
+
+
+def test_boundary_baselines_are_the_scenarios() -> None:
+    assert baseline_variants("boundary") == BOUNDARY_BASELINES == ("raw", "function_raw")
+    assert baseline_variants("compile") == ()
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_plan_runs_every_variant_once_and_the_baselines_everywhere(n: int) -> None:
+    plan = plan_shards(VARIANT_NAMES, n)
+    assert len(plan) == n
+    for shard in plan:
+        assert set(BOUNDARY_BASELINES) <= set(shard)
+        assert list(shard) == [v for v in VARIANT_NAMES if v in shard], "declaration order within a shard"
+        assert len(shard) > len(BOUNDARY_BASELINES), "no shard runs only the baselines"
+    placed = [v for shard in plan for v in shard if v not in BOUNDARY_BASELINES]
+    assert sorted(placed) == sorted(NON_BASELINE), "each non-baseline variant in exactly one shard"
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_plan_is_balanced_within_one_variant_weight_and_as_short_as_possible(n: int) -> None:
+    """Loads differ by at most one variant's weight (3: a variant timed in three modes; 1: inference only).
+
+    "Within 1" cannot hold for every n: 7 three-mode variants on 6 shards put 6 on one shard
+    while 27 units over 6 shards leave 4 on another. What matters for the wall-clock is the
+    heaviest shard, and it is at the lower bound, i.e. optimal, for every n here.
+    """
+    loads = shard_loads(plan_shards(VARIANT_NAMES, n))
+    weights = [default_weight(v) for v in NON_BASELINE]
+    assert max(loads) - min(loads) <= max(weights), loads
+    heavy = sum(w == 3 for w in weights)
+    assert max(loads) == max(math.ceil(sum(weights) / n), 3 * math.ceil(heavy / n)), loads
+    assert sum(loads) == sum(weights)
+
+
+def test_default_weight_counts_the_modes_a_variant_runs_in() -> None:
+    assert default_weight("cpp_autograd") == len(MODES) and default_weight("custom_op") == 1
+    assert {default_weight(v) for v in VARIANT_NAMES} == {1, 3}
+    assert all(default_weight(v) == (3 if SPECS[v].differentiable else 1) for v in VARIANT_NAMES)
+
+
+def test_plan_with_any_weights_differs_by_at_most_one_variant() -> None:
+    rng = random.Random(0)
+    for _ in range(200):
+        names = [f"v{i}" for i in range(rng.randint(1, 30))]
+        weights = {v: rng.choice([0, 1, 2, 3, 5, 8]) for v in names}
+        n = rng.randint(1, 9)
+        plan = plan_shards(names, n, baselines=(), weights=weights)
+        loads = shard_loads(plan, (), weights)
+        assert len(plan) == min(n, len(names))
+        assert sorted(v for s in plan for v in s) == sorted(names)
+        assert max(loads) - min(loads) <= max(weights.values()), (weights, plan)
+
+
+def test_plan_is_deterministic() -> None:
+    for n in (2, 3, 5):
+        assert plan_shards(VARIANT_NAMES, n) == plan_shards(list(VARIANT_NAMES), n)
+    assert plan_shards(VARIANT_NAMES, 2) == [  # loads 14 and 13
+        ("raw", "custom_op_autograd", "function_raw", "function_define_impl", "function_cpp", "nested_custom_op",
+         "stable", "triton_op"),
+        ("raw", "define_impl", "custom_op", "autograd_key_py", "function_raw", "function_custom_op",
+         "nested_define_impl", "cpp", "cpp_autograd"),
+    ]
+
+
+def test_plan_has_no_more_shards_than_variants_to_split() -> None:
+    assert plan_shards(["raw", "define_impl", "function_raw"], 4) == [("raw", "define_impl", "function_raw")]
+    assert plan_shards(["raw", "function_raw"], 3) == [("raw", "function_raw")]
+    assert plan_shards(["cpp", "stable"], 2) == [("cpp",), ("stable",)], "no baseline selected: none added"
+    with pytest.raises(ValueError):
+        plan_shards(VARIANT_NAMES, 0)
+
+
+def test_preload_steers_work_away_from_a_busy_shard() -> None:
+    plan = plan_shards(VARIANT_NAMES, 2, preload=[0, 20])
+    loads = shard_loads(plan)
+    assert loads[0] > loads[1] and len(plan[1]) > len(BOUNDARY_BASELINES)
+    assert abs((loads[0]) - (loads[1] + 20)) <= 3
+
+
+def test_variant_weights_leave_out_what_the_device_lacks() -> None:
+    w = variant_weights(VARIANT_NAMES, ["noop", "muladd"], "cpu", MODES)
+    assert w["triton_op"] == 0, "triton_op has no CPU case"
+    assert w["cpp_autograd"] == 3 * 2 and w["cpp"] == 1 * 2 and w["function_raw"] == 3 * 2
+    compile_modes = ("eager", "compiled", "cudagraph")
+    assert variant_weights(["cpp"], ["noop"], "cpu", compile_modes)["cpp"] == 3
+
+
+# ---------------------------------------------------------------------------
+# Devices, cores, the child command line.
+
+
+def test_resolve_shards() -> None:
+    assert resolve_shards(None, None, None, 4) == []
+    assert resolve_shards("all", None, None, 3) == ["cuda:0", "cuda:1", "cuda:2"]
+    assert resolve_shards("2", None, "cuda", 8) == ["cuda:0", "cuda:1"]
+    assert resolve_shards(None, 3, None, 0) == ["cpu"] * 3
+    assert resolve_shards(None, 2, "cpu", 2) == ["cpu", "cpu"]
+    for gpus, shards, device, count, message in [
+        ("4", None, None, 2, "this machine has 2 CUDA device"),
+        ("all", None, None, 0, "CUDA is not available"),
+        ("two", None, None, 2, "'all' or a number"),
+        ("0", None, None, 2, "at least 1"),
+        ("2", None, "cuda:1", 2, "drop --device cuda:1"),
+        (None, 2, "cuda", 2, "use --gpus"),
+        (None, 0, None, 0, "at least 1"),
+    ]:
+        with pytest.raises(ShardUsageError, match=message):
+            resolve_shards(gpus, shards, device, count)
+
+
+def test_shard_cores_are_disjoint_and_from_the_end() -> None:
+    allowed = [0, 1, 2, 3, 4, 5, 6, 7]
+    assert shard_cores(allowed, 0, 1) == [7] and shard_cores(allowed, 1, 1) == [6]
+    assert shard_cores(allowed, 0, 2) == [6, 7] and shard_cores(allowed, 3, 2) == [0, 1]
+    assert shard_cores(allowed, 2, 0) == []
+    with pytest.raises(ShardUsageError):
+        shard_cores(allowed, 4, 2)
+
+
+OPTIONS = ["-h", "--help", "--scenario", "--device", "--ops", "--variants", "--dtype", "--rounds", "--quick",
+           "--pin-cores", "--pin-offset", "--no-pin", "--out", "--no-cpp", "--gpus", "--shards", "--block-ms"]
+
+
+def test_shard_command_replaces_device_variants_out_and_drops_gpus() -> None:
+    argv = ["--scenario", "boundary", "--gpus", "all", "--device", "cuda", "--variants", "raw,cpp",
+            "--ops", "muladd", "--out=results/x", "--rounds", "5", "--pin-cores", "2"]
+    cmd = shard_command(argv, 1, 2, "cuda:1", "/tmp/o/shard-1", ("raw", "function_raw", "stable"),
+                        python="py", script="run.py")
+    assert cmd == ["py", "run.py", "--scenario", "boundary", "--ops", "muladd", "--rounds", "5", "--pin-cores", "2",
+                   "--device", "cuda:1", "--variants", "raw,function_raw,stable", "--out", "/tmp/o/shard-1",
+                   "--pin-offset", "1"]
+
+
+def test_shard_command_handles_abbreviations_and_equals_forms() -> None:
+    argv = ["--scenario=boundary", "--shards=2", "--var", "cpp", "--dev=cpu", "--pin-off", "3", "--quick", "--no-cpp"]
+    cmd = shard_command(argv, 0, 2, "cpu", "o", ("cpp",), options=OPTIONS, python="py", script="run.py")
+    assert cmd[2:] == ["--scenario=boundary", "--quick", "--no-cpp", "--device", "cpu", "--variants", "cpp",
+                       "--out", "o", "--pin-offset", "0"]
+    # an ambiguous prefix (--d: --device or --dtype) is left to argparse, which rejects it
+    assert "--d" in shard_command(["--d", "cpu"], 0, 1, "cpu", "o", ("cpp",), options=OPTIONS)
+
+
+def test_shard_command_adds_no_cpp_once() -> None:
+    without = shard_command(["--scenario", "boundary"], 0, 2, "cpu", "o", ("raw",), cpp=False)
+    assert without.count("--no-cpp") == 1
+    already = shard_command(["--scenario", "boundary", "--no-cpp"], 0, 2, "cpu", "o", ("raw",), cpp=False)
+    assert already.count("--no-cpp") == 1
+    assert "--no-cpp" not in shard_command(["--scenario", "boundary"], 1, 2, "cpu", "o", ("raw",), cpp=True)
+    with pytest.raises(ValueError):
+        shard_command([], 2, 2, "cpu", "o", ("raw",))
+
+
+# ---------------------------------------------------------------------------
+# Merging.
+
+
+def row(op: str, variant: str, mode: str, device: str, median: float = 1.0, metric: str = "cpu_us",
+        driver: str = "python") -> dict[str, Any]:
+    base = {"inference": "raw"}.get(mode, "function_raw")
+    return {
+        "scenario": "boundary", "op": op, "variant": variant, "mode": mode, "device": device, "shape": [4, 32],
+        "dtype": "float32", "driver": driver, "metric": metric, "unit": "us", "timer": "perf_counter_ns",
+        "status": "ok", "reason": None, "n": 3, "median": median, "q1": median, "q3": median, "ci_low": median,
+        "ci_high": median, "baseline": None if variant == base else f"{op}/{base}/{mode}",
+        "delta_median": None, "samples": [median] * 3,
+    }
+
+
+def doc(device: str, variants: tuple[str, ...], *, status: str = "complete", rounds_done: int = 3,
+        median: float = 1.0, ops: tuple[str, ...] = ("noop", "muladd"), extra_rows: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    rows = [row(op, v, m, device, median) for op in ops for v in variants for m in MODES]
+    return {
+        "scenario": "boundary", "status": status,
+        "config": {"rounds": 3, "rounds_done": rounds_done, "seconds": 2.0 * len(variants), "stop_reason": "rounds",
+                   "gpu_rounds_done": 0},
+        "env": {"device": device, "torch": "x", "cpu_model": "c", "command": "run.py ...", "pinned_cpu": [7],
+                "gpu_index": int(device[5:]) if device.startswith("cuda:") else None},
+        "rows": rows + list(extra_rows),
+    }
+
+
+SHARD0 = ("raw", "define_impl", "function_raw", "cpp_autograd")
+SHARD1 = ("raw", "custom_op", "function_raw", "stable")
+
+
+def test_merge_takes_the_union_with_the_gpu_index_on_every_row() -> None:
+    merged = merge_results([doc("cuda:0", SHARD0), doc("cuda:1", SHARD1, median=2.0)])
+    keys = [(r["op"], r["variant"], r["mode"]) for r in merged["rows"]]
+    want_variants = [v for v in VARIANT_NAMES if v in SHARD0 + SHARD1]
+    assert keys == [(op, v, m) for op in ("noop", "muladd") for v in want_variants for m in MODES], "one-process order"
+    for r in merged["rows"]:
+        assert r["gpu_index"] == r["shard"] == int(r["device"][5:])
+        assert all(f in r for f in REQUIRED_ROW_FIELDS) and "duplicate_baseline" not in r
+    assert {r["shard"] for r in merged["rows"] if r["variant"] in BOUNDARY_BASELINES} == {0}, "shard 0's baselines"
+    assert merged["status"] == "complete" and merged["config"]["shards"] == 2
+    env = merged["env"]
+    assert env["device"] == "cuda:0,cuda:1" and env["gpu_index"] is None
+    assert [s["gpu_index"] for s in env["shards"]] == [0, 1] and [s["device"] for s in env["shards"]] == ["cuda:0", "cuda:1"]
+    assert env["shards"][1]["variants"] == list(SHARD1) and env["shards"][1]["status"] == "complete"
+    assert "shard_warnings" not in env
+
+
+def test_merge_keeps_the_other_shards_baselines_marked_as_duplicates() -> None:
+    merged = merge_results([doc("cuda:0", SHARD0), doc("cuda:1", SHARD1, median=2.0), doc("cuda:2", ("raw", "cpp"))])
+    dups = merged["duplicate_baseline_rows"]
+    assert {(r["shard"], r["variant"]) for r in dups} == {(1, "raw"), (1, "function_raw"), (2, "raw")}
+    assert all(r["duplicate_baseline"] is True and r["gpu_index"] == r["shard"] for r in dups)
+    assert all(r["median"] == 2.0 for r in dups if r["shard"] == 1), "each shard's own baseline samples are kept"
+    assert len(dups) == 2 * 3 * 2 + 2 * 3
+    identities = [(r["op"], r["variant"], r["mode"], r["metric"], r["driver"]) for r in merged["rows"]]
+    assert len(identities) == len(set(identities)), "rows are unique per key"
+
+
+def test_merge_of_cpu_shards_has_no_gpu_index_but_the_shard() -> None:
+    merged = merge_results([doc("cpu", SHARD0), doc("cpu", SHARD1)])
+    assert all(r["gpu_index"] is None and r["shard"] in (0, 1) for r in merged["rows"])
+    assert merged["env"]["device"] == "cpu" and [s["gpu_index"] for s in merged["env"]["shards"]] == [None, None]
+
+
+def test_merge_status_and_rounds() -> None:
+    a, b = doc("cuda:0", SHARD0, rounds_done=5), doc("cuda:1", SHARD1, rounds_done=3, status="interrupted")
+    merged = merge_results([a, b])
+    assert merged["status"] == "interrupted" and merged["config"]["rounds_done"] == 3
+    assert merged["config"]["seconds"] == max(a["config"]["seconds"], b["config"]["seconds"])
+    running = doc("cuda:1", SHARD1, status="running")
+    assert merge_results([a, running])["status"] == "interrupted", "a checkpoint is not a complete shard"
+    failed = merge_results([a, None], [{"variants": list(SHARD0)}, {"variants": list(SHARD1), "status": "failed"}])
+    assert failed["status"] == "incomplete" and failed["env"]["shards"][1]["status"] == "failed"
+    assert failed["env"]["shards"][1]["variants"] == list(SHARD1)
+    assert {r["shard"] for r in failed["rows"]} == {0}
+    crashed = merge_results([a, doc("cuda:1", SHARD1)], [{}, {"status": "failed", "seconds": 9.5, "log": "l"}])
+    assert crashed["status"] == "incomplete" and crashed["env"]["shards"][1]["seconds"] == 9.5
+    assert crashed["env"]["shards"][1]["log"] == "l"
+    first_missing = merge_results([None, doc("cuda:1", SHARD1)])
+    assert first_missing["status"] == "incomplete" and {r["shard"] for r in first_missing["rows"]} == {1}
+    with pytest.raises(ValueError):
+        merge_results([None, None])
+
+
+def test_merge_flags_a_row_paired_with_a_baseline_its_shard_did_not_run() -> None:
+    merged = merge_results([doc("cpu", SHARD0), doc("cpu", ("custom_op", "stable"))])
+    assert any("shard 1: noop/custom_op/inference is paired with noop/raw/inference" in w
+               for w in merged["env"]["shard_warnings"])
+
+
+def test_merge_keeps_gpu_and_cpp_rows_after_the_cpu_rows() -> None:
+    gpu = [row("noop", "cpp_autograd", "inference", "cuda:0", metric="gpu_us")]
+    cpp = [row("noop", "cpp_direct", "inference", "cuda:1", driver="cpp")]
+    merged = merge_results([doc("cuda:0", SHARD0, ops=("noop",), extra_rows=gpu),
+                            doc("cuda:1", SHARD1, ops=("noop",), extra_rows=cpp)])
+    tail = [(r["metric"], r["driver"], r["gpu_index"]) for r in merged["rows"][-2:]]
+    assert tail == [("gpu_us", "python", 0), ("cpu_us", "cpp", 1)]
+
+
+def test_a_merged_document_is_a_result_file(tmp_path: Path) -> None:
+    merged = merge_results([doc("cpu", SHARD0), doc("cpu", SHARD1)])
+    path = tmp_path / "merged.json"
+    csv = write_result(path, merged)
+    loaded = load_result(path)
+    assert loaded["rows"] == json.loads(json.dumps(merged["rows"]))
+    header = csv.read_text().splitlines()[0].split(",")
+    assert "shard" in header and "gpu_index" in header and "samples" not in header
+
+
+# ---------------------------------------------------------------------------
+# run.py --shards, end to end (CPU). Turned on once run.py has --shards.
+
+
+def run_py(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT, check=False)
+
+
+def keys(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(r["op"], r["variant"], r["mode"], r["device"], r["driver"], r["metric"]) for r in rows]
+
+
+@needs_shards
+def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) -> None:
+    common = ["--scenario", "boundary", "--ops", "noop", "--rounds", "3", "--block-ms", "0.5", "--no-cpp"]
+    one = run_py(*common, "--device", "cpu", "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr + one.stdout
+    proc = run_py(*common, "--shards", "2", "--out", str(tmp_path / "sharded"))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    (single,) = (tmp_path / "one").glob("*.json")
+    (merged_path,) = (tmp_path / "sharded").glob("*.json")  # one merged file; the shards' own are in a subfolder
+    reference, merged = load_result(single), load_result(merged_path)
+    assert merged["status"] == "complete" and merged["config"]["rounds_done"] == 3
+    assert keys(merged["rows"]) == keys(reference["rows"]), "same rows, same order"
+    assert all(r["shard"] in (0, 1) and r["gpu_index"] is None for r in merged["rows"])
+    assert {r["shard"] for r in merged["rows"]} == {0, 1}
+    for got, want in zip(merged["rows"], reference["rows"]):
+        assert set(got) - set(want) == {"shard", "gpu_index"}
+        assert (got["status"], got["baseline"], len(got["samples"])) == (want["status"], want["baseline"], len(want["samples"]))
+        assert (got["delta_median"] is None) == (want["delta_median"] is None)
+    shards = merged["env"]["shards"]
+    assert [s["status"] for s in shards] == ["complete", "complete"] and len({tuple(s["pinned_cpu"] or ()) for s in shards}) == 2
+    assert all((tmp_path / "sharded" / Path(s["log"]).name).exists() or Path(s["log"]).exists() for s in shards)
+    assert {r["variant"] for r in merged["duplicate_baseline_rows"]} == set(BOUNDARY_BASELINES)
+    assert "noop: CPU µs/call" in proc.stdout and "wall-clock" in proc.stdout and "shard 1 (cpu) complete" in proc.stdout
+
+
+@needs_shards
+def test_a_failed_shard_is_reported_with_its_log(tmp_path: Path) -> None:
+    env = {**os.environ, "DBENCH_BUILD_DIR": str(tmp_path / "no-build")}
+    proc = run_py("--scenario", "boundary", "--ops", "noop", "--rounds", "1", "--no-cpp", "--shards", "2",
+                  "--out", str(tmp_path), env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # the children's exit status (native build missing)
+    assert "shard 0 (cpu) failed" in proc.stdout and "shard 1 (cpu) failed" in proc.stdout
+    assert "no-build" in proc.stdout, "the tail of the failed shard's log names the problem"
+    assert not list(tmp_path.glob("*.json")), "nothing to merge"
+
+
+@needs_shards
+def test_more_shards_than_cores_to_pin_them_to_is_an_error(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    proc = run_py("--scenario", "boundary", "--shards", str(cores + 1), "--ops", "noop", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "cores" in proc.stderr and "--no-pin" in proc.stderr, proc.stdout + proc.stderr
+
+
+@needs_shards
+def test_interrupting_a_sharded_run_merges_what_the_shards_finished(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--ops", "noop", "--variants",
+           "raw,cpp,stable,function_raw", "--rounds", "100000", "--block-ms", "0.2", "--no-cpp", "--shards", "2",
+           "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:  # both shards have checkpointed at least one round
+            done = [json.loads(p.read_text())["config"]["rounds_done"] for p in tmp_path.glob("*.shards/shard-*/*.json")]
+            if len(done) == 2 and min(done) >= 1:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the shards did not start")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    (merged_path,) = tmp_path.glob("*.json")
+    merged = load_result(merged_path)
+    assert merged["status"] == "interrupted" and merged["config"]["rounds_done"] >= 1
+    assert [s["status"] for s in merged["env"]["shards"]] == ["interrupted", "interrupted"]
+    assert {r["shard"] for r in merged["rows"]} == {0, 1}
