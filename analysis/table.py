@@ -26,6 +26,8 @@ def _cell(row: pd.Series) -> str:
         text += f" ({delta:+.2f})"
     if row.get("gpu_bound") is True:
         text += " †"
+    if (row.get("rel_iqr") or 0) > NOISY_REL_IQR:
+        text += " ~"
     return text
 
 
@@ -34,6 +36,10 @@ def _gpu_cell(row: pd.Series, kernels: dict[tuple[str, str], float]) -> str:
         return ""
     k = kernels.get((row["variant"], row["mode"]))
     return f"{row['median']:.2f}" + (f" ×{k:g}" if k is not None else "")
+
+
+# torch.utils.benchmark warns above this IQR/median; such a median moves between runs.
+NOISY_REL_IQR = 0.10
 
 
 def _drivers(frame: pd.DataFrame) -> pd.Series:
@@ -101,6 +107,9 @@ def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | No
             for variant, row in cells.iterrows():
                 table.add_row(str(variant), *row.tolist())
             console.print(table)
+    if "rel_iqr" in frame.columns and (frame["rel_iqr"].fillna(0) > NOISY_REL_IQR).any():
+        console.print(f"[dim]~ noisy: IQR above {NOISY_REL_IQR:.0%} of the median across rounds; expect this median "
+                      "to move between runs.[/dim]")
     if "gpu_bound" in frame.columns and frame["gpu_bound"].eq(True).any():
         console.print("[dim]† GPU-bound: GPU time per call ≥ CPU time per call, so the CPU figure is the GPU's pace.[/dim]")
     for label, reason in na_reasons(frame).items():

@@ -46,6 +46,7 @@ def stat_row(
         "q3": num(s.q3),
         "ci_low": num(s.ci_low),
         "ci_high": num(s.ci_high),
+        "rel_iqr": num(s.iqr / abs(s.median)) if s.n and s.median else None,
         "baseline": baseline,
         "delta_median": None,
         "delta_ci_low": None,
