@@ -42,6 +42,11 @@ def _l2norm_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) 
     return none_for_scalars(L2NORM, [bwd(grad, x, ctx.eps)])
 
 
+def _l2norm_check(x: Tensor, eps: float) -> None:
+    torch._check(eps > 0, lambda: f"l2norm: eps must be positive, got {eps}")
+    torch._check(x.dim() >= 1, lambda: "l2norm: expected a tensor with at least 1 dimension, got a scalar")
+
+
 def _l2norm_reference(x: Tensor, eps: float) -> Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
@@ -79,6 +84,7 @@ L2NORM = OpContract(
     save=_l2norm_save,
     backward=_l2norm_backward,
     backward_op="l2norm_backward",
+    check_args=_l2norm_check,
     boundary_shape=(4, 32),
     description="row-wise L2 normalisation, forward and backward kernels",
 )

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 Args = tuple[Any, ...]
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
 # A backward formula receives the autograd ctx, the incoming gradient and the
 # backward kernel of the variant's own flavour (raw launcher, registered op...).
 BackwardFn = Callable[[Any, Tensor, Callable[..., Tensor] | None], tuple[Tensor | None, ...]]
@@ -47,6 +48,8 @@ class OpContract:
     backward_op: str | None = None
     boundary_shape: tuple[int, ...] = (4, 32)
     description: str = ""
+    # Extra input rules the fake enforces (raise like the kernels), e.g. l2norm's eps > 0.
+    check_args: Callable[..., None] | None = None
 
     def make_inputs(self, spec: InputSpec) -> Args:
         """Random inputs: tensors in schema order, then scalars."""
@@ -80,6 +83,11 @@ class OpContract:
             torch._check(other.shape == first.shape, lambda: f"{self.name}: mismatched shapes")
             torch._check(other.dtype == first.dtype, lambda: f"{self.name}: different dtypes")
             torch._check(other.device == first.device, lambda: f"{self.name}: different devices")
+        # The kernels' contract, so traced and meta runs fail where eager ones would.
+        torch._check(first.dtype in SUPPORTED_DTYPES,
+                     lambda: f"{self.name}: unsupported dtype {first.dtype} (expected float32 or float64)")
+        if self.check_args is not None:
+            self.check_args(*args)
         return first.new_empty(first.shape)
 
     def reference_fp64(self, args: Args) -> Tensor:

@@ -25,6 +25,8 @@ from conftest import (
     tensors_of,
     variant_cases,
 )
+from ops.catalog import OPS
+from ops.contract import InputSpec
 from ops.variants import Variant
 
 
@@ -132,3 +134,23 @@ def test_l2norm_nonpositive_eps(device: str, v: Variant, eps: float) -> None:
 def test_l2norm_zero_dim_input(device: str, v: Variant) -> None:
     (x, eps) = make_inputs(v.op, device)
     _raises(v, (x[0, 0].clone(), eps), r"expected a tensor with at least 1 dimension, got a scalar")
+
+
+# ---------------------------------------------------------------------------
+# The fakes enforce the kernels' contract, so traced and meta runs fail where eager ones do.
+
+
+@pytest.mark.parametrize("op", ["noop", "muladd", "l2norm"])
+def test_fake_rejects_unsupported_dtype(op: str) -> None:
+    contract = OPS[op]
+    args = contract.make_inputs(InputSpec((3, 4), device="meta"))
+    bad = tuple(a.to(torch.int32) if isinstance(a, torch.Tensor) else a for a in args)
+    with pytest.raises(RuntimeError, match=rf"{op}: unsupported dtype torch.int32"):
+        contract.fake(*bad)
+    assert contract.fake(*args).shape == (3, 4)
+
+
+@pytest.mark.parametrize(("x", "eps", "problem"), [((3, 4), 0.0, "eps must be positive"), ((), 1e-6, "at least 1 dimension")])
+def test_l2norm_fake_checks_its_arguments(x: tuple[int, ...], eps: float, problem: str) -> None:
+    with pytest.raises(RuntimeError, match=f"l2norm: {problem}"):
+        OPS["l2norm"].fake(torch.empty(x, device="meta"), eps)
