@@ -150,7 +150,7 @@ def test_fake_rejects_unsupported_dtype(op: str) -> None:
     assert contract.fake(*args).shape == (3, 4)
 
 
-@pytest.mark.parametrize(("x", "eps", "problem"), [((3, 4), 0.0, "eps must be positive"), ((), 1e-6, "at least 1 dimension")])
+@pytest.mark.parametrize(("x", "eps", "problem"), [((3, 4), 0.0, "eps must be positive"), ((), 1e-6, "expected a tensor with at least 1 dimension")])
 def test_l2norm_fake_checks_its_arguments(x: tuple[int, ...], eps: float, problem: str) -> None:
     with pytest.raises(RuntimeError, match=f"l2norm: {problem}"):
         OPS["l2norm"].fake(torch.empty(x, device="meta"), eps)
