@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     for _, row in order[~order["same_order"]].iterrows():
         print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {'':{len(row['op']) + len(row['mode']) + 1}}  B {row['order_b']}")
     worst = merged["spread"].max()
+    for (driver, metric), g in merged.groupby(["driver", "metric"]):
+        print(f"  {driver} {metric}: rows {len(g)}, median spread {g['spread'].median():.2%}, "
+              f"max {g['spread'].max():.2%}, over limit {(g['spread'] > args.max_spread).sum()}")
     print(f"\nrows {len(merged)}, median spread {merged['spread'].median():.2%}, max spread {worst:.2%} "
           f"(limit {args.max_spread:.0%}), rows over limit {(merged['spread'] > args.max_spread).sum()}")
     if args.csv:

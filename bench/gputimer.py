@@ -111,13 +111,14 @@ class GpuSamples:
     gpu_us: list[float] = field(default_factory=list)  # GPU time per call (us)
     kernels: list[float] = field(default_factory=list)  # kernels per call (CUPTI only)
     kernel_us: list[float] = field(default_factory=list)  # summed kernel time per call (CUPTI only)
+    span_us: list[float] = field(default_factory=list)  # first start .. last end, per call (CUPTI only)
     memcpy: list[float] = field(default_factory=list)  # memcpys per call (CUPTI only)
     memset: list[float] = field(default_factory=list)  # memsets per call (CUPTI only)
     names: dict[str, int] = field(default_factory=dict)  # kernel name -> launches, all blocks (CUPTI only)
 
     def truncate(self, n_blocks: int) -> None:
         """Keep the first n_blocks samples (e.g. drop an interrupted round; names are kept)."""
-        for values in (self.gpu_us, self.kernels, self.kernel_us, self.memcpy, self.memset):
+        for values in (self.gpu_us, self.kernels, self.kernel_us, self.span_us, self.memcpy, self.memset):
             del values[n_blocks:]
 
 
@@ -221,6 +222,7 @@ class CuptiTimer:
             s.gpu_us.append(stats["busy_ns"] / n / 1e3)
             s.kernels.append(stats["kernels"] / n)
             s.kernel_us.append(stats["kernel_ns"] / n / 1e3)
+            s.span_us.append(stats["span_ns"] / n / 1e3)
             s.memcpy.append(stats["memcpy"] / n)
             s.memset.append(stats["memset"] / n)
             for kname, count in stats["names"].items():

@@ -6,7 +6,9 @@ own copy kernel (the `noop` launcher) on growing tensors. Each kernel is timed
 three ways:
 
 - cupti: summed GPU-busy time of the kernel records, per call, over blocks of
-  back-to-back calls (bench/gputimer.CuptiTimer);
+  back-to-back calls (bench/gputimer.CuptiTimer): the kernel's own time;
+- cupti_span: the same blocks, first kernel start to last kernel end, per call:
+  kernel time plus the idle gaps between back-to-back kernels;
 - events: a CUDA event pair around a block of back-to-back calls, span / calls
   (the queue stays ahead of the GPU, so launch latency is hidden as far as it
   can be), median over blocks;
@@ -16,6 +18,12 @@ three ways:
 Per-call events and do_bench see the launch latency between the start event
 and the kernel, so short kernels read long; the table shows from where on the
 three agree.
+
+The 2% verdict compares like with like: batched events measure elapsed GPU
+time across the block, gaps included, so they are judged against CUPTI's span
+of the same kind of block. The busy/span ratio beside it is what the gaps
+cost: for a kernel of tens of µs launched back to back the GPU idles 1-2 µs
+between kernels, which batched events count and CUPTI's kernel time does not.
 """
 
 from __future__ import annotations
@@ -37,7 +45,9 @@ AGREEMENT_MIN_US = 50.0
 REPS = 15
 
 
-def _cupti_per_call(timer: CuptiTimer, label: str, fn: Callable[[], Any], calls: int, reps: int) -> list[float]:
+def _cupti_per_call(timer: CuptiTimer, label: str, fn: Callable[[], Any], calls: int,
+                    reps: int) -> tuple[list[float], list[float]]:
+    """GPU-busy and span µs per call, one of each per block."""
     for r in range(reps):
         torch.cuda.synchronize()
         timer.begin_block(label)
@@ -46,7 +56,8 @@ def _cupti_per_call(timer: CuptiTimer, label: str, fn: Callable[[], Any], calls:
         timer.calls_done(label)
         torch.cuda.synchronize()
         timer.end_block(label, calls)
-    return timer.results()[label].gpu_us
+    samples = timer.results()[label]
+    return samples.gpu_us, samples.span_us
 
 
 def _events_batched(fn: Callable[[], Any], calls: int, reps: int) -> list[float]:
@@ -111,7 +122,8 @@ def calibrate_sleep() -> float:
     if "cycles_per_us" not in _CALIBRATION:
         timer = _timer()
         cycles = 2_000_000
-        us = statistics.median(_cupti_per_call(timer, "calibrate", lambda: torch.cuda._sleep(cycles), 5, 3))
+        busy, _ = _cupti_per_call(timer, "calibrate", lambda: torch.cuda._sleep(cycles), 5, 3)
+        us = statistics.median(busy)
         _CALIBRATION["cycles_per_us"] = cycles / us
     return _CALIBRATION["cycles_per_us"]
 
@@ -147,8 +159,9 @@ def run(device: str, progress: Callable[[str], None] = lambda _: None) -> tuple[
         for _ in range(3):  # warm-up: JIT, allocator, clocks
             fn()
         torch.cuda.synchronize()
-        cupti_us = _cupti_per_call(timer, f"{kernel}/{size}", fn, _calls_for(target or 10.0), REPS)
+        cupti_us, span_us = _cupti_per_call(timer, f"{kernel}/{size}", fn, _calls_for(target or 10.0), REPS)
         rows.append(_row(kernel, size, "cupti", cupti_us, device, target))
+        rows.append(_row(kernel, size, "cupti_span", span_us, device, target))
         calls = _calls_for(statistics.median(cupti_us))
         rows.append(_row(kernel, size, "events", _events_batched(fn, calls, REPS), device, target))
         rows.append(_row(kernel, size, "events_per_call", _events_per_call(fn, min(calls, 500)), device, target))
@@ -159,18 +172,25 @@ def run(device: str, progress: Callable[[str], None] = lambda _: None) -> tuple[
 
 
 def ratio_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per kernel: the three medians, the ratios to CUPTI, and the 2% verdict."""
+    """One line per kernel: the medians, their ratios to CUPTI, and the 2% verdict.
+
+    The verdict (`within_2pct`) is events vs CUPTI span (both elapsed GPU time
+    over a block of back-to-back calls), for kernels whose CUPTI busy time is at
+    least AGREEMENT_MIN_US; None below that, or when a timer is missing.
+    """
     by_kernel: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         entry = by_kernel.setdefault((r["op"], r["variant"]), {"kernel": r["op"], "size": r["variant"]})
         entry[r["timer"]] = r["median"]
     out = []
     for entry in by_kernel.values():
-        cupti = entry.get("cupti")
-        for other in ("events", "events_per_call", "do_bench"):
+        cupti, span = entry.get("cupti"), entry.get("cupti_span")
+        for other in ("events", "events_per_call", "do_bench", "cupti_span"):
             value = entry.get(other)
             entry[f"{other}/cupti"] = value / cupti if value is not None and cupti else None
-        ratio = entry.get("events/cupti")
+        events = entry.get("events")
+        entry["events/span"] = events / span if events is not None and span else None
+        ratio = entry["events/span"]
         if cupti is not None and cupti >= AGREEMENT_MIN_US and ratio is not None:
             entry["within_2pct"] = abs(ratio - 1) <= AGREEMENT
         else:
@@ -184,8 +204,8 @@ def report(rows: list[dict[str, Any]], console: Any) -> int:
     from rich.table import Table
 
     table = Table(title="GPU time per call (µs, median): CUPTI vs CUDA events vs do_bench", title_justify="left")
-    for col in ("kernel", "size", "cupti", "events", "events/call", "do_bench", "events/cupti", "events/call/cupti",
-                "do_bench/cupti", "≤2%"):
+    for col in ("kernel", "size", "cupti", "span", "events", "events/call", "do_bench", "span/cupti", "events/span",
+                "events/cupti", "events/call/cupti", "do_bench/cupti", "≤2%"):
         table.add_column(col, justify="left" if col in ("kernel", "size") else "right")
     lines = ratio_table(rows)
 
@@ -194,14 +214,16 @@ def report(rows: list[dict[str, Any]], console: Any) -> int:
 
     for e in lines:
         verdict = {True: "yes", False: "[red]NO[/red]", None: ""}[e["within_2pct"]]
-        table.add_row(e["kernel"], e["size"], fmt(e.get("cupti"), ".2f"), fmt(e.get("events"), ".2f"),
-                      fmt(e.get("events_per_call"), ".2f"), fmt(e.get("do_bench"), ".2f"),
-                      fmt(e.get("events/cupti"), ".3f"), fmt(e.get("events_per_call/cupti"), ".3f"),
+        table.add_row(e["kernel"], e["size"], fmt(e.get("cupti"), ".2f"), fmt(e.get("cupti_span"), ".2f"),
+                      fmt(e.get("events"), ".2f"), fmt(e.get("events_per_call"), ".2f"), fmt(e.get("do_bench"), ".2f"),
+                      fmt(e.get("cupti_span/cupti"), ".3f"), fmt(e.get("events/span"), ".3f"), fmt(e.get("events/cupti"), ".3f"), fmt(e.get("events_per_call/cupti"), ".3f"),
                       fmt(e.get("do_bench/cupti"), ".3f"), verdict)
     console.print(table)
-    console.print("[dim]≤2%: batched events vs CUPTI, judged for kernels of at least 50 µs.[/dim]")
+    console.print("[dim]cupti: kernel (busy) time; span: first start to last end of back-to-back calls, gaps "
+                  "included. ≤2%: batched events vs CUPTI span (both elapsed GPU time), judged for kernels of at "
+                  "least 50 µs; events/cupti shows what the gaps add.[/dim]")
     failed = [e for e in lines if e["within_2pct"] is False]
-    console.print(f"events vs CUPTI for kernels ≥ {AGREEMENT_MIN_US:g} µs: "
+    console.print(f"events vs CUPTI span for kernels ≥ {AGREEMENT_MIN_US:g} µs: "
                   + ("all within 2%" if not failed else f"[red]{len(failed)} outside 2%[/red]"))
     return 1 if failed else 0
 

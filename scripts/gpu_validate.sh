@@ -1,23 +1,52 @@
 #!/usr/bin/env bash
-# Full run on a CUDA machine: build, the boundary table twice (with GPU rows and the C++ section) and
-# their run-to-run spread, timer validation, compile/cudagraph, then the GPU tests.
-# Usage: bash scripts/gpu_validate.sh OUTDIR      (each step is time-boxed; logs land in OUTDIR)
+# Full run on a CUDA machine, in two parts that fit a short GPU lease each:
+#   checks    build; the error-path probe; the whole test suite (GPU tests included, one process per
+#             worker when pytest-xdist is installed, so a crashing test is reported, not fatal);
+#             ctest; timer validation; compile/cudagraph
+#   boundary  build; the boundary table three times (the first with the C++ section) and their
+#             pairwise run-to-run spreads; one more run unpinned (--no-pin) for comparison
+# Usage: bash scripts/gpu_validate.sh OUTDIR [checks|boundary|all]   (default all)
+# Each step is time-boxed; logs land in OUTDIR. COLLECT=DIR also copies every result JSON there
+# (one flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 8).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: gpu_validate.sh OUTDIR}
+OUT=${1:?usage: gpu_validate.sh OUTDIR [checks|boundary|all]}
+PART=${2:-all}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== rc=$?"; }
-# COLLECT=DIR: also copy each result JSON there as it is written (one flat folder).
 collect() { [ -n "${COLLECT:-}" ] && cp "$OUT/$1"/*.json "$COLLECT/$1.json" 2>/dev/null; true; }
+boundary() {  # boundary NAME [run.py options...]
+  local name=$1; shift
+  step 170 python3 run.py --scenario boundary --out "$OUT/$name" "$@" 2>&1 | tee "$OUT/$name.log" | tail -3
+  collect "$name"
+}
+spread() {  # spread A B
+  python3 -m analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --csv "$OUT/spread-$1-$2.csv" \
+    > "$OUT/spread-$1-$2.txt" 2>&1
+  echo "-- spread $1 vs $2"; tail -4 "$OUT/spread-$1-$2.txt"
+}
 
-step 240 bash scripts/setup.sh 2>&1 | tail -5
-step 150 python3 run.py --scenario boundary --out "$OUT/run1" 2>&1 | tee "$OUT/run1.log" | tail -4; collect run1
-step 150 python3 run.py --scenario boundary --no-cpp --out "$OUT/run2" 2>&1 | tee "$OUT/run2.log" | tail -4; collect run2
-python3 -m analysis.compare "$OUT"/run1/*.json "$OUT"/run2/*.json --csv "$OUT/spread.csv" > "$OUT/spread.txt" 2>&1
-tail -3 "$OUT/spread.txt"
-step 60 python3 run.py --scenario timer_validation --out "$OUT/tv" 2>&1 | tee "$OUT/tv.log" | tail -24; collect tv
-step 150 python3 run.py --scenario compile --out "$OUT/compile" 2>&1 | tee "$OUT/compile.log" | tail -4; collect compile
-step "${TEST_LIMIT:-120}" python3 -m pytest -q -k "${TEST_FILTER:-cuda or gputimer}" tests > "$OUT/pytest_gpu.log" 2>&1
-tail -3 "$OUT/pytest_gpu.log"
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -2 "$OUT/ctest.log"
+step 300 bash scripts/setup.sh 2>&1 | tail -3
+
+if [ "$PART" = checks ] || [ "$PART" = all ]; then
+  # Error paths first, in one plain process: a C++ error that aborts shows its stderr here.
+  step 90 python3 -X faulthandler -m pytest -v -p no:cacheprovider tests/test_errors.py > "$OUT/errors.log" 2>&1
+  grep -E "passed|failed|Fatal|terminate|Abort|undefined symbol|Error" "$OUT/errors.log" | tail -15
+  xdist=()
+  python3 -c "import xdist" 2>/dev/null && xdist=(-n "${TEST_WORKERS:-8}")
+  step "${TEST_LIMIT:-360}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider tests > "$OUT/pytest.log" 2>&1
+  grep -E "^(FAILED|ERROR)|crashed|^[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -25
+  ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -2 "$OUT/ctest.log"
+  step 90 python3 run.py --scenario timer_validation --out "$OUT/tv" 2>&1 | tee "$OUT/tv.log" | tail -22; collect tv
+  step 200 python3 run.py --scenario compile --out "$OUT/compile" 2>&1 | tee "$OUT/compile.log" | tail -4; collect compile
+fi
+
+if [ "$PART" = boundary ] || [ "$PART" = all ]; then
+  boundary run1
+  boundary run2 --no-cpp
+  boundary run3 --no-cpp
+  spread run1 run2; spread run2 run3; spread run1 run3
+  boundary nopin --no-cpp --no-pin
+  spread run1 nopin
+fi

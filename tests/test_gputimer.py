@@ -77,10 +77,11 @@ class FakeCupti:
         self.enabled = False
 
 
-def block_stats(kernels: int, busy_ns: int, kernel_ns: int | None = None, names: dict[str, int] | None = None) -> dict[str, Any]:
+def block_stats(kernels: int, busy_ns: int, kernel_ns: int | None = None, names: dict[str, int] | None = None,
+                span_ns: int | None = None) -> dict[str, Any]:
     return {
         "kernels": kernels, "kernel_ns": busy_ns if kernel_ns is None else kernel_ns, "kernel_busy_ns": busy_ns,
-        "busy_ns": busy_ns, "span_ns": busy_ns, "window_ns": 2 * busy_ns, "memcpy": 0, "memcpy_ns": 0,
+        "busy_ns": busy_ns, "span_ns": busy_ns if span_ns is None else span_ns, "window_ns": 2 * busy_ns, "memcpy": 0, "memcpy_ns": 0,
         "memcpy_bytes": 0, "memset": 1, "memset_ns": 10, "memset_bytes": 4, "kernels_correlated": 0,
         "names": names or {},
     }
@@ -183,7 +184,7 @@ def test_cupti_timer_samples_per_label_and_call(monkeypatch: pytest.MonkeyPatch)
     timer = CuptiTimer(module=fake)
     try:
         fake.script = [
-            block_stats(kernels=10, busy_ns=50_000, kernel_ns=60_000, names={"k1": 10}),
+            block_stats(kernels=10, busy_ns=50_000, kernel_ns=60_000, names={"k1": 10}, span_ns=70_000),
             block_stats(kernels=30, busy_ns=90_000, names={"k2": 20, "k1": 10}),
             block_stats(kernels=20, busy_ns=40_000, names={"k1": 20}),
         ]
@@ -196,6 +197,7 @@ def test_cupti_timer_samples_per_label_and_call(monkeypatch: pytest.MonkeyPatch)
         assert res["a"].gpu_us == pytest.approx([5.0, 2.0])  # busy_ns / n / 1e3
         assert res["a"].kernels == pytest.approx([1.0, 1.0])
         assert res["a"].kernel_us == pytest.approx([6.0, 2.0])
+        assert res["a"].span_us == pytest.approx([7.0, 2.0])  # span_ns / n / 1e3: gaps included
         assert res["a"].memset == pytest.approx([0.1, 0.05])
         assert res["a"].names == {"k1": 30}
         assert res["b"].gpu_us == pytest.approx([9.0]) and res["b"].kernels == pytest.approx([3.0])
