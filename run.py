@@ -140,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench import env as envmod
     from bench.gputimer import gpu_rows, make_gpu_timer
     from bench.results import case_rows, mark_gpu_bound, write_result
+    from bench.probe import instability_note, probe_case, probe_summary
     from bench.runner import RunConfig, run, run_gpu
     from ops import OPS, VARIANT_NAMES
     from ops.native import NativeBuildMissing
@@ -217,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{config.rounds} rounds{' max' if config.adaptive else ''}")
 
     extra_rows: list[dict[str, Any]] = []  # GPU and C++ rows, added after the CPU pass
+    probe = probe_case()  # timed in every round beside the cases; not a row (bench/probe.py)
 
     def document(status: str, rounds_done: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         rows = case_rows(cases) + extra_rows
@@ -226,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "status": status,
             "config": {**vars(config), "rounds_done": rounds_done, "dtype": args.dtype, **(extra or {})},
             "env": envmod.redact_paths(env),
+            "speed_probe": probe_summary(probe.samples),
             "rows": rows,
         }
 
@@ -233,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_result(json_path, document("running", rounds_done))
 
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    outcome = run(cases, config, on_round=checkpoint)
+    outcome = run(cases + [probe], config, on_round=checkpoint)
     status = "interrupted" if outcome.stop_reason == "interrupted" else "complete"
     gpu_rounds = 0
     if status == "complete" and device.startswith("cuda") and args.gpu_timer != "off":
@@ -260,6 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import pandas as pd
 
     print_tables(pd.DataFrame(doc["rows"]), env, console, note=scenario.table_note)
+    unstable = instability_note(doc["speed_probe"])
+    if unstable:
+        console.print(f"[yellow]warning:[/yellow] {unstable}")
     console.print(f"{status}: {outcome.rounds_done} rounds in {outcome.seconds:.1f} s ({outcome.stop_reason})")
     console.print(f"wrote {json_path.relative_to(REPO_ROOT) if json_path.is_relative_to(REPO_ROOT) else json_path}"
                   f" and {csv_path.name}")

@@ -1,15 +1,20 @@
 """Run-to-run comparison of two result files: per-row spread of the medians.
 
-    python -m analysis.compare A.json B.json [--max-spread 0.03]
+    python -m analysis.compare A.json B.json [--max-spread 0.03] [--value median|ratio_median]
 
-Prints, per op x variant x mode (x metric), both medians and their relative
+Prints, per op x variant x mode (x metric), both values and their relative
 spread |a - b| / mean, whether the variant ordering within each op x mode is
 the same in both runs, and exits 1 when any spread exceeds --max-spread.
+--value ratio_median compares each row's ratio to its baseline (paired per
+round) instead of its absolute median. When both runs carry a speed probe
+(bench/probe.py), its medians are printed first: a machine that ran X% slower
+in one run moves every absolute median by about X%.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,12 +27,22 @@ from analysis.load import load_results  # noqa: E402
 KEY = ["op", "variant", "mode", "metric", "driver"]
 
 
-def spreads(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    cols = KEY + ["median"]
-    merged = a[a["status"] == "ok"][cols].merge(b[b["status"] == "ok"][cols], on=KEY, suffixes=("_a", "_b"))
+def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataFrame:
+    """Rows present and ok in both runs, with `value` as median_a / median_b and their spread."""
+    if value not in a.columns or value not in b.columns:
+        return pd.DataFrame(columns=KEY + ["median_a", "median_b", "spread"])
+    a = a[(a["status"] == "ok") & a[value].notna()][KEY + [value]].rename(columns={value: "median"})
+    b = b[(b["status"] == "ok") & b[value].notna()][KEY + [value]].rename(columns={value: "median"})
+    merged = a.merge(b, on=KEY, suffixes=("_a", "_b"))
     mean = (merged["median_a"] + merged["median_b"]) / 2
     merged["spread"] = (merged["median_a"] - merged["median_b"]).abs() / mean
     return merged
+
+
+def probe_median(path: Path) -> float | None:
+    """The speed probe's median of a result file (None for files without one)."""
+    probe = json.loads(Path(path).read_text()).get("speed_probe") or {}
+    return probe.get("median")
 
 
 def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
@@ -47,8 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("b", type=Path)
     p.add_argument("--max-spread", type=float, default=0.03)
     p.add_argument("--csv", type=Path, help="write the per-row spreads here")
+    p.add_argument("--value", choices=("median", "ratio_median"), default="median",
+                   help="compare absolute medians (default) or ratios to the baseline")
     args = p.parse_args(argv)
-    merged = spreads(load_results([args.a]), load_results([args.b]))
+    for path in (args.a, args.b):
+        if not path.is_file():
+            p.error(f"no such result file: {path}")
+    probes = [probe_median(path) for path in (args.a, args.b)]
+    if all(x is not None for x in probes):
+        print(f"speed probe: A {probes[0]:.3f} µs, B {probes[1]:.3f} µs (B/A {probes[1] / probes[0]:.3f})")
+    merged = spreads(load_results([args.a]), load_results([args.b]), args.value)
     if merged.empty:
         print("no common rows")
         return 1

@@ -30,7 +30,7 @@ def stat_row(
     reason: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """Median, quartiles and CI of `samples`; the paired delta when `base_samples` align."""
+    """Median, quartiles and CI of `samples`; the paired delta and ratio when `base_samples` align."""
     s = stats.summarize(samples)
     row: dict[str, Any] = {
         **key,
@@ -51,10 +51,16 @@ def stat_row(
         "delta_median": None,
         "delta_ci_low": None,
         "delta_ci_high": None,
+        "ratio_median": None,
+        "ratio_ci_low": None,
+        "ratio_ci_high": None,
         **extra,
         "samples": [round(float(x), 6) for x in samples],
     }
     if base_samples is not None and samples and len(base_samples) == len(samples):
         d = stats.summarize(stats.paired_differences(samples, base_samples))
         row.update(delta_median=num(d.median), delta_ci_low=num(d.ci_low), delta_ci_high=num(d.ci_high))
+        if all(b > 0 for b in base_samples):
+            q = stats.summarize(stats.paired_ratios(samples, base_samples))
+            row.update(ratio_median=num(q.median), ratio_ci_low=num(q.ci_low), ratio_ci_high=num(q.ci_high))
     return row

@@ -37,8 +37,9 @@ Merge (``merge_results``):
   ``pinned_cpu`` the union of the shards' cores, ``gpu_index`` null when the
   shards ran on several GPUs, and ``shards``: one entry per shard (index,
   gpu_index, device, variants, seconds (the child process, start to exit),
-  rounds_seconds, status, rounds_done, pinned_cpu, returncode, command, log,
-  result).
+  rounds_seconds, status, rounds_done, pinned_cpu, speed_probe (its probe's
+  median), returncode, command, log, result).
+* ``speed_probe``: shard 0's (bench/probe.py).
 
 Interrupting the parent (Ctrl-C, SIGTERM) sends SIGTERM to every child, which
 run.py turns into a stop after the current round; the parent then merges what
@@ -370,6 +371,7 @@ def merge_results(
             "gpu_rounds_done": config.get("gpu_rounds_done"),
             "stop_reason": config.get("stop_reason"),
             "pinned_cpu": env.get("pinned_cpu"),
+            "speed_probe": (doc.get("speed_probe") or {}).get("median") if doc else None,
             **m,
         })
 
@@ -408,6 +410,7 @@ def merge_results(
         "status": status,
         "config": config,
         "env": env,
+        "speed_probe": first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
         "rows": _row_order(rows),
         "duplicate_baseline_rows": duplicates,
     }

@@ -72,6 +72,16 @@ def paired_differences(case: Sequence[float], baseline: Sequence[float]) -> np.n
     return np.asarray(case, dtype=float) - np.asarray(baseline, dtype=float)
 
 
+def paired_ratios(case: Sequence[float], baseline: Sequence[float]) -> np.ndarray:
+    """Per-round ratios case / baseline: a slowdown of the whole machine in a round cancels."""
+    if len(case) != len(baseline):
+        raise ValueError(f"paired samples need equal rounds, got {len(case)} and {len(baseline)}")
+    base = np.asarray(baseline, dtype=float)
+    if np.any(base <= 0):
+        raise ValueError("paired ratios need positive baseline samples")
+    return np.asarray(case, dtype=float) / base
+
+
 def relative_spread(a: float, b: float) -> float:
     """|a - b| relative to their mean: the run-to-run spread of two medians."""
     mean = (a + b) / 2

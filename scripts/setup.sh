@@ -44,10 +44,17 @@ fi
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# A build folder configured for another interpreter or torch would link the wrong libraries.
+stamp=$("$PY" -c 'import sys, torch; print(sys.executable, torch.__version__, torch.__file__)')
+if [ -f "$BUILD_DIR/CMakeCache.txt" ] && [ "$(cat "$BUILD_DIR/.torch-stamp" 2>/dev/null)" != "$stamp" ]; then
+  log "$BUILD_DIR was configured for another Python/torch: reconfiguring"
+  rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles"
+fi
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   log "configuring $BUILD_DIR"
   cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DPython3_EXECUTABLE="$(command -v "$PY")" ${CMAKE_ARGS:-}
 fi
+echo "$stamp" > "$BUILD_DIR/.torch-stamp"
 log "building (first build takes a few minutes on 2 cores)"
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 log "ready: torch $("$PY" -c 'import torch; print(torch.__version__)')"

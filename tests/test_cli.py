@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from bench.results import REQUIRED_ROW_FIELDS, load_result
@@ -63,6 +64,12 @@ def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:
     assert ok["status"] == "ok" and len(ok["samples"]) == 3
     assert ok["ci_low"] <= ok["median"] <= ok["ci_high"] and ok["q1"] <= ok["median"] <= ok["q3"]
     assert ok["baseline"] == "muladd/raw/inference" and ok["delta_median"] is not None
+    base = rows[("raw", "inference")]
+    assert ok["ratio_median"] == pytest.approx(
+        float(np.median(np.array(ok["samples"]) / np.array(base["samples"]))), rel=1e-4)
+    probe = doc["speed_probe"]  # timed in every round, not a row
+    assert probe["n"] == 3 and len(probe["samples"]) == 3 and probe["median"] > 0
+    assert not any(r["variant"] == "speed_probe" for r in doc["rows"])
     na = rows[("define_impl", "fwd_bwd")]
     assert na["status"] == "n/a" and "autograd" in na["reason"] and na["samples"] == []
     assert rows[("cpp_autograd", "fwd_bwd")]["baseline"] == "muladd/function_raw/fwd_bwd"

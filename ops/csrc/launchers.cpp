@@ -6,9 +6,11 @@
 
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "../kernels/kernels.h"
+#include "message.h"
 #include "op_bodies.h"
 
 namespace dbench {
@@ -20,30 +22,53 @@ struct AtenApi {
   using Tensor = at::Tensor;
   using NamedTensor = std::pair<const char*, const at::Tensor*>;
 
+  // Every message is formatted by msg::cat, never by a stream (message.h says why);
+  // TORCH_CHECK passes a single std::string through as it is.
+  [[noreturn]] static void fail(const std::string& message) {
+    TORCH_CHECK(false, message);
+    __builtin_unreachable();
+  }
+
   template <class... M>
   static void check(bool ok, const M&... message) {
-    TORCH_CHECK(ok, message...);
+    DBENCH_CHECK(ok, fail, message...);
+  }
+
+  static msg::Sizes sizes(const at::Tensor& t) { return {t.sizes().data(), t.sizes().size()}; }
+
+  static const char* layout_name(at::Layout layout) {
+    switch (layout) {
+      case at::kStrided: return "Strided";
+      case at::kSparse: return "Sparse";
+      case at::kSparseCsr: return "SparseCsr";
+      case at::kSparseCsc: return "SparseCsc";
+      case at::kSparseBsr: return "SparseBsr";
+      case at::kSparseBsc: return "SparseBsc";
+      case at::kMkldnn: return "Mkldnn";
+      case at::kJagged: return "Jagged";
+      default: return "an unknown layout";
+    }
   }
 
   // Input contract shared by every op; messages name the op and the argument.
   static void check_inputs(const char* op, std::initializer_list<NamedTensor> args) {
     const auto& [first_name, first] = *args.begin();
     for (const auto& [name, t] : args) {
-      TORCH_CHECK(t->defined(), op, ": argument '", name, "' is undefined");
-      TORCH_CHECK(t->layout() == at::kStrided, op, ": argument '", name,
-                  "' has unsupported layout ", t->layout(), " (only strided tensors are supported)");
-      TORCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, op,
-                  ": argument '", name, "' has unsupported dtype ", t->scalar_type(),
-                  " (expected float32 or float64)");
-      TORCH_CHECK(t->device().is_cpu() || t->device().is_cuda(), op, ": argument '", name,
-                  "' is on unsupported device ", t->device());
-      TORCH_CHECK(t->device() == first->device(), op, ": arguments '", first_name, "' and '", name,
-                  "' are on different devices (", first->device(), " vs ", t->device(), ")");
-      TORCH_CHECK(t->scalar_type() == first->scalar_type(), op, ": arguments '", first_name,
-                  "' and '", name, "' have different dtypes (", first->scalar_type(), " vs ",
-                  t->scalar_type(), ")");
-      TORCH_CHECK(t->sizes() == first->sizes(), op, ": arguments '", first_name, "' and '", name,
-                  "' have mismatched shapes ", first->sizes(), " vs ", t->sizes());
+      DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
+      DBENCH_CHECK(t->layout() == at::kStrided, fail, op, ": argument '", name, "' has unsupported layout ",
+                   layout_name(t->layout()), " (only strided tensors are supported)");
+      DBENCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, fail, op, ": argument '",
+                   name, "' has unsupported dtype ", c10::toString(t->scalar_type()),
+                   " (expected float32 or float64)");
+      DBENCH_CHECK(t->device().is_cpu() || t->device().is_cuda(), fail, op, ": argument '", name,
+                   "' is on unsupported device ", t->device().str());
+      DBENCH_CHECK(t->device() == first->device(), fail, op, ": arguments '", first_name, "' and '", name,
+                   "' are on different devices (", first->device().str(), " vs ", t->device().str(), ")");
+      DBENCH_CHECK(t->scalar_type() == first->scalar_type(), fail, op, ": arguments '", first_name, "' and '",
+                   name, "' have different dtypes (", c10::toString(first->scalar_type()), " vs ",
+                   c10::toString(t->scalar_type()), ")");
+      DBENCH_CHECK(t->sizes() == first->sizes(), fail, op, ": arguments '", first_name, "' and '", name,
+                   "' have mismatched shapes ", sizes(*first), " vs ", sizes(*t));
     }
   }
 
@@ -68,12 +93,12 @@ struct AtenApi {
       cpu();
       return;
     }
-    TORCH_CHECK(k::cuda_kernels_available(), op, ": ", k::cuda_error_string(-1));
+    DBENCH_CHECK(k::cuda_kernels_available(), fail, op, ": ", k::cuda_error_string(-1));
     // The generic guard keeps CUDA headers out of this translation unit.
     const c10::DeviceGuard guard(like.device());
     void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(like.device()).native_handle();
     const int status = cuda(stream);
-    TORCH_CHECK(status == 0, op, ": CUDA kernel launch failed: ", k::cuda_error_string(status));
+    DBENCH_CHECK(status == 0, fail, op, ": CUDA kernel launch failed: ", k::cuda_error_string(status));
   }
 };
 

@@ -5,7 +5,6 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/util/Exception.h>
 
 #ifdef DBENCH_WITH_CUDA
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -13,10 +12,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "../kernels/kernels.h"
+#include "message.h"
 #include "op_bodies.h"
 #include "schemas.h"
 
@@ -30,9 +31,13 @@ struct StableApi {
   using Tensor = torch::stable::Tensor;
   using NamedTensor = std::pair<const char*, const Tensor*>;
 
+  // What STD_TORCH_CHECK throws (std::runtime_error, raised as RuntimeError in
+  // Python), with the message formatted without a stream (message.h says why).
+  [[noreturn]] static void fail(const std::string& message) { throw std::runtime_error(message); }
+
   template <class... M>
   static void check(bool ok, const M&... message) {
-    STD_TORCH_CHECK(ok, message...);
+    DBENCH_CHECK(ok, fail, message...);
   }
 
   // The ATen launchers' contract. No layout check: a sparse tensor never gets
@@ -40,16 +45,17 @@ struct StableApi {
   static void check_inputs(const char* op, std::initializer_list<NamedTensor> args) {
     const auto& [first_name, first] = *args.begin();
     for (const auto& [name, t] : args) {
-      STD_TORCH_CHECK(t->defined(), op, ": argument '", name, "' is undefined");
-      STD_TORCH_CHECK(t->scalar_type() == ScalarType::Float || t->scalar_type() == ScalarType::Double,
-                      op, ": argument '", name, "' has unsupported dtype (expected float32 or float64)");
-      STD_TORCH_CHECK(t->is_cpu() || t->is_cuda(), op, ": argument '", name, "' is on an unsupported device");
-      STD_TORCH_CHECK(t->is_cuda() == first->is_cuda() && t->get_device_index() == first->get_device_index(),
-                      op, ": arguments '", first_name, "' and '", name, "' are on different devices");
-      STD_TORCH_CHECK(t->scalar_type() == first->scalar_type(), op, ": arguments '", first_name, "' and '",
-                      name, "' have different dtypes");
-      STD_TORCH_CHECK(t->sizes().equals(first->sizes()), op, ": arguments '", first_name, "' and '", name,
-                      "' have mismatched shapes");
+      DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
+      DBENCH_CHECK(t->scalar_type() == ScalarType::Float || t->scalar_type() == ScalarType::Double, fail, op,
+                   ": argument '", name, "' has unsupported dtype (expected float32 or float64)");
+      DBENCH_CHECK(t->is_cpu() || t->is_cuda(), fail, op, ": argument '", name, "' is on an unsupported device");
+      DBENCH_CHECK(t->is_cuda() == first->is_cuda() && t->get_device_index() == first->get_device_index(), fail,
+                   op, ": arguments '", first_name, "' and '", name, "' are on different devices");
+      DBENCH_CHECK(t->scalar_type() == first->scalar_type(), fail, op, ": arguments '", first_name, "' and '",
+                   name, "' have different dtypes");
+      DBENCH_CHECK(t->sizes().equals(first->sizes()), fail, op, ": arguments '", first_name, "' and '", name,
+                   "' have mismatched shapes ", msg::Sizes{first->sizes().data(), first->sizes().size()}, " vs ",
+                   msg::Sizes{t->sizes().data(), t->sizes().size()});
     }
   }
 
@@ -72,13 +78,13 @@ struct StableApi {
 #ifdef DBENCH_WITH_CUDA
     const torch::stable::accelerator::DeviceGuard guard(like.get_device_index());
     void* stream = nullptr;
-    STD_TORCH_CHECK(aoti_torch_get_current_cuda_stream(like.get_device_index(), &stream) == AOTI_TORCH_SUCCESS,
-                    op, ": could not get the current CUDA stream");
+    DBENCH_CHECK(aoti_torch_get_current_cuda_stream(like.get_device_index(), &stream) == AOTI_TORCH_SUCCESS, fail,
+                 op, ": could not get the current CUDA stream");
     const int status = cuda(stream);
-    STD_TORCH_CHECK(status == 0, op, ": CUDA kernel launch failed: ", k::cuda_error_string(status));
+    DBENCH_CHECK(status == 0, fail, op, ": CUDA kernel launch failed: ", k::cuda_error_string(status));
 #else
     (void)cuda;
-    STD_TORCH_CHECK(false, op, ": ", k::cuda_error_string(-1));
+    fail(msg::cat(op, ": ", k::cuda_error_string(-1)));
 #endif
   }
 };
