@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Full run on a CUDA machine, in two parts that fit a short GPU lease each:
-#   checks    build; the error-path probe; the whole test suite (GPU tests included, one process per
-#             worker when pytest-xdist is installed, so a crashing test is reported, not fatal);
-#             ctest; timer validation; compile/cudagraph
-#   boundary  build; the boundary table three times (the first with the C++ section) and their
-#             pairwise run-to-run spreads; one more run unpinned (--no-pin) for comparison
-# Usage: bash scripts/gpu_validate.sh OUTDIR [checks|boundary|all]   (default all)
+# Full run on a CUDA machine, in parts that fit a short GPU lease (always built first):
+#   tests      the error paths in one plain process (a C++ error that aborts shows its stderr);
+#              the whole test suite (GPU tests included; one process per worker when pytest-xdist
+#              is installed, so a crashing test is reported, not fatal); ctest
+#   scenarios  timer validation; compile/cudagraph
+#   pair       the boundary table twice (the first with the C++ section), their spread in
+#              absolute medians and in ratios to the baseline
+#   boundary   pair, a third run and the pairwise spreads, and one run unpinned (--no-pin)
+#   checks     tests + scenarios;  all: checks + boundary
+# Usage: bash scripts/gpu_validate.sh OUTDIR [PART[,PART...]]   (default all)
 # Each step is time-boxed; logs land in OUTDIR. COLLECT=DIR also copies every result JSON there
 # (one flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 8).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: gpu_validate.sh OUTDIR [checks|boundary|all]}
-PART=${2:-all}
+OUT=${1:?usage: gpu_validate.sh OUTDIR [PART[,PART...]]}
+PARTS=",${2:-all},"
+PARTS=${PARTS//,all,/,checks,boundary,}
+PARTS=${PARTS//,checks,/,tests,scenarios,}
+has() { [[ $PARTS == *",$1,"* ]]; }
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== rc=$?"; }
@@ -24,13 +30,15 @@ boundary() {  # boundary NAME [run.py options...]
 spread() {  # spread A B
   python3 -m analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --csv "$OUT/spread-$1-$2.csv" \
     > "$OUT/spread-$1-$2.txt" 2>&1
-  echo "-- spread $1 vs $2"; tail -4 "$OUT/spread-$1-$2.txt"
+  python3 -m analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --value ratio_median \
+    --csv "$OUT/ratio-spread-$1-$2.csv" > "$OUT/ratio-spread-$1-$2.txt" 2>&1
+  echo "-- spread $1 vs $2"; head -1 "$OUT/spread-$1-$2.txt"; grep "python cpu_us" "$OUT/spread-$1-$2.txt"
+  echo "   ratios to baseline:"; grep "python cpu_us" "$OUT/ratio-spread-$1-$2.txt"
 }
 
 step 300 bash scripts/setup.sh 2>&1 | tail -3
 
-if [ "$PART" = checks ] || [ "$PART" = all ]; then
-  # Error paths first, in one plain process: a C++ error that aborts shows its stderr here.
+if has tests; then
   step 90 python3 -X faulthandler -m pytest -v -p no:cacheprovider tests/test_errors.py > "$OUT/errors.log" 2>&1
   grep -E "passed|failed|Fatal|terminate|Abort|undefined symbol|Error" "$OUT/errors.log" | tail -15
   xdist=()
@@ -38,15 +46,21 @@ if [ "$PART" = checks ] || [ "$PART" = all ]; then
   step "${TEST_LIMIT:-360}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider tests > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)|crashed|^[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -25
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -2 "$OUT/ctest.log"
+fi
+
+if has scenarios; then
   step 90 python3 run.py --scenario timer_validation --out "$OUT/tv" 2>&1 | tee "$OUT/tv.log" | tail -22; collect tv
   step 200 python3 run.py --scenario compile --out "$OUT/compile" 2>&1 | tee "$OUT/compile.log" | tail -4; collect compile
 fi
 
-if [ "$PART" = boundary ] || [ "$PART" = all ]; then
+if has pair || has boundary; then
   boundary run1
   boundary run2 --no-cpp
+  spread run1 run2
+fi
+if has boundary; then
   boundary run3 --no-cpp
-  spread run1 run2; spread run2 run3; spread run1 run3
+  spread run2 run3; spread run1 run3
   boundary nopin --no-cpp --no-pin
   spread run1 nopin
 fi
