@@ -47,7 +47,8 @@ def _drivers(frame: pd.DataFrame) -> pd.Series:
 
 
 def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str = "python") -> pd.DataFrame:
-    """One driver's formatted cells, variants in declaration order, modes as columns (first-seen order).
+    """One driver's formatted cells, variants in declaration order, modes as columns (the order the
+    op's rows first show them in, whatever the metric, so the CPU and GPU tables line up).
 
     metric "cpu_us": median (Δ vs floor), † when GPU-bound; "gpu_us": median ×kernels per call.
     """
@@ -65,7 +66,7 @@ def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver:
     )
     names = CPP_VARIANT_NAMES if driver == "cpp" else VARIANT_NAMES
     order = [v for v in names if v in cells.index] + [v for v in cells.index if v not in names]
-    modes = [m for m in sub["mode"].drop_duplicates() if m in cells.columns]
+    modes = [m for m in frame.loc[frame["op"] == op, "mode"].drop_duplicates() if m in cells.columns]
     return cells.reindex(index=order, columns=modes).fillna("")
 
 

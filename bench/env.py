@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import datetime as dt
 import os
 import platform
@@ -87,6 +88,31 @@ def gpu_info(device: str) -> dict[str, Any]:
     return info
 
 
+SOURCE_DIRS = ("ops", "bench", "scenarios", "analysis")
+SOURCE_SUFFIXES = {".py", ".h", ".hpp", ".cpp", ".cu", ".cmake"}
+
+
+def source_files(root: Path = REPO_ROOT) -> list[Path]:
+    """The files whose content decides what a run measures (code, not results or docs)."""
+    files = [root / "run.py", root / "CMakeLists.txt"]
+    for folder in SOURCE_DIRS:
+        for path in (root / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and (
+                    path.suffix in SOURCE_SUFFIXES or path.name == "CMakeLists.txt"):
+                files.append(path)
+    return sorted(p for p in files if p.is_file())
+
+
+def source_digest(root: Path = REPO_ROOT) -> str:
+    """SHA-256 over the source files' paths and contents: names the code a result came from even where
+    the git metadata is missing or stale (a copied tree). `python -m bench.env` prints it for a checkout."""
+    h = hashlib.sha256()
+    for path in source_files(root):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def capture(device: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     triton_version = None
     try:
@@ -98,6 +124,7 @@ def capture(device: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     env: dict[str, Any] = {
         "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git": git_info(),
+        "source_digest": source_digest(),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "torch": torch.__version__,
         "torch_git": torch.version.git_version,
@@ -127,11 +154,21 @@ def machine_slug(env: dict[str, Any]) -> str:
 
 
 def redact_paths(value: Any) -> Any:
-    """Result files travel: write install locations as <site-packages>/... and
-    paths inside the checkout relative to it."""
+    """Result files travel: write install locations as <site-packages>/..., the
+    build folder as <build>/..., paths inside the checkout relative to it, the
+    temp folder as <tmp>/... and the home folder as ~/..."""
     import site
+    import tempfile
 
-    prefixes = [(str(REPO_ROOT) + "/", "")] + [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]
+    prefixes = [(str(REPO_ROOT) + "/", "")]
+    try:
+        from ops.native import build_dir
+
+        prefixes.insert(0, (str(build_dir()).rstrip("/") + "/", "<build>/"))
+    except Exception:  # noqa: BLE001  # no build folder configured: nothing to redact
+        pass
+    prefixes += [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]
+    prefixes += [(tempfile.gettempdir().rstrip("/") + "/", "<tmp>/"), (str(Path.home()).rstrip("/") + "/", "~/")]
     if isinstance(value, str):
         for prefix, repl in prefixes:
             value = value.replace(prefix, repl)
@@ -141,3 +178,7 @@ def redact_paths(value: Any) -> Any:
     if isinstance(value, list):
         return [redact_paths(v) for v in value]
     return value
+
+
+if __name__ == "__main__":
+    print(source_digest())

@@ -84,3 +84,34 @@ def test_load_result_rejects_a_file_without_the_contract(tmp_path: Path) -> None
     bad.write_text(json.dumps({"env": {}, "rows": [{"op": "noop"}]}))
     with pytest.raises(ValueError, match="missing env or row fields"):
         load_result(bad)
+
+
+def test_redact_paths_hides_machine_locations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import tempfile
+
+    from bench.env import REPO_ROOT, redact_paths
+
+    monkeypatch.setenv("DBENCH_BUILD_DIR", str(tmp_path / "bld"))
+    home, tmp = str(Path.home()), tempfile.gettempdir()
+    doc = {"command": f"run.py --out {home}/out", "cpp": [f"{tmp_path}/bld/bench/cpp/dbench_cpp_driver"],
+           "file": f"{REPO_ROOT}/ops/catalog.py", "scratch": f"{tmp}/gv/run1", "n": 3}
+    out = redact_paths(doc)
+    assert out["command"] == "run.py --out ~/out"
+    assert out["cpp"] == ["<build>/bench/cpp/dbench_cpp_driver"]
+    assert out["file"] == "ops/catalog.py" and out["scratch"] == "<tmp>/gv/run1" and out["n"] == 3
+
+
+def test_source_digest_follows_code_not_results(tmp_path: Path) -> None:
+    from bench.env import source_digest
+
+    (tmp_path / "ops").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "run.py").write_text("print(1)\n")
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    (tmp_path / "ops" / "k.cpp").write_text("int f();\n")
+    first = source_digest(tmp_path)
+    (tmp_path / "results" / "r.json").write_text("{}")
+    (tmp_path / "ops" / "notes.md").write_text("docs")
+    assert source_digest(tmp_path) == first  # results and docs do not count
+    (tmp_path / "ops" / "k.cpp").write_text("int f(); // changed\n")
+    assert source_digest(tmp_path) != first
