@@ -85,6 +85,7 @@ L2NORM = OpContract(
     backward=_l2norm_backward,
     backward_op="l2norm_backward",
     check_args=_l2norm_check,
+    double_backward=False,  # l2norm_backward is a kernel without a derivative
     boundary_shape=(4, 32),
     description="row-wise L2 normalisation, forward and backward kernels",
 )

@@ -50,6 +50,10 @@ class OpContract:
     description: str = ""
     # Extra input rules the fake enforces (raise like the kernels), e.g. l2norm's eps > 0.
     check_args: Callable[..., None] | None = None
+    # False when the backward formula calls a backward kernel that has no derivative itself:
+    # the hand-written autograd wrappers then make double backward raise (once_differentiable)
+    # instead of returning a silently wrong (zero) second derivative.
+    double_backward: bool = True
 
     def make_inputs(self, spec: InputSpec) -> Args:
         """Random inputs: tensors in schema order, then scalars."""

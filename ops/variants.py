@@ -184,11 +184,20 @@ def _autograd_key_py(contract: OpContract) -> Flavour:
                 return below(*args)
 
         @staticmethod
+        @_first_order_only(contract)
         def backward(ctx: Any, grad: Tensor) -> Any:
             return contract.backward(ctx, grad, fl.bwd)
 
     _LIBRARIES[-1].impl(contract.name, _AutogradKernel.apply, "Autograd")
     return fl
+
+
+def _first_order_only(contract: OpContract) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """once_differentiable for ops whose backward kernel has no derivative (contract.double_backward),
+    so that differentiating the gradient raises rather than silently returning zeros."""
+    if contract.double_backward:
+        return lambda fn: fn
+    return torch.autograd.function.once_differentiable
 
 
 def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
@@ -209,6 +218,7 @@ def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
         namespace,
     )
 
+    @_first_order_only(contract)
     def backward(ctx: Any, grad: Tensor) -> Any:
         return contract.backward(ctx, grad, fl.bwd)
 

@@ -105,3 +105,29 @@ def test_outputs_are_contiguous(device: str, v: Variant, layout: str, shape: str
     out = v.fn(*args)
     assert out.is_contiguous()
     assert out.stride() == torch.empty(out.shape).stride()
+
+
+def _second_order(contract: OpContract, fn, args) -> list[torch.Tensor]:
+    """d/dx of sum(d/dx (out * w).sum()) through `fn`: a gradient-penalty style double backward."""
+    out = fn(*args)
+    weights = torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype).reshape(out.shape)
+    wrt = contract.grad_inputs(args)
+    first = torch.autograd.grad((out * out * weights).sum(), wrt, create_graph=True)
+    return list(torch.autograd.grad(sum(g.sum() for g in first), wrt))
+
+
+@pytest.mark.parametrize(("device", "v"), variant_cases(is_differentiable))
+def test_double_backward_is_right_or_refused(device: str, v: Variant) -> None:
+    """Second derivatives agree with the fp64 reference where the op supports them; where its backward
+    kernel has none (contract.double_backward False) they raise, never come back as zeros."""
+    args = make_inputs(v.op, device, dtype=torch.float64, requires_grad=True)
+    if v.op.double_backward:
+        ref_args = tuple(a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+                         for a in args)
+        got = _second_order(v.op, v.fn, args)
+        expected = _second_order(v.op, v.op.reference, ref_args)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, **TOLERANCES[torch.float64])
+    else:
+        with pytest.raises(RuntimeError, match="differentiate twice|double backward|no autograd formula|not have been used"):
+            _second_order(v.op, v.fn, args)

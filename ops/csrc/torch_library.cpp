@@ -5,6 +5,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/mul.h>
 #include <torch/autograd.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/library.h>
 
 #include <string>
@@ -59,7 +60,19 @@ struct L2NormGrad {
     static const auto bwd = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
         qualified(schema::kL2NormBackward));
     const auto saved = ctx->get_saved_variables();
-    return {bwd.call(g, saved[0], ctx->saved_data["eps"].toDouble()), at::Tensor()};
+    const bool graph_wanted = torch::autograd::GradMode::is_enabled() && (g.requires_grad() || saved[0].requires_grad());
+    at::Tensor gx;
+    {
+      const at::NoGradGuard no_grad;  // l2norm_backward has no derivative: first order only
+      gx = bwd.call(g, saved[0], ctx->saved_data["eps"].toDouble());
+    }
+    if (graph_wanted) {
+      // Python's @once_differentiable: differentiating this gradient raises instead of giving zeros.
+      gx = torch::autograd::DelayedError(
+               "dbench::l2norm_autograd: double backward is not supported (l2norm_backward has no derivative)", 1)
+               .apply({gx.detach().requires_grad_(true)})[0];
+    }
+    return {gx, at::Tensor()};
   }
 };
 
