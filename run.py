@@ -66,17 +66,16 @@ def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
     """Pin to the last `count` allowed cores, skipping the last offset x count (recorded in env).
 
     Threads created later (CUDA driver, autograd's device thread) inherit the
-    affinity. On the H200 VM a single core gave lower and steadier figures than
-    four in the runs so far (results/h200, notes in README), hence the default.
+    affinity. One core by default; on the H200 VM neither one core, four, nor
+    no pinning removed its CPU speed states (results/h200/run-to-run).
     """
     if count <= 0 or not hasattr(os, "sched_setaffinity"):
         return None
+    from bench.shard import shard_cores
+
     allowed = sorted(os.sched_getaffinity(0))
-    end = len(allowed) - offset * count
-    if offset and end - count < 0:
-        raise ValueError(f"--pin-cores {count} --pin-offset {offset} needs {(offset + 1) * count} cores, "
-                         f"{len(allowed)} are allowed")
-    cpus = allowed[max(0, end - count):end]
+    # One unsharded process asking for more cores than it is allowed gets all of them.
+    cpus = shard_cores(allowed, offset, min(count, len(allowed)) if offset == 0 else count)
     os.sched_setaffinity(0, set(cpus))
     return cpus
 

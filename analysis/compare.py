@@ -14,7 +14,6 @@ in one run moves every absolute median by about X%.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,7 +21,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.load import load_results  # noqa: E402
+from analysis.load import rows_frame  # noqa: E402
+from bench.results import load_result  # noqa: E402
 
 KEY = ["op", "variant", "mode", "metric", "driver"]
 
@@ -37,12 +37,6 @@ def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataF
     mean = (merged["median_a"] + merged["median_b"]) / 2
     merged["spread"] = (merged["median_a"] - merged["median_b"]).abs() / mean
     return merged
-
-
-def probe_median(path: Path) -> float | None:
-    """The speed probe's median of a result file (None for files without one)."""
-    probe = json.loads(Path(path).read_text()).get("speed_probe") or {}
-    return probe.get("median")
 
 
 def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
@@ -68,10 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     for path in (args.a, args.b):
         if not path.is_file():
             p.error(f"no such result file: {path}")
-    probes = [probe_median(path) for path in (args.a, args.b)]
+    docs = [load_result(path) for path in (args.a, args.b)]
+    probes = [(doc.get("speed_probe") or {}).get("median") for doc in docs]
     if all(x is not None for x in probes):
         print(f"speed probe: A {probes[0]:.3f} µs, B {probes[1]:.3f} µs (B/A {probes[1] / probes[0]:.3f})")
-    merged = spreads(load_results([args.a]), load_results([args.b]), args.value)
+    merged = spreads(rows_frame(docs[0], str(args.a)), rows_frame(docs[1], str(args.b)), args.value)
     if merged.empty:
         print("no common rows")
         return 1

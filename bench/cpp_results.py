@@ -19,16 +19,14 @@ Typical use (run.py)::
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from . import stats
+from .rows import stat_row
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DRIVER_NAME = "dbench_cpp_driver"
 TIMER = "google-benchmark real_time"
 BUILD_HINT = (
@@ -45,27 +43,18 @@ CPP_VARIANTS: dict[str, tuple[str, str]] = {
     "autograd": ("cpp_autograd_typed", "C++ typed dispatcher call of the *_autograd op (C++ Autograd-key kernel)"),
 }
 CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
-MODES = ("inference", "fwd_requires_grad", "fwd_bwd")
 BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op, where it exists (inference)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
 
-OP_ORDER = ("noop", "muladd", "l2norm")  # ops/catalog.py
 _US_PER = {"ns": (1.0, 1e3), "us": (1.0, 1.0), "ms": (1e3, 1.0), "s": (1e6, 1.0)}  # (multiply, divide)
-
-
-def build_dir() -> Path:
-    """The CMake build folder (DBENCH_BUILD_DIR, as in ops/native.py; default ./build)."""
-    return Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
 
 
 def driver_path() -> Path:
     """The driver executable: $DBENCH_CPP_DRIVER, else <build>/bench/cpp/dbench_cpp_driver."""
+    from ops.native import build_dir
+
     override = os.environ.get("DBENCH_CPP_DRIVER")
     return Path(override).resolve() if override else build_dir() / "bench" / "cpp" / DRIVER_NAME
-
-
-def _num(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
 
 
 def to_us(value: float, unit: str) -> float:
@@ -76,6 +65,8 @@ def to_us(value: float, unit: str) -> float:
 
 def parse_name(run_name: str) -> tuple[str, str, str]:
     """'muladd/typed/inference/real_time' -> ('muladd', 'typed', 'inference')."""
+    from ops.variants import MODES
+
     parts = run_name.split("/")
     if len(parts) < 3 or parts[1] not in CPP_VARIANTS or parts[2] not in MODES:
         raise ValueError(f"not a dbench_cpp_driver benchmark name: {run_name!r}")
@@ -118,50 +109,29 @@ def convert(document: Mapping[str, Any], device: str | None = None) -> tuple[lis
             "block_calls": iterations[len(iterations) // 2] if iterations and not errors else None,
         }
 
+    from ops.catalog import OPS
+    from ops.variants import MODES
+
     rows: list[dict[str, Any]] = []
     order = {k: i for i, k in enumerate(CPP_VARIANTS)}
-    op_order = list(OP_ORDER) + sorted({k[0] for k in cases} - set(OP_ORDER))
+    op_order = list(OPS) + sorted({k[0] for k in cases} - set(OPS))
     for key in sorted(cases, key=lambda k: (op_order.index(k[0]), order[k[1]], MODES.index(k[2]))):
         op, kind, mode = key
         case = cases[key]
         samples: list[float] = case["samples"]
-        s = stats.summarize(samples)
-        base_key = (op, BASELINE_KIND, mode)
-        base = cases.get(base_key) if kind != BASELINE_KIND else None
-        row: dict[str, Any] = {
-            "scenario": "boundary",
-            "op": op,
-            "variant": CPP_VARIANTS[kind][0],
-            "mode": mode,
-            "device": device,
-            "shape": _shape(context),
-            "dtype": str(context.get("dbench_dtype", "float32")),
-            "driver": "cpp",
-            "metric": "cpu_us",
-            "unit": "us",
-            "timer": TIMER,
-            "status": "failed" if case["error"] else "ok" if samples else "not run",
-            "reason": case["error"],
-            "n": s.n,
-            "block_calls": case["block_calls"],
-            "median": _num(s.median),
-            "q1": _num(s.q1),
-            "q3": _num(s.q3),
-            "ci_low": _num(s.ci_low),
-            "ci_high": _num(s.ci_high),
-            "baseline": f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None,
-            "delta_median": None,
-            "delta_ci_low": None,
-            "delta_ci_high": None,
-            "delta_pairing": None,
-            "benchmark": case["benchmark"],
-            "samples": [round(x, 6) for x in samples],
-        }
-        if base is not None and samples and len(base["samples"]) == len(samples):
-            d = stats.summarize(stats.paired_differences(samples, base["samples"]))
-            row.update(delta_median=_num(d.median), delta_ci_low=_num(d.ci_low), delta_ci_high=_num(d.ci_high),
-                       delta_pairing=DELTA_PAIRING)
-        rows.append(row)
+        base = cases.get((op, BASELINE_KIND, mode)) if kind != BASELINE_KIND else None
+        paired = base is not None and bool(samples) and len(base["samples"]) == len(samples)
+        row_key = {"scenario": "boundary", "op": op, "variant": CPP_VARIANTS[kind][0], "mode": mode,
+                   "device": device, "shape": _shape(context), "dtype": str(context.get("dbench_dtype", "float32")),
+                   "driver": "cpp"}
+        rows.append(stat_row(
+            row_key, metric="cpu_us", unit="us", timer=TIMER, samples=samples,
+            base_samples=base["samples"] if paired else None,
+            baseline=f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None,
+            status="failed" if case["error"] else None, reason=case["error"],
+            block_calls=case["block_calls"], delta_pairing=DELTA_PAIRING if paired else None,
+            benchmark=case["benchmark"],
+        ))
     return rows, context
 
 

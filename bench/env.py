@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import datetime as dt
+import hashlib
 import os
 import platform
 import re
@@ -160,24 +160,24 @@ def redact_paths(value: Any) -> Any:
     import site
     import tempfile
 
-    prefixes = [(str(REPO_ROOT) + "/", "")]
-    try:
-        from ops.native import build_dir
+    from ops.native import build_dir
 
-        prefixes.insert(0, (str(build_dir()).rstrip("/") + "/", "<build>/"))
-    except Exception:  # noqa: BLE001  # no build folder configured: nothing to redact
-        pass
+    prefixes = [(str(build_dir()).rstrip("/") + "/", "<build>/"), (str(REPO_ROOT) + "/", "")]
     prefixes += [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]
     prefixes += [(tempfile.gettempdir().rstrip("/") + "/", "<tmp>/"), (str(Path.home()).rstrip("/") + "/", "~/")]
-    if isinstance(value, str):
-        for prefix, repl in prefixes:
-            value = value.replace(prefix, repl)
-        return value
-    if isinstance(value, dict):
-        return {k: redact_paths(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_paths(v) for v in value]
-    return value
+
+    def redact(v: Any) -> Any:
+        if isinstance(v, str):
+            for prefix, repl in prefixes:
+                v = v.replace(prefix, repl)
+            return v
+        if isinstance(v, dict):
+            return {k: redact(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [redact(x) for x in v]
+        return v
+
+    return redact(value)
 
 
 if __name__ == "__main__":

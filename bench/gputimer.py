@@ -40,12 +40,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import importlib.util
 import itertools
 import os
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkable
 
@@ -53,17 +51,11 @@ import torch
 
 from .rows import stat_row
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TIMER_NAMES = ("cupti", "events")
 
 
 class CuptiUnavailable(RuntimeError):
     """CUPTI cannot be used in this process; the message says why."""
-
-
-def build_dir() -> Path:
-    """The CMake build directory (override with DBENCH_BUILD_DIR), as in ops/native.py."""
-    return Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
 
 
 @functools.cache
@@ -73,21 +65,18 @@ def cupti_module() -> ModuleType:
     Importing it never touches CUPTI or the driver (libcupti is dlopen'ed by
     ``enable``), so this works on CPU-only machines.
     """
-    lib_dir = build_dir() / "lib"
-    candidates = sorted(lib_dir.glob("_dbench_cupti*.so")) if lib_dir.is_dir() else []
-    if not candidates:
+    from ops.native import build_dir, built_extension, import_extension
+
+    path = built_extension("_dbench_cupti")
+    if path is None:
         raise CuptiUnavailable(
-            f"_dbench_cupti not built (no {lib_dir}/_dbench_cupti*.so: it needs the CUDA toolkit's "
+            f"_dbench_cupti not built (no {build_dir() / 'lib'}/_dbench_cupti*.so: it needs the CUDA toolkit's "
             "cupti.h at configure time; cmake -S . -B build && cmake --build build --target _dbench_cupti)"
         )
-    spec = importlib.util.spec_from_file_location("_dbench_cupti", candidates[0])
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        return import_extension("_dbench_cupti", path)
     except ImportError as e:  # pragma: no cover - a broken build
-        raise CuptiUnavailable(f"cannot import {candidates[0]}: {e}") from e
-    return module
+        raise CuptiUnavailable(f"cannot import {path}: {e}") from e
 
 
 def cupti_available() -> tuple[bool, str]:

@@ -204,7 +204,8 @@ def cpp_seconds(n_ops: int, repetitions: int, min_time: float) -> float:
 
 
 def shard_cores(allowed: Sequence[int], index: int, pin_cores: int) -> list[int]:
-    """The cores child `index` pins to with --pin-cores P --pin-offset index (run.py pin_cpus)."""
+    """The cores process `index` pins to with --pin-cores P --pin-offset index: the P allowed cores that
+    end index x P cores from the last one (run.py pin_cpus pins to these)."""
     cpus = sorted(allowed)
     end = len(cpus) - index * pin_cores
     if pin_cores <= 0:

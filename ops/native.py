@@ -32,18 +32,30 @@ def _lib_path(name: str) -> Path:
     return path
 
 
-@functools.cache
-def raw() -> ModuleType:
-    """The pybind11 module of launchers (variant `raw`)."""
+def built_extension(name: str) -> Path | None:
+    """<build>/lib/<name>*.so (a Python extension module built by CMake), or None."""
     lib_dir = build_dir() / "lib"
-    candidates = sorted(lib_dir.glob("_dbench_raw*.so")) if lib_dir.exists() else []
-    if not candidates:
-        _lib_path("_dbench_raw.so")  # raises with the build hint
-    spec = importlib.util.spec_from_file_location("_dbench_raw", candidates[0])
+    candidates = sorted(lib_dir.glob(f"{name}*.so")) if lib_dir.is_dir() else []
+    return candidates[0] if candidates else None
+
+
+def import_extension(name: str, path: Path) -> ModuleType:
+    """Import the extension module `name` from `path` (outside sys.path)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def raw() -> ModuleType:
+    """The pybind11 module of launchers (variant `raw`)."""
+    path = built_extension("_dbench_raw")
+    if path is None:
+        _lib_path("_dbench_raw.so")  # raises with the build hint
+    assert path is not None
+    return import_extension("_dbench_raw", path)
 
 
 @functools.cache

@@ -16,6 +16,7 @@ import pytest
 from bench import cpp_results
 from bench.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
 from bench.results import REQUIRED_ROW_FIELDS
+from ops.native import build_dir
 
 OPS = ("noop", "muladd", "l2norm")
 ROW_FIELDS = (*REQUIRED_ROW_FIELDS, "status", "reason", "n", "block_calls", "baseline",
@@ -23,7 +24,7 @@ ROW_FIELDS = (*REQUIRED_ROW_FIELDS, "status", "reason", "n", "block_calls", "bas
 
 
 def _benchmark_found() -> tuple[bool, str]:
-    cache = cpp_results.build_dir() / "CMakeCache.txt"
+    cache = build_dir() / "CMakeCache.txt"
     if not cache.is_file():
         return True, f"{cache} missing: run `bash scripts/setup.sh` first"
     for line in cache.read_text().splitlines():

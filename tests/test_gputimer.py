@@ -18,6 +18,8 @@ import torch
 
 from bench import gputimer
 from bench.gputimer import CuptiTimer, CuptiUnavailable, EventTimer, GpuSamples, GpuTimer, make_gpu_timer
+from conftest import REPO_ROOT
+from ops.native import build_dir
 
 CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_SKIP_REASON)
@@ -356,7 +358,7 @@ def test_module_without_a_gpu_refuses_to_enable() -> None:
     m.finalize()  # nothing enabled: a no-op
 
 
-FAKE_DIR = gputimer.build_dir() / "bench" / "cupti" / "fake"
+FAKE_DIR = build_dir() / "bench" / "cupti" / "fake"
 
 FAKE_SCRIPT = r"""
 import ctypes, sys
@@ -408,7 +410,7 @@ def test_cupti_timer_end_to_end_on_a_fake_libcupti() -> None:
         pytest.skip(f"fake libcupti not built ({FAKE_DIR}): cmake --build build --target dbench_fake_cupti dbench_fake_cuda")
     env = {**os.environ, "DBENCH_CUPTI_LIBRARY": str(FAKE_DIR / "libdbench_fake_cupti.so")}
     proc = subprocess.run(
-        [sys.executable, "-c", FAKE_SCRIPT, str(gputimer.REPO_ROOT), str(FAKE_DIR)],
+        [sys.executable, "-c", FAKE_SCRIPT, str(REPO_ROOT), str(FAKE_DIR)],
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0 and "fake-cupti-ok" in proc.stdout, proc.stdout + proc.stderr
