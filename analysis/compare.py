@@ -3,8 +3,16 @@
     python -m analysis.compare A.json B.json [--max-spread 0.03] [--value median|ratio_median]
 
 Prints, per op x variant x mode (x metric), both values and their relative
-spread |a - b| / mean, whether the variant ordering within each op x mode is
-the same in both runs, and exits 1 when any spread exceeds --max-spread.
+spread |a - b| / mean, and whether the variant ordering within each op x mode
+is the same in both runs.
+
+Before any number it checks that the two runs can be compared: the same
+scenario, device kind, GPU, torch and dtype (refused, exit 2, unless
+--allow-different-env). Rows FAILED in either run, and rows timed in one run
+only, are listed and fail the comparison.
+
+Exit status: 0 within --max-spread; 1 a spread over the limit, or a failed or
+missing row; 2 bad input (an unreadable or non-result file, incomparable runs).
 --value ratio_median compares each row's ratio to its baseline (paired per
 round) instead of its absolute median. When both runs carry a speed probe
 (bench/probe.py), its medians are printed first: a machine that ran X% slower
@@ -16,15 +24,45 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.load import rows_frame  # noqa: E402
-from bench.results import load_result  # noqa: E402
+from bench.results import ResultFileError, load_result  # noqa: E402
 
 KEY = ["op", "variant", "mode", "metric", "driver"]
+EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def environment(doc: dict[str, Any]) -> dict[str, Any]:
+    """What must match for two runs' numbers to be comparable."""
+    env = doc.get("env") or {}
+    device = str(env.get("device") or "")
+    return {"scenario": doc.get("scenario"), "device": "cuda" if device.startswith("cuda") else device or None,
+            "gpu": env.get("gpu_name"), "torch": env.get("torch"), "dtype": (doc.get("config") or {}).get("dtype")}
+
+
+def env_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    ea, eb = environment(a), environment(b)
+    return [f"{k}: A {ea[k]!r}, B {eb[k]!r}" for k in ea if ea[k] != eb[k]]
+
+
+def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Rows that fail a comparison: FAILED in either run, or timed (ok) in one run and not the other.
+    Rows that are n/a in both runs are not compared and not listed."""
+    cols = KEY + ["status", "reason"]
+    sides = a.reindex(columns=cols).merge(b.reindex(columns=cols), on=KEY, how="outer", suffixes=("_a", "_b"))
+    failed = (sides["status_a"] == "failed") | (sides["status_b"] == "failed")
+    one_sided = (sides["status_a"] == "ok") != (sides["status_b"] == "ok")
+    out = sides[failed | one_sided].copy()
+    out["problem"] = [
+        "failed" if f else f"missing in {'B' if sa == 'ok' else 'A'}"
+        for f, sa in zip(failed[failed | one_sided], out["status_a"])
+    ]
+    return out
 
 
 def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataFrame:
@@ -58,18 +96,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", type=Path, help="write the per-row spreads here")
     p.add_argument("--value", choices=("median", "ratio_median"), default="median",
                    help="compare absolute medians (default) or ratios to the baseline")
+    p.add_argument("--allow-different-env", action="store_true",
+                   help="compare runs of different scenarios, devices, GPUs, torch builds or dtypes (with a warning)")
     args = p.parse_args(argv)
-    for path in (args.a, args.b):
-        if not path.is_file():
-            p.error(f"no such result file: {path}")
-    docs = [load_result(path) for path in (args.a, args.b)]
+    try:
+        docs = [load_result(path) for path in (args.a, args.b)]
+    except ResultFileError as exc:
+        print(f"compare: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    differences = env_differences(*docs)
+    if differences and not args.allow_different_env:
+        print(f"compare: error: the runs are not comparable ({'; '.join(differences)}); "
+              "pass --allow-different-env to compare them anyway", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for d in differences:
+        print(f"warning: different environments, {d}")
     probes = [(doc.get("speed_probe") or {}).get("median") for doc in docs]
     if all(x is not None for x in probes):
         print(f"speed probe: A {probes[0]:.3f} µs, B {probes[1]:.3f} µs (B/A {probes[1] / probes[0]:.3f})")
-    merged = spreads(rows_frame(docs[0], str(args.a)), rows_frame(docs[1], str(args.b)), args.value)
+    frames = [rows_frame(docs[0], str(args.a)), rows_frame(docs[1], str(args.b))]
+    problems = unmatched(*frames)
+    merged = spreads(*frames, args.value)
     if merged.empty:
         print("no common rows")
-        return 1
+        return EXIT_DIFFERENT
     pd.set_option("display.width", 200)
     print(merged.sort_values("spread", ascending=False).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     order = same_ordering(merged)
@@ -83,9 +133,15 @@ def main(argv: list[str] | None = None) -> int:
               f"max {g['spread'].max():.2%}, over limit {(g['spread'] > args.max_spread).sum()}")
     print(f"\nrows {len(merged)}, median spread {merged['spread'].median():.2%}, max spread {worst:.2%} "
           f"(limit {args.max_spread:.0%}), rows over limit {(merged['spread'] > args.max_spread).sum()}")
+    if not problems.empty:
+        print(f"\n{len(problems)} row(s) not compared (these fail the comparison):")
+        for _, r in problems.iterrows():
+            reason = r["reason_a"] if isinstance(r["reason_a"], str) else r["reason_b"]
+            print(f"  {r['problem']}: {r['op']}/{r['variant']}/{r['mode']} {r['metric']} ({r['driver']})"
+                  f"{f' — {reason}' if isinstance(reason, str) else ''}")
     if args.csv:
         merged.to_csv(args.csv, index=False)
-    return 0 if worst <= args.max_spread else 1
+    return EXIT_OK if worst <= args.max_spread and problems.empty else EXIT_DIFFERENT
 
 
 if __name__ == "__main__":

@@ -46,7 +46,36 @@ CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
 BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op, where it exists (inference)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
 
+class CppDriverMissing(RuntimeError):
+    """The driver was not built here (no Google Benchmark): the section is skipped, and says so."""
+
+
+class CppDriverFailed(RuntimeError):
+    """The driver crashed, exited non-zero, timed out or wrote no readable JSON: a failure of the run."""
+
+    def __init__(self, message: str, output_tail: str = "") -> None:
+        super().__init__(message)
+        self.output_tail = output_tail
+
+
 _US_PER = {"ns": (1.0, 1e3), "us": (1.0, 1.0), "ms": (1e3, 1.0), "s": (1e6, 1.0)}  # (multiply, divide)
+
+
+def _tail(stdout: str | bytes | None, stderr: str | bytes | None, lines: int = 15) -> str:
+    text = "\n".join(x.decode(errors="replace") if isinstance(x, bytes) else x for x in (stdout, stderr) if x)
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def failed_rows(ops: Iterable[str], device: str, reason: str) -> list[dict[str, Any]]:
+    """One FAILED row per op for a driver run that produced nothing (the table lists it with its reason)."""
+    key = {"scenario": "boundary", "variant": "cpp_driver", "mode": "inference", "device": device, "driver": "cpp"}
+    return [stat_row({**key, "op": op}, metric="cpu_us", unit="us", timer=TIMER, samples=[], status="failed",
+                     reason=reason) for op in ops]
 
 
 def driver_path() -> Path:
@@ -153,7 +182,7 @@ def run_cpp_driver(
     """
     path = driver_path()
     if not path.is_file():
-        raise RuntimeError(f"C++ driver not found at {path}: {BUILD_HINT}")
+        raise CppDriverMissing(f"C++ driver not found at {path}: {BUILD_HINT}")
     with tempfile.TemporaryDirectory(prefix="dbench_cpp_") as tmp:
         out = Path(tmp) / "benchmark.json"
         args = [
@@ -167,14 +196,19 @@ def run_cpp_driver(
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            raise RuntimeError(f"C++ driver {path} timed out after {timeout} s") from exc
-        if proc.returncode != 0 or not out.is_file():
-            tail = "\n".join((proc.stdout.strip() + "\n" + proc.stderr.strip()).strip().splitlines()[-15:])
-            raise RuntimeError(
-                f"C++ driver {path} exited with status {proc.returncode}"
-                f"{'' if out.is_file() else ' without writing its JSON'}:\n{tail}\n(hint: {BUILD_HINT})"
-            )
-        document = json.loads(out.read_text())
-    rows, context = convert(document)
+            raise CppDriverFailed(f"C++ driver {path.name} timed out after {timeout} s",
+                                  _tail(exc.stdout, exc.stderr)) from exc
+        tail = _tail(proc.stdout, proc.stderr)
+        if proc.returncode != 0:
+            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with status {proc.returncode}"
+            raise CppDriverFailed(f"C++ driver {path.name} {how}: {_last_line(tail)}", tail)
+        try:
+            document = json.loads(out.read_text())
+        except (OSError, ValueError) as exc:
+            raise CppDriverFailed(f"C++ driver {path.name} wrote no readable JSON ({exc})", tail) from None
+    try:
+        rows, context = convert(document)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CppDriverFailed(f"C++ driver {path.name} wrote JSON this suite cannot read ({exc})", tail) from None
     context["dbench_command"] = [path.name, *args]
     return rows, context

@@ -381,6 +381,11 @@ def gpu_rows(cases: Iterable[Any], timer: GpuTimer) -> list[dict[str, Any]]:
     metrics = GPU_METRICS if timer.name == "cupti" else GPU_METRICS[:1]
     rows: list[dict[str, Any]] = []
     for case in cases:
+        if getattr(case, "gpu_error", None):
+            rows.extend(stat_row(case.key, metric=metric, unit=unit, timer=timer.name, samples=[],
+                                 baseline=case.baseline, status="failed", reason=case.gpu_error)
+                        for metric, unit in metrics)
+            continue
         samples = results.get(case.label)
         if samples is None:
             continue

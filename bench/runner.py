@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import stats
+from .cli import DEFAULTS
 from .gputimer import GpuTimer, nvtx_range
 
 TIMER = "perf_counter_ns"
@@ -34,7 +35,8 @@ class Case:
     call: Callable[[], Any] | None
     sync: Callable[[], None] = lambda: None
     na_reason: str | None = None
-    error: str | None = None  # failed its pre-flight check: never timed
+    error: str | None = None  # failed its pre-flight check, or raised while timed: no CPU row
+    gpu_error: str | None = None  # raised in the GPU pass: no GPU rows
     baseline: str | None = None  # label of the case it is paired with
     block: int = 0
     samples: list[float] = field(default_factory=list)  # microseconds per call, one per round
@@ -48,11 +50,18 @@ class Case:
         return self.call is not None and self.na_reason is None and self.error is None
 
 
+def failure(phase: str, exc: BaseException) -> str:
+    """What a case's row says when it raised: where, the exception type and its first line."""
+    text = str(exc).strip()
+    first = text.splitlines()[0][:200] if text else ""
+    return f"raised {phase}: {type(exc).__name__}{': ' + first if first else ''}"
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    rounds: int = 25
-    block_seconds: float = 0.005
-    warmup_seconds: float = 0.02
+    rounds: int = DEFAULTS["rounds"][0]
+    block_seconds: float = DEFAULTS["block_ms"][0] / 1e3
+    warmup_seconds: float = DEFAULTS["warmup_ms"][0] / 1e3
     seed: int = 0
     adaptive: bool = False
     min_rounds: int = 10
@@ -101,11 +110,14 @@ def time_block(case: Case, n: int, gpu_timer: GpuTimer | None = None) -> int:
     finally:
         if gc_was_enabled:
             gc.enable()
-    if gpu_timer is not None:
-        gpu_timer.calls_done(case.label)
-    case.sync()
-    if gpu_timer is not None:
-        gpu_timer.end_block(case.label, n)
+        if gpu_timer is not None:  # closed even when a call raised, so the timer's next block can open
+            gpu_timer.calls_done(case.label)
+            try:
+                case.sync()
+            finally:
+                gpu_timer.end_block(case.label, n)
+    if gpu_timer is None:
+        case.sync()
     return t1 - t0
 
 
@@ -128,6 +140,14 @@ def warm_up(case: Case, config: RunConfig) -> None:
     case.call()  # type: ignore[misc]  # first call: lazy init, JIT, caches
     while time.perf_counter() < deadline:
         time_block(case, max(1, case.block // 4))
+
+
+def _drop(case: Case, error: str, console: Console) -> None:
+    """A case that raised: it is FAILED with its error and timed no further; its samples go (a
+    partial series would not pair with the other cases' rounds)."""
+    case.error = error
+    case.samples.clear()
+    console.print(f"[red]FAILED {case.label}[/red]: {error} (the other cases go on)")
 
 
 def _converged(cases: list[Case], config: RunConfig) -> bool:
@@ -158,22 +178,31 @@ def run(
         try:
             warm = progress.add_task("warm-up ", total=len(runnable))
             for case in runnable:
-                with nvtx_range(f"warm-up {case.label}"):
-                    case.block = calibrate(case, config, overhead)
-                    warm_up(case, config)
+                try:
+                    with nvtx_range(f"warm-up {case.label}"):
+                        case.block = calibrate(case, config, overhead)
+                        warm_up(case, config)
+                except Exception as exc:  # noqa: BLE001  # one broken case must not end the run
+                    _drop(case, failure("during warm-up", exc), console)
                 progress.advance(warm)
                 progress.refresh()
+            runnable = [c for c in runnable if c.runnable]
             task = progress.add_task("rounds  ", total=config.rounds * len(runnable))
             for r in range(config.rounds):
                 gc.collect()
                 order = runnable[:]
                 rng.shuffle(order)
                 for case in order:
-                    with nvtx_range(case.label):
-                        elapsed = time_block(case, case.block)
+                    try:
+                        with nvtx_range(case.label):
+                            elapsed = time_block(case, case.block)
+                    except Exception as exc:  # noqa: BLE001
+                        _drop(case, failure(f"in round {r + 1}", exc), console)
+                        continue
                     case.samples.append(elapsed / case.block / 1e3)
                     progress.advance(task)
                     progress.refresh()
+                runnable = [c for c in runnable if c.runnable]
                 rounds_done = r + 1
                 if on_round:
                     on_round(rounds_done)
@@ -212,13 +241,20 @@ def run_gpu(
         task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))
         try:
             for case in runnable:  # untimed: whatever enabling the timer costs lands here
-                time_block(case, max(1, case.block // 4))
+                try:
+                    time_block(case, max(1, case.block // 4))
+                except Exception as exc:  # noqa: BLE001
+                    case.gpu_error = failure("in the GPU pass", exc)
             for r in range(rounds):
-                order = runnable[:]
+                order = [c for c in runnable if c.gpu_error is None]
                 rng.shuffle(order)
                 for case in order:
-                    with nvtx_range(f"{case.label} x{case.block}"):
-                        time_block(case, case.block, timer)
+                    try:
+                        with nvtx_range(f"{case.label} x{case.block}"):
+                            time_block(case, case.block, timer)
+                    except Exception as exc:  # noqa: BLE001
+                        case.gpu_error = failure(f"in GPU round {r + 1}", exc)
+                        console.print(f"[red]FAILED {case.label} (GPU pass)[/red]: {case.gpu_error}")
                     progress.advance(task)
                     progress.refresh()
                 timer.collect()

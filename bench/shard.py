@@ -499,23 +499,23 @@ def run_sharded(
 
     n = len(devices)
     baselines = baseline_variants(scenario.name)
-    rounds = args.rounds or (6 if args.quick else 30)
-    block_s = (args.block_ms or (2.0 if args.quick else 10.0)) / 1e3
+    rounds = args.rounds  # every run option arrives resolved (bench/cli.py DEFAULTS)
+    block_s = args.block_ms / 1e3
     on_gpu = devices[0].startswith("cuda")
-    gpu_rounds = (args.gpu_rounds or (3 if args.quick else 8)) if on_gpu and args.gpu_timer != "off" else 0
+    gpu_rounds = args.gpu_rounds if on_gpu and args.gpu_timer != "off" else 0
     weights = variant_weights(variants, ops, devices[0], scenario.modes)
     cpp = scenario.name == "boundary" and not args.no_cpp
     preload = None
     if cpp:
         # The C++ driver section goes to shard 0, so it runs on cuda:0 as in a one-GPU run (the
         # driver does not make its device the current one), and counts there in case-equivalents.
-        unit = unit_seconds(rounds, block_s, 0.005 if args.quick else 0.02, gpu_rounds)
-        cpp_cost = cpp_seconds(len(ops), args.cpp_repetitions or (3 if args.quick else 9),
-                               args.cpp_min_time or (0.01 if args.quick else 0.1))
+        unit = unit_seconds(rounds, block_s, args.warmup_ms / 1e3, gpu_rounds)
+        cpp_cost = cpp_seconds(len(ops), args.cpp_repetitions, args.cpp_min_time)
         preload = [cpp_cost / unit] + [0.0] * (n - 1)
     plan = plan_shards(variants, n, baselines, weights, preload)
     if len(plan) < n:
-        console.print(f"[yellow]{len(variants)} variant(s), {len(baselines)} of them baselines: "
+        selected_baselines = [v for v in variants if v in baselines]
+        console.print(f"[yellow]{len(variants)} variant(s), {len(selected_baselines)} of them baselines: "
                       f"{len(plan)} shard(s) instead of {n}[/yellow]")
     devices = list(devices[:len(plan)])
     n = len(plan)

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from .contract import Args, OpContract, none_for_scalars
+from .specs import OP_NAMES
 
 L2NORM_EPS = 1e-6
 
@@ -91,3 +92,4 @@ L2NORM = OpContract(
 )
 
 OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM)}
+assert tuple(OPS) == OP_NAMES, "ops/specs.py OP_NAMES must list the contracts above, in order"

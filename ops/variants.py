@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable
 
 import torch
@@ -20,16 +19,9 @@ from torch import Tensor
 
 from . import native
 from .catalog import OPS
+from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec
 from .contract import OpContract, backward_fake
 
-
-class Mode(str, Enum):
-    INFERENCE = "inference"
-    FWD_REQUIRES_GRAD = "fwd_requires_grad"
-    FWD_BWD = "fwd_bwd"
-
-
-MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 
 OpFn = Callable[..., Tensor]
 
@@ -246,55 +238,6 @@ def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
 # Variants.
 
 
-@dataclass(frozen=True)
-class VariantSpec:
-    name: str
-    flavour: str
-    wrap: str  # "none" | "function"
-    differentiable: bool
-    registered: bool  # goes through the dispatcher: compile- and fake-capable
-    description: str
-    no_grad_reason: str = ""
-
-
-# PyTorch's autograd fallback gives such an op's output a grad_fn that only warns
-# on backward and drops the op's gradient: there is no correct gradient to time.
-_NO_AUTOGRAD = "has no autograd formula: backward through it warns and drops its gradient"
-_NO_AUTOGRAD_CUSTOM_OP = "has no autograd formula: backward through it raises"
-VARIANT_SPECS: tuple[VariantSpec, ...] = (
-    VariantSpec("raw", "raw", "none", False, False, "pybind11 launcher, no dispatcher",
-                "launcher outside autograd: its output has no grad_fn (function_raw is its autograd form)"),
-    VariantSpec("define_impl", "define_impl", "none", False, True, "torch.library define + impl(CPU/CUDA)",
-                "define/impl op " + _NO_AUTOGRAD),
-    VariantSpec("custom_op", "custom_op", "none", False, True, "torch.library.custom_op + register_fake",
-                "custom_op " + _NO_AUTOGRAD_CUSTOM_OP),
-    VariantSpec("custom_op_autograd", "custom_op_autograd", "none", True, True,
-                "custom_op + register_autograd"),
-    VariantSpec("autograd_key_py", "autograd_key_py", "none", True, True,
-                "define/impl + Python kernel at the Autograd key"),
-    VariantSpec("function_raw", "raw", "function", True, False, "autograd.Function over the raw launcher"),
-    VariantSpec("function_define_impl", "define_impl", "function", True, True,
-                "autograd.Function over the define/impl op"),
-    VariantSpec("function_custom_op", "custom_op", "function", True, True,
-                "autograd.Function over the custom_op"),
-    VariantSpec("function_cpp", "cpp", "function", True, True, "autograd.Function over the C++ op"),
-    VariantSpec("nested_define_impl", "nested_define_impl", "none", False, True,
-                "define/impl op whose impl calls the define/impl op", "nested op " + _NO_AUTOGRAD),
-    VariantSpec("nested_custom_op", "nested_custom_op", "none", False, True,
-                "custom_op whose body calls the custom_op", "nested custom_op " + _NO_AUTOGRAD_CUSTOM_OP),
-    VariantSpec("cpp", "cpp", "none", False, True, "TORCH_LIBRARY def + CPU/CUDA impls",
-                "C++ op " + _NO_AUTOGRAD + " (cpp_autograd has one)"),
-    VariantSpec("cpp_autograd", "cpp_autograd", "none", True, True,
-                "C++ op with a C++ Autograd-key kernel (torch::autograd::Function)"),
-    VariantSpec("stable", "stable", "none", False, True, "STABLE_TORCH_LIBRARY + TORCH_BOX",
-                "stable-ABI op " + _NO_AUTOGRAD),
-    VariantSpec("triton_op", "triton_op", "none", True, True,
-                "torch.library.triton_op + wrap_triton, register_autograd"),
-)
-VARIANT_NAMES: tuple[str, ...] = tuple(s.name for s in VARIANT_SPECS)
-SPECS: dict[str, VariantSpec] = {s.name: s for s in VARIANT_SPECS}
-
-
 def unavailable_reason(spec: VariantSpec, device: str) -> str | None:
     """Why a variant cannot exist on this machine, or None."""
     if spec.flavour == "stable" and native.torch_version() < native.STABLE_MIN_TORCH:
@@ -308,16 +251,24 @@ def unavailable_reason(spec: VariantSpec, device: str) -> str | None:
     return None
 
 
+class VariantUnavailable(RuntimeError):
+    """Calling a variant this machine cannot run (the message says why)."""
+
+
 @dataclass(frozen=True)
 class Variant:
     spec: VariantSpec
     op: OpContract
-    fn: OpFn | None
+    fn: OpFn  # for an unavailable variant: raises VariantUnavailable with the reason
     unavailable: str | None = None
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable is None
 
     def na_reason(self, mode: str) -> str | None:
         """Why this variant has no row in `mode`, or None when it runs."""
@@ -326,6 +277,13 @@ class Variant:
         if mode != Mode.INFERENCE.value and not self.spec.differentiable:
             return self.spec.no_grad_reason
         return None
+
+
+def _refusing(variant: str, op: str, device: str, reason: str) -> OpFn:
+    def unavailable(*args: Any, **kwargs: Any) -> Tensor:
+        raise VariantUnavailable(f"variant {variant!r} of op {op!r} cannot run on {device}: {reason}")
+
+    return unavailable
 
 
 @functools.cache
@@ -345,7 +303,7 @@ def get_variant(variant: str, op: str, device: str = "cpu") -> Variant:
     spec, contract = SPECS[variant], OPS[op]
     reason = unavailable_reason(spec, device)
     if reason:
-        return Variant(spec, contract, None, reason)
+        return Variant(spec, contract, _refusing(variant, op, device, reason), reason)
     return Variant(spec, contract, _build(variant, op))
 
 

@@ -54,7 +54,6 @@ def device_sync(device: str) -> Callable[[], None]:
 def make_call(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> Callable[[], Any]:
     """A zero-argument callable doing exactly one call of `variant` in `mode`."""
     fn = variant.fn
-    assert fn is not None
     args = contract.make_inputs(spec)
     if mode in (Mode.INFERENCE.value, Mode.FWD_REQUIRES_GRAD.value):
         return lambda: fn(*args)
@@ -71,7 +70,6 @@ def make_call(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
 def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> str | None:
     """Check one call against the fp64 reference; returns what failed, or None."""
     fn = variant.fn
-    assert fn is not None
     tol = TOLERANCES[spec.dtype]
     args = contract.make_inputs(spec)
     try:

@@ -57,7 +57,6 @@ def recompiles_on_repeat(compiled: Callable[..., Any], args: tuple[Any, ...]) ->
 
 
 def _compiled_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
-    assert variant.fn is not None
     wrapper = fresh_function(variant.fn, len(args))
     try:
         compiled = torch.compile(wrapper, fullgraph=True, dynamic=False)
@@ -72,7 +71,6 @@ def _compiled_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[]
 
 def _cudagraph_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
     fn = variant.fn
-    assert fn is not None
     if not args[0].is_cuda:
         return None, None, "CUDA graphs need a CUDA device"
     try:
@@ -121,7 +119,6 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
         return
     args = contract.make_inputs(spec)
     fn = variant.fn
-    assert fn is not None
     if mode == "eager":
         call, out, reason = (lambda: fn(*args)), fn(*args), None
     elif mode == "compiled":

@@ -71,12 +71,12 @@ def variant_cases(
     return [
         pytest.param(d, v, id=case_id(d, v))
         for d, v in ALL_VARIANTS
-        if v.fn is not None and d in devs and v.op.name in ops and predicate(v)
+        if v.available and d in devs and v.op.name in ops and predicate(v)
     ]
 
 
 def unavailable_cases() -> list[Any]:
-    return [pytest.param(d, v, id=case_id(d, v)) for d, v in ALL_VARIANTS if v.fn is None]
+    return [pytest.param(d, v, id=case_id(d, v)) for d, v in ALL_VARIANTS if not v.available]
 
 
 def is_registered(v: Variant) -> bool:

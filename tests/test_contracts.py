@@ -20,6 +20,7 @@ only for variants whose *checked op itself* is differentiable
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import pytest
@@ -40,7 +41,7 @@ from conftest import (
     unavailable_cases,
     variant_cases,
 )
-from ops.variants import MODES, Mode, Variant, flavour
+from ops.variants import MODES, Mode, Variant, VariantUnavailable, flavour
 
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 
@@ -77,15 +78,19 @@ def _opcheck_params() -> list:
 def test_unavailable_variants_have_a_reason(device: str | None, v: Variant | None) -> None:
     if v is None:
         pytest.skip("every variant is available on every device of this machine")
-    assert v.fn is None
+    assert not v.available
     assert isinstance(v.unavailable, str) and v.unavailable.strip(), f"{case_id(device, v)} gives no reason"
     for mode in MODES:
         assert v.na_reason(mode) == v.unavailable
+    # Calling it anyway says why, naming the variant, the op and the device (not a TypeError on None).
+    with pytest.raises(VariantUnavailable, match=re.escape(v.unavailable)) as info:
+        v.fn(*make_inputs(v.op, "cpu"))
+    assert v.name in str(info.value) and v.op.name in str(info.value) and str(device) in str(info.value)
 
 
 def test_only_triton_op_is_unavailable_on_cpu() -> None:
     """Guards the parametrization: a variant silently missing on the CPU would shrink every test."""
-    missing = {(v.op.name, v.name): v.unavailable for d, v in ALL_VARIANTS if d == "cpu" and v.fn is None}
+    missing = {(v.op.name, v.name): v.unavailable for d, v in ALL_VARIANTS if d == "cpu" and not v.available}
     assert {name for _, name in missing} <= {"triton_op"}, missing
 
 

@@ -136,7 +136,7 @@ def test_cpp_variants_do_not_collide_with_python_variants() -> None:
 def test_missing_driver_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     missing = tmp_path / "no_such_driver"
     monkeypatch.setenv("DBENCH_CPP_DRIVER", str(missing))
-    with pytest.raises(RuntimeError, match="not found") as info:
+    with pytest.raises(cpp_results.CppDriverMissing, match="not found") as info:
         run_cpp_driver("cpu")
     assert str(missing) in str(info.value) and "cmake --build" in str(info.value)
 
@@ -146,9 +146,9 @@ def test_missing_driver_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_bad_device_is_a_clear_error(driver: Path) -> None:
-    with pytest.raises(RuntimeError, match="exited with status 2") as info:
+    with pytest.raises(cpp_results.CppDriverFailed, match="exited with status 2") as info:
         run_cpp_driver("tpu", repetitions=2, min_time=0.001)
-    assert str(driver) in str(info.value) and "--dbench_device must be cpu, cuda or cuda:N" in str(info.value)
+    assert driver.name in str(info.value) and "--dbench_device must be cpu, cuda or cuda:N" in info.value.output_tail
 
 
 def test_driver_runs_on_cpu(driver: Path) -> None:

@@ -61,7 +61,7 @@ def on_cuda0() -> Any:
 
 def _variant(op: str, name: str) -> Variant:
     variant = get_variant(name, op, str(DEVICE))
-    if variant.fn is None:
+    if not variant.available:
         pytest.skip(f"{name} on {DEVICE}: {variant.unavailable}")
     return variant
 
@@ -76,7 +76,7 @@ def _call(variant: Variant, mode: str, seed: int) -> dict[str, Any]:
     spec = InputSpec(contract.boundary_shape, torch.float32, str(DEVICE),
                      requires_grad=mode != Mode.INFERENCE.value, seed=seed)
     args = contract.make_inputs(spec)
-    assert variant.fn is not None
+    assert variant.available
     out = variant.fn(*args)
     result: dict[str, Any] = {"args": args, "out": out, "grads": None, "grad_out": None}
     if mode == Mode.FWD_BWD.value:

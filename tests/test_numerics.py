@@ -110,7 +110,7 @@ def test_outputs_are_contiguous(device: str, v: Variant, layout: str, shape: str
 def _second_order(contract: OpContract, fn, args) -> list[torch.Tensor]:
     """d/dx of sum(d/dx (out * w).sum()) through `fn`: a gradient-penalty style double backward."""
     out = fn(*args)
-    weights = torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype).reshape(out.shape)
+    weights = torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device).reshape(out.shape)
     wrt = contract.grad_inputs(args)
     first = torch.autograd.grad((out * out * weights).sum(), wrt, create_graph=True)
     return list(torch.autograd.grad(sum(g.sum() for g in first), wrt))

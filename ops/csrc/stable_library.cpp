@@ -27,6 +27,26 @@ namespace {
 using torch::headeronly::ScalarType;
 namespace k = kernels;
 
+// The dtype's name as c10::toString spells it (the ATen launchers' messages use that), written out
+// here because not every torch release with the stable ABI exports a name function for it.
+const char* dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Byte: return "Byte";
+    case ScalarType::Char: return "Char";
+    case ScalarType::Short: return "Short";
+    case ScalarType::Int: return "Int";
+    case ScalarType::Long: return "Long";
+    case ScalarType::Half: return "Half";
+    case ScalarType::Float: return "Float";
+    case ScalarType::Double: return "Double";
+    case ScalarType::ComplexFloat: return "ComplexFloat";
+    case ScalarType::ComplexDouble: return "ComplexDouble";
+    case ScalarType::Bool: return "Bool";
+    case ScalarType::BFloat16: return "BFloat16";
+    default: return "another dtype";
+  }
+}
+
 struct StableApi {
   using Tensor = torch::stable::Tensor;
   using NamedTensor = std::pair<const char*, const Tensor*>;
@@ -47,12 +67,14 @@ struct StableApi {
     for (const auto& [name, t] : args) {
       DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
       DBENCH_CHECK(t->scalar_type() == ScalarType::Float || t->scalar_type() == ScalarType::Double, fail, op,
-                   ": argument '", name, "' has unsupported dtype (expected float32 or float64)");
+                   ": argument '", name, "' has unsupported dtype ", dtype_name(t->scalar_type()),
+                   " (expected float32 or float64)");
       DBENCH_CHECK(t->is_cpu() || t->is_cuda(), fail, op, ": argument '", name, "' is on an unsupported device");
       DBENCH_CHECK(t->is_cuda() == first->is_cuda() && t->get_device_index() == first->get_device_index(), fail,
                    op, ": arguments '", first_name, "' and '", name, "' are on different devices");
       DBENCH_CHECK(t->scalar_type() == first->scalar_type(), fail, op, ": arguments '", first_name, "' and '",
-                   name, "' have different dtypes");
+                   name, "' have different dtypes (", dtype_name(first->scalar_type()), " vs ",
+                   dtype_name(t->scalar_type()), ")");
       DBENCH_CHECK(t->sizes().equals(first->sizes()), fail, op, ": arguments '", first_name, "' and '", name,
                    "' have mismatched shapes ", msg::Sizes{first->sizes().data(), first->sizes().size()}, " vs ",
                    msg::Sizes{t->sizes().data(), t->sizes().size()});

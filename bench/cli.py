@@ -1,0 +1,191 @@
+"""run.py's command line: the options, their defaults, and every check that needs no torch.
+
+Everything here is torch-free and fast, so a mistyped option fails before
+anything heavy is imported or built: one line on stderr naming the option and
+what it accepts, exit status 2. Checks that need torch (is CUDA there, how
+many GPUs) come right after, in run.py, still before any work.
+
+The run defaults live here once (``DEFAULTS``: full run, ``--quick``);
+``parse`` fills them into the namespace, so run.py, the runner's config and
+the sharded runs all read the same resolved values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, NoReturn, Sequence
+
+# option -> (full run, --quick). The single source of the run defaults.
+DEFAULTS: dict[str, tuple[Any, Any]] = {
+    "rounds": (30, 6),
+    "block_ms": (10.0, 2.0),
+    "warmup_ms": (20.0, 5.0),  # not an option: warm-up per case after calibration
+    "gpu_rounds": (8, 3),
+    "cpp_repetitions": (9, 3),
+    "cpp_min_time": (0.1, 0.01),
+}
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
+
+
+class UsageError(ValueError):
+    """A command line that cannot be run (run.py prints it as one line and exits 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the message and a pointer to --help, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# ---------------------------------------------------------------------------
+# Value types: each raises ArgumentTypeError, which argparse reports as "argument --x: <message>".
+
+
+def _number(kind: Callable[[str], Any], what: str, ok: Callable[[Any], bool]) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value) or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    convert.__name__ = what  # argparse names the type in some messages
+    return convert
+
+
+positive_int = _number(int, "a whole number >= 1", lambda v: v >= 1)
+count = _number(int, "a whole number >= 0", lambda v: v >= 0)
+positive_float = _number(float, "a number > 0", lambda v: v > 0)
+fraction = _number(float, "a number between 0 and 1 (exclusive)", lambda v: 0 < v < 1)
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """'a,b' -> ('a', 'b'): no empty list, no empty entry, no name twice."""
+    names = tuple(n.strip() for n in text.split(","))
+    if not text.strip() or not any(names):
+        raise argparse.ArgumentTypeError("expected one or more comma-separated names, got an empty list")
+    if "" in names:
+        raise argparse.ArgumentTypeError(f"empty name in {text!r}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(f"{', '.join(map(repr, twice))} given more than once")
+    return names
+
+
+def device_name(text: str) -> str:
+    if not DEVICE_PATTERN.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
+    return text
+
+
+def gpus_value(text: str) -> str:
+    if text != "all" and not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"expected 'all' or a number of GPUs >= 1, got {text!r}")
+    return text
+
+
+# ---------------------------------------------------------------------------
+# The parser.
+
+
+def build_parser(scenarios: Sequence[str]) -> Parser:
+    p = Parser(prog="run.py", description="PyTorch operator boundary benchmarks")
+    p.add_argument("--scenario", required=True, metavar="NAME", help=f"one of: {', '.join(scenarios)}")
+    p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
+    p.add_argument("--ops", type=name_list, help="comma-separated ops (default: all)")
+    p.add_argument("--variants", type=name_list, help="comma-separated variants (default: all)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30; --quick 6)")
+    p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
+    p.add_argument("--adaptive", action="store_true",
+                   help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
+    p.add_argument("--precision", type=fraction, default=0.01, help="adaptive target: CI half-width / median")
+    p.add_argument("--time-budget", type=positive_float, help="stop after this many seconds of rounds")
+    p.add_argument("--block-ms", type=positive_float,
+                   help="target duration of one timed block (default 10 ms; --quick 2 ms)")
+    p.add_argument("--seed", type=count, default=0)
+    p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
+                   help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
+    p.add_argument("--gpu-rounds", type=positive_int, help="rounds of the GPU pass (default 8; --quick 3)")
+    p.add_argument("--pin-cores", type=count, default=1,
+                   help="pin the process to the last N allowed cores (default 1; 0 = no pinning)")
+    p.add_argument("--no-pin", action="store_true", help="same as --pin-cores 0")
+    p.add_argument("--pin-offset", type=count, default=0,
+                   help="skip the last K x pin-cores allowed cores before pinning (each --gpus/--shards child gets its own K)")
+    shard = p.add_mutually_exclusive_group()
+    shard.add_argument("--gpus", type=gpus_value, metavar="all|N",
+                       help="CUDA: shard the cases over N GPUs of this host (all: every visible one), one process "
+                            "per GPU, each pinned to its own cores; one merged result, rows tagged with gpu_index")
+    shard.add_argument("--shards", type=positive_int, metavar="N",
+                       help="the CPU form of --gpus: N processes on the CPU, each pinned to its own cores")
+    p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
+    p.add_argument("--no-cpp", action="store_true",
+                   help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
+    p.add_argument("--cpp-repetitions", type=positive_int,
+                   help="C++ driver repetitions per benchmark (default 9; --quick 3)")
+    p.add_argument("--cpp-min-time", type=positive_float,
+                   help="C++ driver seconds per repetition (default 0.1; --quick 0.01)")
+    p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
+                "the result lists it); 2 bad command line; 130 interrupted (the result keeps every finished round)")
+    return p
+
+
+def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill every unset run option from DEFAULTS (the --quick column with --quick)."""
+    column = 1 if args.quick else 0
+    for name, values in DEFAULTS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, values[column])
+    if args.no_pin:
+        args.pin_cores = 0
+    return args
+
+
+def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str]) -> None:
+    """Unknown scenario, op or variant names, with the valid ones (no --ops / --variants: all)."""
+    if args.scenario not in scenarios:
+        raise UsageError(f"argument --scenario: unknown scenario {args.scenario!r}; "
+                         f"valid scenarios: {', '.join(scenarios)}")
+    for option, given, valid in (("--ops", args.ops, ops), ("--variants", args.variants, variants)):
+        unknown = [n for n in given or () if n not in valid]
+        if unknown:
+            what = option.removeprefix("--").removesuffix("s")
+            raise UsageError(f"argument {option}: unknown {what} {', '.join(map(repr, unknown))}; "
+                             f"valid {what}s: {', '.join(valid)}")
+
+
+def check_out_dir(folder: Path, option: str = "--out") -> Path:
+    """The output folder exists or can be created, and a file can be created in it (probed, then removed)."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"argument {option}: {folder} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"argument {option}: cannot write result files in {folder}: {exc.strerror or exc}") from None
+    return folder
+
+
+def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
+          default_out: Path) -> argparse.Namespace:
+    """Parse and check the whole command line; exits 2 with one line on the first problem."""
+    parser = build_parser(scenarios)
+    args = apply_defaults(parser.parse_args(argv))
+    try:
+        check_names(args, scenarios, ops, variants)
+        if args.shards is not None and args.device not in (None, "cpu"):
+            raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
+        if args.gpus is not None and args.device not in (None, "cuda"):
+            raise UsageError(f"argument --gpus: runs shard i on cuda:i; drop --device {args.device}")
+        check_out_dir(args.out or default_out)
+    except UsageError as exc:
+        parser.error(str(exc))
+    return args

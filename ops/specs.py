@@ -1,0 +1,72 @@
+"""The names of the suite's ops, modes and variants, and what each variant is: plain data.
+
+Torch-free on purpose: run.py validates a command line against these names
+before it imports torch or builds anything, so a typo fails in milliseconds.
+ops/catalog.py and ops/variants.py build the real objects under these names
+(and check that they match).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm")
+
+
+class Mode(str, Enum):
+    INFERENCE = "inference"
+    FWD_REQUIRES_GRAD = "fwd_requires_grad"
+    FWD_BWD = "fwd_bwd"
+
+
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    name: str
+    flavour: str
+    wrap: str  # "none" | "function"
+    differentiable: bool
+    registered: bool  # goes through the dispatcher: compile- and fake-capable
+    description: str
+    no_grad_reason: str = ""
+
+
+# PyTorch's autograd fallback gives such an op's output a grad_fn that only warns
+# on backward and drops the op's gradient: there is no correct gradient to time.
+_NO_AUTOGRAD = "has no autograd formula: backward through it warns and drops its gradient"
+_NO_AUTOGRAD_CUSTOM_OP = "has no autograd formula: backward through it raises"
+VARIANT_SPECS: tuple[VariantSpec, ...] = (
+    VariantSpec("raw", "raw", "none", False, False, "pybind11 launcher, no dispatcher",
+                "launcher outside autograd: its output has no grad_fn (function_raw is its autograd form)"),
+    VariantSpec("define_impl", "define_impl", "none", False, True, "torch.library define + impl(CPU/CUDA)",
+                "define/impl op " + _NO_AUTOGRAD),
+    VariantSpec("custom_op", "custom_op", "none", False, True, "torch.library.custom_op + register_fake",
+                "custom_op " + _NO_AUTOGRAD_CUSTOM_OP),
+    VariantSpec("custom_op_autograd", "custom_op_autograd", "none", True, True,
+                "custom_op + register_autograd"),
+    VariantSpec("autograd_key_py", "autograd_key_py", "none", True, True,
+                "define/impl + Python kernel at the Autograd key"),
+    VariantSpec("function_raw", "raw", "function", True, False, "autograd.Function over the raw launcher"),
+    VariantSpec("function_define_impl", "define_impl", "function", True, True,
+                "autograd.Function over the define/impl op"),
+    VariantSpec("function_custom_op", "custom_op", "function", True, True,
+                "autograd.Function over the custom_op"),
+    VariantSpec("function_cpp", "cpp", "function", True, True, "autograd.Function over the C++ op"),
+    VariantSpec("nested_define_impl", "nested_define_impl", "none", False, True,
+                "define/impl op whose impl calls the define/impl op", "nested op " + _NO_AUTOGRAD),
+    VariantSpec("nested_custom_op", "nested_custom_op", "none", False, True,
+                "custom_op whose body calls the custom_op", "nested custom_op " + _NO_AUTOGRAD_CUSTOM_OP),
+    VariantSpec("cpp", "cpp", "none", False, True, "TORCH_LIBRARY def + CPU/CUDA impls",
+                "C++ op " + _NO_AUTOGRAD + " (cpp_autograd has one)"),
+    VariantSpec("cpp_autograd", "cpp_autograd", "none", True, True,
+                "C++ op with a C++ Autograd-key kernel (torch::autograd::Function)"),
+    VariantSpec("stable", "stable", "none", False, True, "STABLE_TORCH_LIBRARY + TORCH_BOX",
+                "stable-ABI op " + _NO_AUTOGRAD),
+    VariantSpec("triton_op", "triton_op", "none", True, True,
+                "torch.library.triton_op + wrap_triton, register_autograd"),
+)
+VARIANT_NAMES: tuple[str, ...] = tuple(s.name for s in VARIANT_SPECS)
+SPECS: dict[str, VariantSpec] = {s.name: s for s in VARIANT_SPECS}
