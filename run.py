@@ -150,11 +150,19 @@ def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: 
     return rows
 
 
+def show_tables(rows: list[dict[str, Any]], env: dict[str, Any], console: Any, note: str) -> None:
+    import pandas as pd
+
+    from analysis.table import print_tables
+
+    if rows:  # none when stopped before the cases were built
+        print_tables(pd.DataFrame(rows), env, console, note=note)
+
+
 def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> int:
     """The interleaved-rounds run of one process: the table's cases, timed and written."""
     import torch
 
-    from analysis.table import print_tables
     from bench import env as envmod
     from bench.gputimer import gpu_rows, make_gpu_timer
     from bench.probe import instability_note, probe_case, probe_summary
@@ -238,10 +246,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     doc = document(status)
     csv_path = write_result(json_path, doc)
 
-    import pandas as pd
-
-    if doc["rows"]:  # none when stopped before the cases were built
-        print_tables(pd.DataFrame(doc["rows"]), env, console, note=scenario.table_note)
+    show_tables(doc["rows"], env, console, scenario.table_note)
     unstable = instability_note(doc["speed_probe"])
     if unstable:
         console.print(f"[yellow]warning:[/yellow] {unstable}")
@@ -277,7 +282,7 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
         return run_shards(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
                           ops=args.ops or OP_NAMES, variants=args.variants or VARIANT_NAMES, devices=shard_devices,
                           args=args, json_path=reserve_result_path(out_folder(args, env), scenario.name, label),
-                          console=console)
+                          console=console, show=lambda rows, env, note: show_tables(rows, env, console, note))
     except ShardUsageError as exc:
         raise UsageError(str(exc)) from None
 

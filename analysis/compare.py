@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis.load import rows_frame  # noqa: E402
 from bench.results import ResultFileError, load_result  # noqa: E402
 
-KEY = ["op", "variant", "mode", "metric", "driver"]
+KEY = ["row_id"]  # bench/identity.py: every field that says which case and metric a row is
+SHOWN = ["op", "variant", "mode", "metric", "driver"]  # what the printout names a row by
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -55,6 +56,8 @@ def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     Rows that are n/a in both runs are not compared and not listed."""
     cols = KEY + ["status", "reason"]
     sides = a.reindex(columns=cols).merge(b.reindex(columns=cols), on=KEY, how="outer", suffixes=("_a", "_b"))
+    shown = pd.concat([a[KEY + SHOWN], b[KEY + SHOWN]]).drop_duplicates(KEY)
+    sides = sides.merge(shown, on=KEY, how="left")
     failed = (sides["status_a"] == "failed") | (sides["status_b"] == "failed")
     one_sided = (sides["status_a"] == "ok") != (sides["status_b"] == "ok")
     out = sides[failed | one_sided].copy()
@@ -68,8 +71,8 @@ def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataFrame:
     """Rows present and ok in both runs, with `value` as median_a / median_b and their spread."""
     if value not in a.columns or value not in b.columns:
-        return pd.DataFrame(columns=KEY + ["median_a", "median_b", "spread"])
-    a = a[(a["status"] == "ok") & a[value].notna()][KEY + [value]].rename(columns={value: "median"})
+        return pd.DataFrame(columns=SHOWN + KEY + ["group_id", "median_a", "median_b", "spread"])
+    a = a[(a["status"] == "ok") & a[value].notna()][SHOWN + KEY + ["group_id", value]].rename(columns={value: "median"})
     b = b[(b["status"] == "ok") & b[value].notna()][KEY + [value]].rename(columns={value: "median"})
     merged = a.merge(b, on=KEY, suffixes=("_a", "_b"))
     mean = (merged["median_a"] + merged["median_b"]) / 2
@@ -80,7 +83,8 @@ def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataF
 def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
     """Per op x mode x metric: is the ranking of variants identical in both runs?"""
     out = []
-    for (op, mode, metric, driver), g in merged.groupby(["op", "mode", "metric", "driver"]):
+    for _, g in merged.groupby("group_id", sort=False):
+        op, mode, metric, driver = (g[c].iloc[0] for c in ("op", "mode", "metric", "driver"))
         ra = list(g.sort_values("median_a")["variant"])
         rb = list(g.sort_values("median_b")["variant"])
         out.append({"op": op, "mode": mode, "metric": metric, "driver": driver, "same_order": ra == rb,
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no common rows")
         return EXIT_DIFFERENT
     pd.set_option("display.width", 200)
-    print(merged.sort_values("spread", ascending=False).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(merged.drop(columns=KEY + ["group_id"]).sort_values("spread", ascending=False)
+          .to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     order = same_ordering(merged)
     print()
     print(order[["op", "mode", "metric", "driver", "same_order"]].to_string(index=False))

@@ -17,10 +17,11 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .identity import case_identity
 from .rows import stat_row
 from .runner import TIMER, Case
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: rows carry their scenario axes (bench/identity.py); 1 reads as axis-free
 REQUIRED_ROW_FIELDS = (
     "scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer",
     "median", "q1", "q3", "ci_low", "ci_high", "samples",
@@ -72,11 +73,10 @@ def failures(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def mark_gpu_bound(rows: list[dict[str, Any]]) -> None:
     """Flag CPU rows whose GPU time per call is at least their CPU time per call:
     their CPU figure is the GPU's pace, not a dispatch cost."""
-    key = ("scenario", "op", "variant", "mode", "device", "driver")
-    gpu = {tuple(r[k] for k in key): r["median"] for r in rows if r["metric"] == "gpu_us" and r["median"] is not None}
+    gpu = {case_identity(r): r["median"] for r in rows if r["metric"] == "gpu_us" and r["median"] is not None}
     for r in rows:
         if r["metric"] == "cpu_us":
-            g = gpu.get(tuple(r[k] for k in key))
+            g = gpu.get(case_identity(r))
             r["gpu_bound"] = None if g is None or r["median"] is None else g >= r["median"]
 
 

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from . import stats
 from .cli import DEFAULTS
+from .identity import case_label
 from .gputimer import GpuTimer, nvtx_range
 
 TIMER = "perf_counter_ns"
@@ -43,7 +44,7 @@ class Case:
 
     @property
     def label(self) -> str:
-        return "/".join(str(self.key[k]) for k in ("op", "variant", "mode"))
+        return case_label(self.key)
 
     @property
     def runnable(self) -> bool:

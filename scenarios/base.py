@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 from torch import Tensor
 
+from bench.identity import case_label, check_unique_labels
 from bench.runner import Case
 from ops import InputSpec, Mode, OpContract, Variant
 
@@ -24,6 +26,18 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class Axis:
+    """One axis of a scenario (in the spirit of nvbench's add_axis): a name and the values it takes.
+    The product of a scenario's axes, times ops x variants x modes, makes its cases."""
+
+    name: str
+    values: tuple[Any, ...]
+
+
+Point = dict[str, Any]  # one value per axis
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
@@ -31,10 +45,26 @@ class Scenario:
     modes: tuple[str, ...] = field(default_factory=tuple)
     requires_cuda: bool = False
     table_note: str = ""  # printed under the tables: what the bracketed delta is against
+    axes: tuple[Axis, ...] = ()
+    # Variants other variants' cases are paired with: a sharded run times them in every shard.
+    baseline_variants: tuple[str, ...] = ()
     # Scenarios that are not op x variant x mode tables run themselves:
     # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
     custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
     custom_report: Callable[[list[dict[str, Any]], Any], int] | None = None
+
+
+def axis_points(axes: tuple[Axis, ...]) -> list[Point]:
+    """Every combination of the axes' values, first axis slowest ([{}] without axes)."""
+    return [dict(zip((a.name for a in axes), values)) for values in itertools.product(*(a.values for a in axes))]
+
+
+def case_key(scenario: str, op: str, variant: str, mode: str, device: str, shape: tuple[int, ...],
+             dtype: torch.dtype, point: Point) -> dict[str, Any]:
+    """A case's key: the core identity fields, then the axis values and the names of the axes
+    (bench/identity.py reads it)."""
+    return {"scenario": scenario, "op": op, "variant": variant, "mode": mode, "device": device,
+            "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), **point, "axes": list(point)}
 
 
 # Pre-flight tolerances against the fp64 reference, per dtype.
@@ -96,14 +126,19 @@ def case_grid(
     sel: Selection,
     scenario: str,
     modes: tuple[str, ...],
-    baseline: Callable[[str, str, str], str | None],
+    baseline: Callable[[str, str, str], tuple[str, str] | None],
     fill: Callable[[Case, Variant, OpContract, str, InputSpec], None],
     requires_grad: Callable[[str], bool] = lambda mode: False,
+    axes: tuple[Axis, ...] = (),
+    shape: Callable[[OpContract, Point], tuple[int, ...]] = lambda contract, point: contract.boundary_shape,
+    skip: Callable[[OpContract, Variant, str, Point], str | None] = lambda contract, variant, mode, point: None,
 ) -> list[Case]:
-    """One case per op x variant x mode, keyed and paired the same way in every scenario.
+    """One case per op x variant x mode x axis point, keyed and paired the same way in every scenario.
 
-    baseline(op, variant, mode) names the case each one is paired with;
-    fill(case, variant, contract, mode, spec) makes it callable or says why not.
+    baseline(op, variant, mode) names the (variant, mode) each case is paired with, at the same
+    axis point; shape(contract, point) gives the inputs' shape; skip(...) says why a combination
+    cannot run (the case is n/a with that reason); fill(case, variant, contract, mode, spec) makes
+    the case callable or says why not.
     """
     from ops import OPS, get_variant
 
@@ -113,12 +148,17 @@ def case_grid(
         contract = OPS[op]
         for name in sel.variants:
             variant = get_variant(name, op, sel.device)
-            for mode in modes:
-                spec = InputSpec(contract.boundary_shape, sel.dtype, sel.device,
-                                 requires_grad=requires_grad(mode), seed=sel.seed)
-                key = {"scenario": scenario, "op": op, "variant": name, "mode": mode, "device": sel.device,
-                       "shape": list(spec.shape), "dtype": str(sel.dtype).removeprefix("torch.")}
-                case = Case(key=key, call=None, sync=sync, baseline=baseline(op, name, mode))
-                fill(case, variant, contract, mode, spec)
-                cases.append(case)
+            for point in axis_points(axes):
+                for mode in modes:
+                    spec = InputSpec(shape(contract, point), sel.dtype, sel.device,
+                                     requires_grad=requires_grad(mode), seed=sel.seed)
+                    key = case_key(scenario, op, name, mode, sel.device, spec.shape, sel.dtype, point)
+                    base = baseline(op, name, mode)
+                    base_label = case_label({**key, "variant": base[0], "mode": base[1]}) if base else None
+                    case = Case(key=key, call=None, sync=sync, baseline=base_label)
+                    case.na_reason = skip(contract, variant, mode, point)
+                    if case.na_reason is None:
+                        fill(case, variant, contract, mode, spec)
+                    cases.append(case)
+    check_unique_labels(c.key for c in cases)
     return cases

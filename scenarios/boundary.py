@@ -20,9 +20,9 @@ BASELINE = {
 }
 
 
-def _baseline(op: str, variant: str, mode: str) -> str | None:
+def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
     base = BASELINE[mode]
-    return f"{op}/{base}/{mode}" if variant != base else None
+    return (base, mode) if variant != base else None
 
 
 def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
@@ -42,5 +42,6 @@ BOUNDARY = Scenario(
     description="per-call CPU cost of each registration variant, in inference, fwd_requires_grad and fwd_bwd",
     build=build,
     modes=MODES,
+    baseline_variants=tuple(dict.fromkeys(BASELINE.values())),
     table_note="Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).",
 )

@@ -109,8 +109,8 @@ def build(sel: Selection) -> list[Case]:
     return case_grid(sel, "compile", MODES, _baseline, _fill)
 
 
-def _baseline(op: str, variant: str, mode: str) -> str | None:
-    return None if mode == "eager" else f"{op}/{variant}/eager"
+def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
+    return None if mode == "eager" else (variant, "eager")
 
 
 def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:

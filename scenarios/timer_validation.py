@@ -138,10 +138,12 @@ def _timer() -> CuptiTimer:
 
 
 def _row(kernel: str, size: str, timer: str, samples: list[float], device: str, target: float | None) -> dict[str, Any]:
+    """One kernel x size x timer: the timer is the variant under test, the size an axis (bench/identity.py)."""
     s = stats.summarize(samples)
     return {
-        "scenario": "timer_validation", "op": kernel, "variant": size, "mode": "gpu", "device": device,
-        "driver": "python", "metric": "gpu_us", "unit": "us", "timer": timer, "status": "ok", "reason": None,
+        "scenario": "timer_validation", "op": kernel, "variant": timer, "mode": "gpu", "size": size,
+        "axes": ["size"], "device": device, "driver": "python", "metric": "gpu_us", "unit": "us", "timer": timer,
+        "status": "ok", "reason": None,
         "n": s.n, "median": s.median, "q1": s.q1, "q3": s.q3, "ci_low": s.ci_low, "ci_high": s.ci_high,
         "target_us": target, "samples": [round(x, 4) for x in samples],
     }
@@ -180,7 +182,7 @@ def ratio_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     by_kernel: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
-        entry = by_kernel.setdefault((r["op"], r["variant"]), {"kernel": r["op"], "size": r["variant"]})
+        entry = by_kernel.setdefault((r["op"], r["size"]), {"kernel": r["op"], "size": r["size"]})
         entry[r["timer"]] = r["median"]
     out = []
     for entry in by_kernel.values():

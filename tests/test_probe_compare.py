@@ -87,10 +87,11 @@ def test_compare_rejects_a_missing_file(tmp_path: Path) -> None:
 
 
 def test_spreads_is_symmetric_and_exact() -> None:
-    import pandas as pd
+    from analysis.load import rows_frame
 
-    frame = lambda m: pd.DataFrame([{"op": "o", "variant": "v", "mode": "inference", "metric": "cpu_us",  # noqa: E731
-                                     "driver": "python", "status": "ok", "median": m}])
+    frame = lambda m: rows_frame({"env": {}, "rows": [{"op": "o", "variant": "v", "mode": "inference",  # noqa: E731
+                                                      "metric": "cpu_us", "driver": "python", "status": "ok",
+                                                      "median": m}]})
     ab, ba = compare.spreads(frame(9.0), frame(11.0)), compare.spreads(frame(11.0), frame(9.0))
     assert ab["spread"].iloc[0] == ba["spread"].iloc[0] == pytest.approx(0.2)
     assert np.isfinite(ab["spread"]).all()

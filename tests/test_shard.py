@@ -18,9 +18,7 @@ import pytest
 
 from bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
 from bench.shard import (
-    BOUNDARY_BASELINES,
     ShardUsageError,
-    baseline_variants,
     default_weight,
     merge_results,
     plan_shards,
@@ -31,10 +29,10 @@ from bench.shard import (
     variant_weights,
 )
 from ops.variants import MODES, SPECS, VARIANT_NAMES
+from scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_PY_HAS_SHARDS = re.search(r"""add_argument\(\s*["']--shards["']""", (ROOT / "run.py").read_text()) is not None
-needs_shards = pytest.mark.skipif(not RUN_PY_HAS_SHARDS, reason="run.py has no --shards option yet (proposed diff not applied)")
+BOUNDARY_BASELINES = SCENARIOS["boundary"].baseline_variants
 NON_BASELINE = [v for v in VARIANT_NAMES if v not in BOUNDARY_BASELINES]
 
 
@@ -43,13 +41,13 @@ NON_BASELINE = [v for v in VARIANT_NAMES if v not in BOUNDARY_BASELINES]
 
 
 def test_boundary_baselines_are_the_scenarios() -> None:
-    assert baseline_variants("boundary") == BOUNDARY_BASELINES == ("raw", "function_raw")
-    assert baseline_variants("compile") == ()
+    assert BOUNDARY_BASELINES == ("raw", "function_raw")
+    assert SCENARIOS["compile"].baseline_variants == ()
 
 
 @pytest.mark.parametrize("n", range(1, 9))
 def test_plan_runs_every_variant_once_and_the_baselines_everywhere(n: int) -> None:
-    plan = plan_shards(VARIANT_NAMES, n)
+    plan = plan_shards(VARIANT_NAMES, n, BOUNDARY_BASELINES)
     assert len(plan) == n
     for shard in plan:
         assert set(BOUNDARY_BASELINES) <= set(shard)
@@ -67,7 +65,7 @@ def test_plan_is_balanced_within_one_variant_weight_and_as_short_as_possible(n: 
     while 27 units over 6 shards leave 4 on another. What matters for the wall-clock is the
     heaviest shard, and it is at the lower bound, i.e. optimal, for every n here.
     """
-    loads = shard_loads(plan_shards(VARIANT_NAMES, n))
+    loads = shard_loads(plan_shards(VARIANT_NAMES, n, BOUNDARY_BASELINES), BOUNDARY_BASELINES)
     weights = [default_weight(v) for v in NON_BASELINE]
     assert max(loads) - min(loads) <= max(weights), loads
     heavy = sum(w == 3 for w in weights)
@@ -96,8 +94,8 @@ def test_plan_with_any_weights_differs_by_at_most_one_variant() -> None:
 
 def test_plan_is_deterministic() -> None:
     for n in (2, 3, 5):
-        assert plan_shards(VARIANT_NAMES, n) == plan_shards(list(VARIANT_NAMES), n)
-    assert plan_shards(VARIANT_NAMES, 2) == [  # loads 14 and 13
+        assert plan_shards(VARIANT_NAMES, n, BOUNDARY_BASELINES) == plan_shards(list(VARIANT_NAMES), n, BOUNDARY_BASELINES)
+    assert plan_shards(VARIANT_NAMES, 2, BOUNDARY_BASELINES) == [  # loads 14 and 13
         ("raw", "custom_op_autograd", "function_raw", "function_define_impl", "function_cpp", "nested_custom_op",
          "stable", "triton_op"),
         ("raw", "define_impl", "custom_op", "autograd_key_py", "function_raw", "function_custom_op",
@@ -106,16 +104,16 @@ def test_plan_is_deterministic() -> None:
 
 
 def test_plan_has_no_more_shards_than_variants_to_split() -> None:
-    assert plan_shards(["raw", "define_impl", "function_raw"], 4) == [("raw", "define_impl", "function_raw")]
-    assert plan_shards(["raw", "function_raw"], 3) == [("raw", "function_raw")]
-    assert plan_shards(["cpp", "stable"], 2) == [("cpp",), ("stable",)], "no baseline selected: none added"
+    assert plan_shards(["raw", "define_impl", "function_raw"], 4, BOUNDARY_BASELINES) == [("raw", "define_impl", "function_raw")]
+    assert plan_shards(["raw", "function_raw"], 3, BOUNDARY_BASELINES) == [("raw", "function_raw")]
+    assert plan_shards(["cpp", "stable"], 2, BOUNDARY_BASELINES) == [("cpp",), ("stable",)], "no baseline selected: none added"
     with pytest.raises(ValueError):
-        plan_shards(VARIANT_NAMES, 0)
+        plan_shards(VARIANT_NAMES, 0, BOUNDARY_BASELINES)
 
 
 def test_preload_steers_work_away_from_a_busy_shard() -> None:
-    plan = plan_shards(VARIANT_NAMES, 2, preload=[0, 20])
-    loads = shard_loads(plan)
+    plan = plan_shards(VARIANT_NAMES, 2, BOUNDARY_BASELINES, preload=[0, 20])
+    loads = shard_loads(plan, BOUNDARY_BASELINES)
     assert loads[0] > loads[1] and len(plan[1]) > len(BOUNDARY_BASELINES)
     assert abs((loads[0]) - (loads[1] + 20)) <= 3
 
@@ -318,7 +316,6 @@ def keys(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(r["op"], r["variant"], r["mode"], r["device"], r["driver"], r["metric"]) for r in rows]
 
 
-@needs_shards
 def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) -> None:
     common = ["--scenario", "boundary", "--ops", "noop", "--rounds", "3", "--block-ms", "0.5", "--no-cpp"]
     one = run_py(*common, "--device", "cpu", "--out", str(tmp_path / "one"))
@@ -343,7 +340,6 @@ def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) ->
     assert "noop: CPU µs/call" in proc.stdout and "wall-clock" in proc.stdout and "shard 1 (cpu) complete" in proc.stdout
 
 
-@needs_shards
 def test_a_failed_shard_is_reported_with_its_log(tmp_path: Path) -> None:
     env = {**os.environ, "DBENCH_BUILD_DIR": str(tmp_path / "no-build")}
     proc = run_py("--scenario", "boundary", "--ops", "noop", "--rounds", "1", "--no-cpp", "--shards", "2",
@@ -351,10 +347,12 @@ def test_a_failed_shard_is_reported_with_its_log(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr  # the children's exit status (native build missing)
     assert "shard 0 (cpu) failed" in proc.stdout and "shard 1 (cpu) failed" in proc.stdout
     assert "no-build" in proc.stdout, "the tail of the failed shard's log names the problem"
-    assert not list(tmp_path.glob("*.json")), "nothing to merge"
+    (path,) = tmp_path.glob("*.json")  # each child wrote a failed result: merged, nothing measured
+    doc = json.loads(path.read_text())
+    assert doc["status"] == "incomplete" and doc["rows"] == []
+    assert [s["status"] for s in doc["env"]["shards"]] == ["failed", "failed"]
 
 
-@needs_shards
 def test_more_shards_than_cores_to_pin_them_to_is_an_error(tmp_path: Path) -> None:
     # Two shards of `cores` cores each: more than allowed on any machine. (Asking for cores + 1
     # shards does not do it where there are more cores than variants: the plan makes fewer shards.)
@@ -364,7 +362,6 @@ def test_more_shards_than_cores_to_pin_them_to_is_an_error(tmp_path: Path) -> No
     assert proc.returncode == 2 and "cores" in proc.stderr and "--no-pin" in proc.stderr, proc.stdout + proc.stderr
 
 
-@needs_shards
 def test_interrupting_a_sharded_run_merges_what_the_shards_finished(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--ops", "noop", "--variants",
            "raw,cpp,stable,function_raw", "--rounds", "100000", "--block-ms", "0.2", "--no-cpp", "--shards", "2",

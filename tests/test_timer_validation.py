@@ -10,7 +10,8 @@ from scenarios.timer_validation import AGREEMENT_MIN_US, ratio_table, report
 
 
 def rows_for(kernel: str, size: str, **medians: float) -> list[dict[str, Any]]:
-    return [{"op": kernel, "variant": size, "timer": timer, "median": value} for timer, value in medians.items()]
+    return [{"op": kernel, "variant": timer, "size": size, "axes": ["size"], "timer": timer, "median": value}
+            for timer, value in medians.items()]
 
 
 def test_verdict_compares_events_with_cupti_span() -> None:

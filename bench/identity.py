@@ -1,0 +1,83 @@
+"""Row identity: the one definition of which case a row measures, used by every consumer.
+
+A case is identified by its full parameters: the core fields below plus the
+scenario's own axes (size, cache state, chain length...). A scenario's axes
+are flattened into the case key as ordinary fields, and the key's ``axes``
+lists their names, so a row stays a flat record (tables and CSV read it
+directly) and its identity is still fully determined by the row itself.
+
+* ``case_identity(key)``: hashable; two cases of any runs measure the same
+  thing exactly when it is equal. The device enters as its kind (cpu / cuda):
+  the index says where a row ran (the shards of one run use several GPUs),
+  not what it measured; the environment check compares GPUs.
+* ``row_identity(row)``: the case identity plus the metric.
+* ``case_label(key)``: the readable name of a case inside one run
+  (``muladd/raw/inference``, with ``[size=4096]`` when it has axes). Labels
+  are unique within a run (``check_unique_labels``): a run's pairing, GPU
+  timer windows, NVTX ranges and ``baseline`` references use them.
+
+Result files of schema 1 have no ``axes`` field; they read as axis-free rows,
+which is what they were.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+CORE_FIELDS: tuple[str, ...] = ("scenario", "op", "variant", "mode", "shape", "dtype", "device", "driver")
+
+
+def _value(value: Any) -> Any:
+    """A JSON-like value as something hashable and order-stable (lists -> tuples)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_value(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # 4096 and 4096.0 (pandas) are one size
+    return value
+
+
+def device_kind(device: Any) -> str | None:
+    return None if device is None else str(device).partition(":")[0]
+
+
+def axis_names(key: Mapping[str, Any]) -> tuple[str, ...]:
+    axes = key.get("axes")
+    return tuple(axes) if isinstance(axes, (list, tuple)) else ()
+
+
+def case_identity(key: Mapping[str, Any]) -> tuple[Any, ...]:
+    core = tuple(
+        device_kind(key.get(f)) if f == "device" else (key.get(f) or "python") if f == "driver" else _value(key.get(f))
+        for f in CORE_FIELDS
+    )
+    return core + tuple((name, _value(key.get(name))) for name in sorted(axis_names(key)))
+
+
+def row_identity(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return case_identity(row) + (row.get("metric"),)
+
+
+def identity_text(identity: tuple[Any, ...]) -> str:
+    """An identity as one string (a pandas join key, a CSV column)."""
+    return json.dumps(identity, default=str)
+
+
+def case_label(key: Mapping[str, Any]) -> str:
+    label = "/".join(str(key[k]) for k in ("op", "variant", "mode"))
+    axes = axis_names(key)
+    return label + ("[" + ",".join(f"{a}={key[a]}" for a in axes) + "]" if axes else "")
+
+
+def check_unique_labels(keys: Iterable[Mapping[str, Any]]) -> None:
+    """Two cases of one run with one label would be paired, timed and tabled as one: refuse."""
+    seen: dict[str, tuple[Any, ...]] = {}
+    for key in keys:
+        label, ident = case_label(key), case_identity(key)
+        if label in seen and seen[label] != ident:
+            raise ValueError(f"two cases share the label {label!r} ({seen[label]} and {ident}): "
+                             "declare what tells them apart as a scenario axis")
+        if label in seen:
+            raise ValueError(f"case {label!r} appears twice")
+        seen[label] = ident

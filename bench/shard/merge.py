@@ -1,0 +1,149 @@
+"""Merging the shards' result documents into one (the rules are in bench/shard/__init__.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench.identity import case_label, row_identity
+
+
+def _gpu_index(device: Any, env: Mapping[str, Any]) -> int | None:
+    text = str(device or "")
+    if not text.startswith("cuda"):
+        return None
+    _, _, index = text.partition(":")
+    if index.isdigit():
+        return int(index)
+    value = env.get("gpu_index")
+    return int(value) if isinstance(value, int) else 0
+
+
+
+def _row_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One-process order: Python CPU rows, Python GPU rows, then other drivers; op, variant, mode within."""
+    from ops.variants import MODES, VARIANT_NAMES
+
+    ops: dict[Any, int] = {}
+    seen: dict[Any, int] = {}
+    modes: dict[Any, int] = {m: i for i, m in enumerate(MODES)}
+    for r in rows:
+        ops.setdefault(r.get("op"), len(ops))
+        seen.setdefault(r.get("variant"), len(seen))
+        modes.setdefault(r.get("mode"), len(modes))
+    variant_index = {v: i for i, v in enumerate(VARIANT_NAMES)}
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        driver = r.get("driver") or "python"
+        group = 0 if driver == "python" and r.get("metric") == "cpu_us" else 1 if driver == "python" else 2
+        v = r.get("variant")
+        return group, ops[r.get("op")], variant_index.get(v, len(variant_index) + seen[v]), modes[r.get("mode")]
+
+    return sorted(rows, key=key)  # stable: metrics of one case keep their order
+
+
+def merge_results(
+    docs: Sequence[Mapping[str, Any] | None],
+    meta: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """One result document from the shards' documents (docs[i] is shard i's; None when it wrote none).
+
+    meta[i] may carry what only the parent knows about shard i (variants,
+    seconds, status, command, log, result...): it goes into env["shards"][i],
+    and its "status" (complete / interrupted / failed) wins over the document's.
+    See the module docstring for the merge rules.
+    """
+    meta = list(meta or [])
+    meta += [{}] * (len(docs) - len(meta))
+    present = [(i, d) for i, d in enumerate(docs) if d is not None]
+    if not present:
+        raise ValueError("no shard wrote a result")
+    first = present[0][1]
+
+    rows: list[dict[str, Any]] = []
+    duplicates: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    shard_info: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    statuses: list[str] = []
+    for i, doc in enumerate(docs):
+        m = dict(meta[i])
+        env = dict(doc.get("env", {})) if doc else {}
+        config = dict(doc.get("config", {})) if doc else {}
+        status = m.pop("status", None) or (None if doc is None else
+                                           "complete" if doc.get("status") == "complete" else "interrupted")
+        status = status or "failed"
+        statuses.append(status)
+        device = m.pop("device", None) or env.get("device")
+        doc_rows = list(doc.get("rows", [])) if doc else []
+        labels = {case_label(r) for r in doc_rows if (r.get("driver") or "python") == "python"}
+        for row in doc_rows:
+            row = {**row, "shard": i, "gpu_index": _gpu_index(row.get("device", device), env)}
+            if (row.get("driver") or "python") == "python" and row.get("baseline") and row["baseline"] not in labels:
+                warnings.append(f"shard {i}: {row['op']}/{row['variant']}/{row['mode']} is paired with "
+                                f"{row['baseline']}, which that shard did not run")
+            ident = row_identity(row)
+            if ident in seen:
+                duplicates.append({**row, "duplicate_baseline": True})
+            else:
+                seen.add(ident)
+                rows.append(row)
+        variants = m.pop("variants", None) or list(dict.fromkeys(
+            r.get("variant") for r in doc_rows if (r.get("driver") or "python") == "python"))
+        shard_info.append({
+            "shard": i,
+            "gpu_index": _gpu_index(device, env),
+            "device": device,
+            "variants": list(variants),
+            "seconds": m.pop("seconds", config.get("seconds")),  # the child process, start to exit
+            "rounds_seconds": config.get("seconds"),  # its CPU pass (config.seconds of a one-process run)
+            "status": status,
+            "rounds_done": config.get("rounds_done"),
+            "gpu_rounds_done": config.get("gpu_rounds_done"),
+            "stop_reason": config.get("stop_reason"),
+            "pinned_cpu": env.get("pinned_cpu"),
+            "speed_probe": (doc.get("speed_probe") or {}).get("median") if doc else None,
+            **m,
+        })
+
+    def shard_min(key: str) -> Any:
+        values = [d.get("config", {}).get(key) for _, d in present]
+        values = [v for v in values if v is not None]
+        return min(values) if values else None
+
+    config = dict(first.get("config", {}))
+    config.update(rounds_done=shard_min("rounds_done"), shards=len(docs))
+    if "gpu_rounds_done" in config:
+        config["gpu_rounds_done"] = shard_min("gpu_rounds_done")
+    seconds = [s["rounds_seconds"] for s in shard_info if isinstance(s["rounds_seconds"], (int, float))]
+    if seconds:
+        config["seconds"] = max(seconds)
+    reasons = list(dict.fromkeys(d.get("config", {}).get("stop_reason") for _, d in present))
+    if "stop_reason" in config:
+        config["stop_reason"] = "; ".join(str(r) for r in reasons)
+
+    env = dict(first.get("env", {}))
+    devices = list(dict.fromkeys(s["device"] for s in shard_info if s["device"]))
+    env["device"] = ",".join(devices) if devices else env.get("device")
+    cores = sorted({c for s in shard_info for c in (s["pinned_cpu"] or [])})
+    env["pinned_cpu"] = cores or None
+    gpus = {s["gpu_index"] for s in shard_info if s["gpu_index"] is not None}
+    if len(gpus) > 1:
+        env["gpu_index"] = None
+    env["shards"] = shard_info
+    if warnings:
+        env["shard_warnings"] = warnings
+
+    status = ("complete" if all(s == "complete" for s in statuses)
+              else "incomplete" if "failed" in statuses else "interrupted")
+    return {
+        "scenario": first.get("scenario"),
+        "status": status,
+        "config": config,
+        "env": env,
+        "speed_probe": first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
+        "rows": _row_order(rows),
+        "duplicate_baseline_rows": duplicates,
+    }
+
+

@@ -1,0 +1,143 @@
+"""The shard plan: which devices, which variants per shard, which cores (run.py --gpus / --shards)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+CPP_BENCHMARKS_PER_OP = 7  # bench/cpp driver: direct, typed, boxed, stable (inference) + autograd x 3 modes
+
+
+class ShardUsageError(ValueError):
+    """A --gpus / --shards request that cannot be honoured (run.py exits 2 with the message)."""
+
+
+# ---------------------------------------------------------------------------
+# Which shards, on which devices.
+
+
+def resolve_shards(gpus: str | None, shards: int | None, device: str | None, cuda_count: int) -> list[str]:
+    """The device of every shard ([] when neither --gpus nor --shards was given)."""
+    if gpus is not None and shards is not None:
+        raise ShardUsageError("--gpus and --shards are two forms of one option: give one")
+    if gpus is not None:
+        if device not in (None, "cuda"):
+            raise ShardUsageError(f"--gpus runs shard i on cuda:i; drop --device {device}")
+        if cuda_count < 1:
+            raise ShardUsageError("--gpus: CUDA is not available on this machine (use --shards N for CPU shards)")
+        if gpus == "all":
+            n = cuda_count
+        else:
+            try:
+                n = int(gpus)
+            except ValueError:
+                raise ShardUsageError(f"--gpus takes 'all' or a number of GPUs, got {gpus!r}") from None
+            if n < 1:
+                raise ShardUsageError(f"--gpus must be at least 1, got {n}")
+            if n > cuda_count:
+                raise ShardUsageError(f"--gpus {n}: this machine has {cuda_count} CUDA device(s) "
+                                      f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+        return [f"cuda:{i}" for i in range(n)]
+    if shards is not None:
+        if device not in (None, "cpu"):
+            raise ShardUsageError(f"--shards is the CPU form of --gpus and runs on the CPU only; "
+                                  f"for {device} use --gpus")
+        if shards < 1:
+            raise ShardUsageError(f"--shards must be at least 1, got {shards}")
+        return ["cpu"] * shards
+    return []
+
+
+
+def default_weight(variant: str) -> float:
+    """Cases a variant times per op in the boundary scenario: 3 with autograd, else 1 (inference only)."""
+    from ops.variants import MODES, SPECS
+
+    spec = SPECS.get(variant)
+    return float(len(MODES)) if spec is None or spec.differentiable else 1.0
+
+
+def variant_weights(variants: Sequence[str], ops: Sequence[str], device: str, modes: Sequence[str]) -> dict[str, float]:
+    """Runnable cases per variant on `device` (a variant this machine lacks weighs 0)."""
+    from ops.catalog import OPS
+    from ops.variants import MODES, SPECS, Variant, unavailable_reason
+
+    weights = {}
+    for name in variants:
+        spec = SPECS.get(name)
+        if spec is None or not ops:
+            weights[name] = default_weight(name) * max(1, len(ops))
+            continue
+        try:
+            reason = unavailable_reason(spec, device)
+        except Exception:  # noqa: BLE001  # e.g. the native build is missing: the children will say so
+            reason = None
+        v = Variant(spec, OPS[ops[0]], None, reason)
+        runs = sum(v.na_reason(m if m in MODES else MODES[0]) is None for m in modes)
+        weights[name] = float(runs * len(ops))
+    return weights
+
+
+def plan_shards(
+    variants: Sequence[str],
+    n: int,
+    baselines: Sequence[str],
+    weights: Mapping[str, float] | None = None,
+    preload: Sequence[float] | None = None,
+) -> list[tuple[str, ...]]:
+    """Split `variants` over at most `n` shards; each shard is a tuple of variant names.
+
+    The non-baseline variants go to exactly one shard each, heaviest first to
+    the least-loaded shard (ties: lower weight index, then lower shard index),
+    so the loads differ by at most one variant's weight. Every shard also gets
+    the selected baselines, so pairing stays within a process. `preload[i]` is
+    work shard i already has (e.g. the C++ driver section), in weight units.
+    There are never more shards than non-baseline variants (at least one shard);
+    each shard lists its variants in the order of `variants`. Deterministic.
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    variants = list(dict.fromkeys(variants))
+    base = [v for v in variants if v in set(baselines)]
+    rest = [v for v in variants if v not in set(baselines)]
+    k = max(1, min(n, len(rest)))
+    weight = {v: float(weights[v]) if weights is not None and v in weights else default_weight(v) for v in rest}
+    loads = [float(preload[i]) if preload is not None and i < len(preload) else 0.0 for i in range(k)]
+    members: list[set[str]] = [set() for _ in range(k)]
+    for index, v in sorted(enumerate(rest), key=lambda iv: (-weight[iv[1]], iv[0])):
+        target = min(range(k), key=lambda s: (loads[s], s))
+        members[target].add(v)
+        loads[target] += weight[v]
+    return [tuple(v for v in variants if v in set(base) or v in members[s]) for s in range(k)]
+
+
+def shard_loads(plan: Sequence[Sequence[str]], baselines: Sequence[str],
+                weights: Mapping[str, float] | None = None) -> list[float]:
+    """Weight of the non-baseline variants of every shard (what plan_shards balances)."""
+    return [sum(float(weights[v]) if weights is not None and v in weights else default_weight(v)
+                for v in shard if v not in set(baselines)) for shard in plan]
+
+
+def unit_seconds(rounds: int, block_seconds: float, warmup_seconds: float, gpu_rounds: int = 0) -> float:
+    """Rough seconds one runnable case costs a shard (rounds, warm-up, GPU pass; runner overhead ~1.6x)."""
+    return 1.6 * block_seconds * (rounds + gpu_rounds) + warmup_seconds + 0.01
+
+
+def cpp_seconds(n_ops: int, repetitions: int, min_time: float) -> float:
+    """Rough seconds of the C++ driver section for n_ops ops."""
+    return 1.3 * n_ops * CPP_BENCHMARKS_PER_OP * repetitions * min_time + 1.0
+
+
+def shard_cores(allowed: Sequence[int], index: int, pin_cores: int) -> list[int]:
+    """The cores process `index` pins to with --pin-cores P --pin-offset index: the P allowed cores that
+    end index x P cores from the last one (run.py pin_cpus pins to these)."""
+    cpus = sorted(allowed)
+    end = len(cpus) - index * pin_cores
+    if pin_cores <= 0:
+        return []
+    if end - pin_cores < 0:
+        raise ShardUsageError(f"shard {index} needs cores {index * pin_cores + 1}..{(index + 1) * pin_cores} "
+                              f"from the end, but only {len(cpus)} are allowed")
+    return cpus[end - pin_cores:end]
+
+
