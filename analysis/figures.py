@@ -297,7 +297,8 @@ def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem:
     if frame.empty:
         return []
     written = []
-    for kind, (make, metric) in FIGURES.get(str(frame["scenario"].iloc[0]), {}).items():
+    scenario = result["scenario"] if isinstance(result, dict) else frame["scenario"].iloc[0]
+    for kind, (make, metric) in FIGURES.get(str(scenario), {}).items():
         if kind in kinds:
             for op in _ops_with(frame, metric):
                 written.append(save(make(frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png"))
