@@ -32,6 +32,7 @@ FLOOR = "#3A3A3A"
 SERIES_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
 DPI = 120
 ROW_INCH = 0.3  # height per bar row: room for a 9 pt variant name
+LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85}  # labels stay legible over lines
 
 
 # ---------------------------------------------------------------- shared pieces
@@ -97,7 +98,8 @@ def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floo
             error_kw={"ecolor": "black", "capsize": 2.5, "elinewidth": 1})
     right = float((values + err_hi).max())
     for y, (v, top, noisy) in enumerate(zip(values, values + err_hi, rows["noisy"] & mark_noisy)):
-        ax.text(top + right * 0.015, y, f"{_number(v)}{' ' + NOISY_GLYPH if noisy else ''}", va="center", fontsize=8)
+        ax.text(top + right * 0.015, y, f"{_number(v)}{' ' + NOISY_GLYPH if noisy else ''}", va="center", fontsize=8,
+                bbox=LABEL_BOX)
     ax.axvline(floor_value, color=FLOOR, linestyle="--", linewidth=1.2)
     ax.text(floor_value, len(rows) - 0.35, f" floor: {floor_label}", color=FLOOR, fontsize=8, va="bottom")
     ax.set_xlim(0, right * 1.2)
@@ -169,7 +171,7 @@ def _grouped_panel(ax: Axes, variants: Sequence[str], series: dict[str, pd.DataF
         top = max(top, float(pd.Series(med + err[1]).max()))
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-    ax.set_xlim(0.5, top * 1.6)
+    ax.set_xlim(0.5, top * 2.0)
     ax.set_yticks(list(ys.values()), list(ys))
     ax.set_ylim(-0.6, len(variants) - 0.4)
     ax.set_xlabel(f"{unit} (log scale)")
