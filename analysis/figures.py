@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -24,7 +25,7 @@ from matplotlib.ticker import FuncFormatter
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.load import load_results, rows_frame  # noqa: E402
-from analysis.table import NOISY_GLYPH, TableData, table_data  # noqa: E402
+from analysis.table import NOISY_GLYPH, table_data  # noqa: E402
 from bench.results import load_result  # noqa: E402
 
 BAR = "#4C72B0"
@@ -80,6 +81,14 @@ def _na_note(data: pd.DataFrame) -> str:
     return f"  ({na} variants n/a)" if na else ""
 
 
+def _ci_errors(rows: pd.DataFrame, value: str = "median", lo: str = "ci_low", hi: str = "ci_high"
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Whisker lengths below and above each value; a row without a CI gets none."""
+    values = rows[value].to_numpy(float)
+    return ((values - rows[lo].fillna(rows[value]).to_numpy(float)).clip(min=0),
+            (rows[hi].fillna(rows[value]).to_numpy(float) - values).clip(min=0))
+
+
 def _number(v: float) -> str:
     return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"
 
@@ -91,8 +100,7 @@ def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floo
     """One bar per variant, cheapest at the top, 95 % CI whiskers, the floor drawn as a dashed line."""
     rows = rows.sort_values(value, ascending=False)
     values = rows[value].to_numpy(float)
-    err_lo = (values - rows[lo].fillna(rows[value]).to_numpy(float)).clip(min=0)
-    err_hi = (rows[hi].fillna(rows[value]).to_numpy(float) - values).clip(min=0)
+    err_lo, err_hi = _ci_errors(rows, value, lo, hi)
     colors = [FLOOR if f else BAR for f in rows["floor"]]
     ax.barh(rows["variant"], values, xerr=[err_lo, err_hi], color=colors, height=0.7,
             error_kw={"ecolor": "black", "capsize": 2.5, "elinewidth": 1})
@@ -161,8 +169,7 @@ def _grouped_panel(ax: Axes, variants: Sequence[str], series: dict[str, pd.DataF
         offset = (len(series) - 1) / 2 * height - k * height
         y = [ys[v] + offset for v in variants]
         med = rows["median"].to_numpy(float)
-        err = [(med - rows["ci_low"].fillna(rows["median"]).to_numpy(float)).clip(min=0),
-               (rows["ci_high"].fillna(rows["median"]).to_numpy(float) - med).clip(min=0)]
+        err = _ci_errors(rows)
         ax.barh(y, med, height=height * 0.92, xerr=err, color=SERIES_COLORS[k % len(SERIES_COLORS)], label=name,
                 error_kw={"ecolor": "black", "capsize": 1.5, "elinewidth": 0.8})
         for yy, v, end in zip(y, med, med + err[1]):
@@ -244,7 +251,7 @@ def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: 
     fig, axes = _panels(len(variants), 0, width=3.4, cols=min(cols, len(variants)))
     for ax, variant in zip(axes, variants):
         r = rows[rows["variant"] == variant]
-        err = [(r[value] - r[lo].fillna(r[value])).clip(lower=0), (r[hi].fillna(r[value]) - r[value]).clip(lower=0)]
+        err = _ci_errors(r, value, lo, hi)
         ax.errorbar(r["time"], r[value], yerr=err, marker="o", markersize=4, capsize=3, color=BAR, linewidth=1)
         ax.set_title(variant, fontsize=10, loc="left")
         ax.set_ylim(0, float((r[value] + err[1]).max()) * 1.15)
