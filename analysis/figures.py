@@ -53,8 +53,8 @@ def _caption(frame: pd.DataFrame) -> str:
         f"–{times.max():%H:%M} UTC" if times.max() != times.min() else " UTC")
     sources = frame["source"].dropna().unique() if "source" in frame else []
     source = Path(sources[0]).stem if len(sources) == 1 else f"{len(sources)} runs" if len(sources) else ""
-    parts = [env.get("gpu_name") or env.get("cpu_model") or str(env.get("device")), f"torch {env.get('torch')}",
-             when, source]
+    parts = [env.get("gpu_name") or env.get("cpu_model") or str(env.get("device")),
+             f"torch {env['torch']}" if env.get("torch") else "", when, source]
     return " · ".join(p for p in parts if p)
 
 
