@@ -1,1 +1,1 @@
-"""Analysis: load result files into pandas, build the tables people read."""
+"""Analysis: load result files into pandas; tables as data, rendered to the console, markdown, CSV and figures."""

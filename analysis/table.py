@@ -1,73 +1,139 @@
-"""The boundary table: rows are variants, columns are modes, cells are µs/call and Δ vs the floor."""
+"""The result tables as data, and the console sink.
+
+A table is one op x driver x metric of a result: a tidy frame with one row per variant x column
+(mode, or timer where one case has several), holding the numbers, their CI, the flags (noisy,
+GPU-bound, floor) and the n/a reasons. Glyphs and rounding are applied only when a sink renders
+it: the console here, markdown and CSV in analysis.report, figures in analysis.figures.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 import pandas as pd
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from bench.cpp_results import CPP_VARIANT_NAMES
 from ops import VARIANT_NAMES
 
-
-def _cell(row: pd.Series) -> str:
-    if row["status"] == "n/a":
-        return "n/a"
-    if row["status"] == "failed":
-        return "FAILED"
-    if row["median"] is None or (isinstance(row["median"], float) and math.isnan(row["median"])):
-        return "-"
-    text = f"{row['median']:.2f}"
-    delta = row.get("delta_median")
-    if delta is not None and not (isinstance(delta, float) and math.isnan(delta)):
-        text += f" ({delta:+.2f})"
-    if row.get("gpu_bound") is True:
-        text += " †"
-    if (row.get("rel_iqr") or 0) > NOISY_REL_IQR:
-        text += " ~"
-    return text
-
-
-def _gpu_cell(row: pd.Series, kernels: dict[tuple[str, str], float]) -> str:
-    if row["status"] != "ok" or row["median"] is None:
-        return ""
-    k = kernels.get((row["variant"], row["mode"]))
-    return f"{row['median']:.2f}" + (f" ×{k:g}" if k is not None else "")
-
-
 # torch.utils.benchmark warns above this IQR/median; such a median moves between runs.
 NOISY_REL_IQR = 0.10
+NOISY_GLYPH = "~"
+GPU_BOUND_GLYPH = "†"
+
+VALUE_COLUMNS = (
+    "median", "ci_low", "ci_high", "delta_median", "delta_ci_low", "delta_ci_high",
+    "ratio_median", "ratio_ci_low", "ratio_ci_high", "rel_iqr",
+)
+TITLES = {
+    ("python", "cpu_us"): "CPU µs/call, median (Δ vs floor)",
+    ("python", "gpu_us"): "GPU µs/call ({timer}), median ×kernels/call",
+    ("cpp", "cpu_us"): "called from C++ (Google Benchmark real_time), µs/call, median (Δ vs cpp_direct)",
+}
+
+
+@dataclass(frozen=True)
+class TableData:
+    """One table of a result. `data` has a row per variant x `axis` value, in display order."""
+
+    op: str
+    driver: str
+    metric: str
+    timer: str
+    axis: str  # what the columns are: "mode", or "timer" when a case was timed several ways
+    columns: tuple[str, ...]
+    data: pd.DataFrame
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.data["variant"].drop_duplicates())
+
+    def heading(self) -> str:
+        if self.axis == "timer":
+            return f"{self.metric.removesuffix('_us').upper()} µs/call by timer, median"
+        return TITLES.get((self.driver, self.metric), f"{self.metric} ({self.driver})").format(timer=self.timer)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _drivers(frame: pd.DataFrame) -> pd.Series:
     return frame["driver"].fillna("python") if "driver" in frame else pd.Series("python", index=frame.index)
 
 
-def boundary_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str = "python") -> pd.DataFrame:
-    """One driver's formatted cells, variants in declaration order, modes as columns (the order the
-    op's rows first show them in, whatever the metric, so the CPU and GPU tables line up).
+def _ordered(names: Iterable[str], declared: Iterable[str]) -> list[str]:
+    names, declared = list(dict.fromkeys(names)), list(declared)  # lists: `in` on a Series tests its index
+    return [n for n in declared if n in names] + [n for n in names if n not in declared]
 
-    metric "cpu_us": median (Δ vs floor), † when GPU-bound; "gpu_us": median ×kernels per call.
-    """
+
+def _floor(baseline: Any) -> str | None:
+    """The variant named by a row's baseline label (op/variant/mode)."""
+    return None if _missing(baseline) else str(baseline).split("/")[1]
+
+
+def table_data(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str = "python") -> TableData | None:
+    """The rows of one table, variants in declaration order, columns in the order the op's rows
+    first show them (whatever the metric, so the CPU and GPU tables line up); None when empty."""
     sub = frame[(frame["op"] == op) & (frame["metric"] == metric) & (_drivers(frame) == driver)]
     if sub.empty:
-        return pd.DataFrame()
+        return None
+    axis = "timer" if sub.duplicated(["variant", "mode"]).any() else "mode"
+    data = sub.reindex(columns=["variant", "mode", "timer", "status", "reason", "baseline", "gpu_bound",
+                                *VALUE_COLUMNS]).reset_index(drop=True)
+    data["status"] = data["status"].fillna("ok")
+    data["noisy"] = data["rel_iqr"].fillna(0) > NOISY_REL_IQR
+    data["gpu_bound"] = data["gpu_bound"].eq(True)
+    floors = {v for v in data["baseline"].map(_floor) if v is not None}
+    data["floor"] = data["variant"].isin(floors) & data["baseline"].isna()
+    kpc = frame[(frame["op"] == op) & (frame["metric"] == "kernels_per_call") & (_drivers(frame) == driver)]
+    data = data.merge(kpc[["variant", "mode", "median"]].rename(columns={"median": "kernels_per_call"}),
+                      on=["variant", "mode"], how="left") if metric == "gpu_us" else data.assign(kernels_per_call=None)
+    variants = _ordered(data["variant"], CPP_VARIANT_NAMES if driver == "cpp" else VARIANT_NAMES)
+    modes = frame.loc[frame["op"] == op, "mode"].drop_duplicates()
+    columns = _ordered(data[axis], modes if axis == "mode" else [])
+    data = data.assign(_v=data["variant"].map(variants.index), _c=data[axis].map(columns.index))
+    data = data.sort_values(["_v", "_c"], kind="stable").drop(columns=["_v", "_c"]).reset_index(drop=True)
+    timers = sub["timer"].dropna().unique()
+    return TableData(op, driver, metric, "/".join(map(str, timers)), axis, tuple(columns), data)
+
+
+def tables(frame: pd.DataFrame) -> list[TableData]:
+    """Every table of a result: per op (first-seen order), the Python CPU, GPU and C++ tables."""
+    found = (table_data(frame, op, metric, driver) for op in frame["op"].drop_duplicates() for driver, metric in TITLES)
+    return [t for t in found if t is not None]
+
+
+def cell_text(row: pd.Series, metric: str) -> str:
+    """A cell as the text tables show: median (Δ) with the glyphs of its flags."""
+    if row["status"] == "n/a":
+        return "n/a"
+    if row["status"] == "failed":
+        return "FAILED"
+    if _missing(row["median"]):
+        return "-"
+    text = f"{row['median']:.2f}"
     if metric == "gpu_us":
-        kpc = frame[(frame["op"] == op) & (frame["metric"] == "kernels_per_call")]
-        kernels = {(r["variant"], r["mode"]): round(r["median"], 2) for _, r in kpc.iterrows() if r["median"] is not None}
-        cell = sub.apply(lambda r: _gpu_cell(r, kernels), axis=1)
-    else:
-        cell = sub.apply(_cell, axis=1)
-    cells = sub.assign(cell=cell).pivot_table(
-        index="variant", columns="mode", values="cell", aggfunc="first"
-    )
-    names = CPP_VARIANT_NAMES if driver == "cpp" else VARIANT_NAMES
-    order = [v for v in names if v in cells.index] + [v for v in cells.index if v not in names]
-    modes = [m for m in frame.loc[frame["op"] == op, "mode"].drop_duplicates() if m in cells.columns]
-    return cells.reindex(index=order, columns=modes).fillna("")
+        k = row.get("kernels_per_call")
+        return text + ("" if _missing(k) else f" ×{round(k, 2):g}")
+    if not _missing(row.get("delta_median")):
+        text += f" ({row['delta_median']:+.2f})"
+    if row["gpu_bound"]:
+        text += f" {GPU_BOUND_GLYPH}"
+    if row["noisy"]:
+        text += f" {NOISY_GLYPH}"
+    return text
+
+
+def cell_grid(table: TableData) -> pd.DataFrame:
+    """Formatted cells: variants as rows, the table's columns as columns."""
+    data = table.data.assign(cell=table.data.apply(lambda r: cell_text(r, table.metric), axis=1))
+    grid = data.pivot_table(index="variant", columns=table.axis, values="cell", aggfunc="first")
+    return grid.reindex(index=table.variants, columns=list(table.columns)).fillna("")
 
 
 def na_reasons(frame: pd.DataFrame) -> dict[str, str]:
@@ -80,48 +146,61 @@ def na_reasons(frame: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-TITLES = {
-    ("python", "cpu_us"): "CPU µs/call, median (Δ vs floor)",
-    ("python", "gpu_us"): "GPU µs/call ({timer}), median ×kernels/call",
-    ("cpp", "cpu_us"): "called from C++ (Google Benchmark real_time), µs/call, median (Δ vs cpp_direct)",
-}
+def legend(frame: pd.DataFrame) -> list[str]:
+    """What the glyphs of this result's cells mean (only the glyphs that occur)."""
+    lines = []
+    cpu = frame[(frame["metric"] == "cpu_us") & (frame["status"].fillna("ok") == "ok")]
+    noisy = int((cpu["rel_iqr"].fillna(0) > NOISY_REL_IQR).sum()) if "rel_iqr" in cpu else 0
+    if noisy:
+        lines.append(f"{NOISY_GLYPH} noisy ({noisy} of {len(cpu)} CPU rows): IQR above {NOISY_REL_IQR:.0%} of the "
+                     "median across rounds; expect this median to move between runs.")
+    if "gpu_bound" in frame.columns and frame["gpu_bound"].eq(True).any():
+        lines.append(f"{GPU_BOUND_GLYPH} GPU-bound: GPU time per call ≥ CPU time per call, so the CPU figure is "
+                     "the GPU's pace.")
+    return lines
 
 
-def _title(op: str, env: dict[str, Any], driver: str, metric: str, timer: str = "") -> str:
-    where = env.get("gpu_name") or env.get("cpu_model")
-    what = TITLES[(driver, metric)].format(timer=timer)
-    return f"{op}: {what} — {env.get('device')} · {where} · torch {env.get('torch')}"
+def where(env: dict[str, Any]) -> str:
+    """device · GPU (or CPU model) · torch: the machine a table was measured on."""
+    return f"{env.get('device')} · {env.get('gpu_name') or env.get('cpu_model')} · torch {env.get('torch')}"
+
+
+def title(table: TableData, env: dict[str, Any]) -> str:
+    return f"{table.op}: {table.heading()} — {where(env)}"
+
+
+def _rich_table(table: TableData) -> Table:
+    grid = cell_grid(table)
+    out = Table()
+    # min_width: a narrow terminal squeezes the number columns, never the variant names.
+    out.add_column("variant", no_wrap=True, min_width=max(len(str(v)) for v in grid.index))
+    for column in grid.columns:
+        out.add_column(str(column), justify="right", no_wrap=True)
+    for variant, row in grid.iterrows():
+        out.add_row(str(variant), *row.tolist())
+    return out
 
 
 def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None, note: str = "") -> None:
+    """The console sink. Output that is not a terminal (a log, a pipe) gets the full width its
+    tables need instead of rich's 80 columns, so no name or cell is cut."""
     console = console or Console()
-    for op in frame["op"].drop_duplicates():
-        for driver, metric in TITLES:
-            cells = boundary_table(frame, op, metric, driver)
-            if cells.empty:
-                continue
-            timers = frame[(frame["op"] == op) & (frame["metric"] == metric)]["timer"].dropna().unique()
-            table = Table(title=_title(op, env, driver, metric, "/".join(timers)), title_justify="left")
-            table.add_column("variant")
-            for mode in cells.columns:
-                table.add_column(mode, justify="right")
-            for variant, row in cells.iterrows():
-                table.add_row(str(variant), *row.tolist())
-            console.print(table)
-    if "rel_iqr" in frame.columns and (frame["rel_iqr"].fillna(0) > NOISY_REL_IQR).any():
-        console.print(f"[dim]~ noisy: IQR above {NOISY_REL_IQR:.0%} of the median across rounds; expect this median "
-                      "to move between runs.[/dim]")
-    if "gpu_bound" in frame.columns and frame["gpu_bound"].eq(True).any():
-        console.print("[dim]† GPU-bound: GPU time per call ≥ CPU time per call, so the CPU figure is the GPU's pace.[/dim]")
-    for label, reason in na_reasons(frame).items():
-        console.print(f"  [dim]{label}: {reason}[/dim]")
-    if note:
-        console.print(f"[dim]{note}[/dim]")
-
-
-def markdown_table(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str = "python") -> str:
-    cells = boundary_table(frame, op, metric, driver)
-    header = "| variant | " + " | ".join(cells.columns) + " |"
-    rule = "|---|" + "---:|" * len(cells.columns)
-    lines = [header, rule] + [f"| {v} | " + " | ".join(row.tolist()) + " |" for v, row in cells.iterrows()]
-    return "\n".join(lines)
+    found = tables(frame)
+    rendered = [_rich_table(t) for t in found]
+    width = console.width
+    if not console.is_terminal and rendered:
+        wide = console.options.update_width(10_000)
+        console.width = max(width, *(Measurement.get(console, wide, t).maximum for t in rendered))
+    try:
+        for table, rich_table in zip(found, rendered):
+            # The title on its own line: a rich title would wrap at the table's width.
+            console.print(f"[bold]{title(table, env)}[/bold]", soft_wrap=True)
+            console.print(rich_table)
+        for line in legend(frame):
+            console.print(f"[dim]{line}[/dim]", soft_wrap=True)
+        for label, reason in na_reasons(frame).items():
+            console.print(f"  [dim]{label}: {reason}[/dim]", soft_wrap=True)
+        if note:
+            console.print(f"[dim]{note}[/dim]", soft_wrap=True)
+    finally:
+        console.width = width

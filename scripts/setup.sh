@@ -16,7 +16,9 @@ if ! "$PY" -c "import torch" >/dev/null 2>&1; then
 fi
 missing=$("$PY" - <<'PY'
 import importlib.util
-mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", "pytest": "pytest"}
+mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", "pytest": "pytest",
+        "tabulate": "tabulate", "matplotlib": "matplotlib", "nbformat": "nbformat", "nbclient": "nbclient",
+        "ipykernel": "ipykernel"}
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 PY
 )

@@ -1,0 +1,353 @@
+"""Figures of result files (matplotlib, rendered headless with Agg).
+
+    python -m analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,history]
+
+Each function takes the pandas frame of `analysis.load` (any set of runs) and returns a Figure;
+`scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
+adds the history figures when it is given several runs of a scenario. Figures are built on
+`matplotlib.figure.Figure`, never pyplot, so no global backend or figure state is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis.load import load_results, rows_frame  # noqa: E402
+from analysis.table import NOISY_GLYPH, table_data  # noqa: E402
+from bench.results import load_result  # noqa: E402
+
+BAR = "#4C72B0"
+FLOOR = "#3A3A3A"
+SERIES_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52")
+DPI = 120
+ROW_INCH = 0.3  # height per bar row: room for a 9 pt variant name
+LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85}  # labels stay legible over lines
+
+
+# ---------------------------------------------------------------- shared pieces
+
+def _env(frame: pd.DataFrame) -> dict[str, Any]:
+    """The environment of a frame's (first) run, from the env_* columns analysis.load adds."""
+    first = frame.iloc[0]
+    env = {c[4:]: first[c] for c in frame.columns if c.startswith("env_")}
+    return {**env, "device": first.get("device")}
+
+
+def _caption(frame: pd.DataFrame) -> str:
+    """GPU (or CPU) · torch · date · source: under every title, so a PNG says where it came from."""
+    env = _env(frame)
+    times = pd.to_datetime(frame["env_time"].dropna().unique()) if "env_time" in frame else []
+    when = "time unknown" if not len(times) else f"{times.min():%Y-%m-%d %H:%M}" + (
+        f"–{times.max():%H:%M} UTC" if times.max() != times.min() else " UTC")
+    sources = frame["source"].dropna().unique() if "source" in frame else []
+    source = Path(sources[0]).stem if len(sources) == 1 else f"{len(sources)} runs" if len(sources) else ""
+    parts = [env.get("gpu_name") or env.get("cpu_model") or str(env.get("device")),
+             f"torch {env['torch']}" if env.get("torch") else "", when, source]
+    return " · ".join(p for p in parts if p)
+
+
+def _titled(fig: Figure, title: str, frame: pd.DataFrame) -> None:
+    fig.suptitle(f"{title}\n{_caption(frame)}", fontsize=12, x=0.01, ha="left")
+
+
+def _ok(data: pd.DataFrame) -> pd.DataFrame:
+    return data[(data["status"] == "ok") & data["median"].notna()]
+
+
+def _panels(count: int, rows: int, width: float = 5.4, cols: int | None = None) -> tuple[Figure, list[Axes]]:
+    cols = cols or count
+    nrows = -(-count // cols)
+    fig = Figure(figsize=(width * cols, max(2.6, rows * ROW_INCH + 1.6) * nrows), dpi=DPI, layout="constrained")
+    axes = list(fig.subplots(nrows, cols, squeeze=False).ravel())
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return fig, axes[:count]
+
+
+def _na_note(data: pd.DataFrame) -> str:
+    na = int((data["status"] == "n/a").sum())
+    return f"  ({na} variants n/a)" if na else ""
+
+
+def _ci_errors(rows: pd.DataFrame, value: str = "median", lo: str = "ci_low", hi: str = "ci_high"
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Whisker lengths below and above each value; a row without a CI gets none."""
+    values = rows[value].to_numpy(float)
+    return ((values - rows[lo].fillna(rows[value]).to_numpy(float)).clip(min=0),
+            (rows[hi].fillna(rows[value]).to_numpy(float) - values).clip(min=0))
+
+
+def _number(v: float) -> str:
+    return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"
+
+
+# ---------------------------------------------------------------- cost per call: the boundary chart
+
+def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floor_value: float, floor_label: str,
+                unit: str, mark_noisy: bool) -> None:
+    """One bar per variant, cheapest at the top, 95 % CI whiskers, the floor drawn as a dashed line."""
+    rows = rows.sort_values(value, ascending=False)
+    values = rows[value].to_numpy(float)
+    err_lo, err_hi = _ci_errors(rows, value, lo, hi)
+    colors = [FLOOR if f else BAR for f in rows["floor"]]
+    ax.barh(rows["variant"], values, xerr=[err_lo, err_hi], color=colors, height=0.7,
+            error_kw={"ecolor": "black", "capsize": 2.5, "elinewidth": 1})
+    right = float((values + err_hi).max())
+    for y, (v, top, noisy) in enumerate(zip(values, values + err_hi, rows["noisy"] & mark_noisy)):
+        ax.text(top + right * 0.015, y, f"{_number(v)}{' ' + NOISY_GLYPH if noisy else ''}", va="center", fontsize=8,
+                bbox=LABEL_BOX)
+    ax.axvline(floor_value, color=FLOOR, linestyle="--", linewidth=1.2)
+    ax.text(floor_value, len(rows) - 0.35, f" floor: {floor_label}", color=FLOOR, fontsize=8, va="bottom")
+    ax.set_xlim(0, right * 1.2)
+    ax.set_ylim(-0.6, len(rows) + 0.3)
+    ax.set_xlabel(unit)
+    ax.tick_params(axis="y", labelsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def _cost_chart(frame: pd.DataFrame, op: str, ratio: bool) -> Figure:
+    table = table_data(frame, op, "cpu_us", "python")
+    if table is None:
+        raise ValueError(f"no CPU rows for op {op!r}")
+    modes = [m for m in table.columns if not _ok(table.data[table.data["mode"] == m]).empty]
+    fig, axes = _panels(len(modes), max(len(_ok(table.data[table.data["mode"] == m])) for m in modes))
+    for ax, mode in zip(axes, modes):
+        data = table.data[table.data["mode"] == mode]
+        rows = _ok(data).copy()
+        floor = rows[rows["floor"]]
+        floor_name = floor["variant"].iloc[0] if len(floor) else "none"
+        if ratio:
+            # The floor's ratio to itself is 1 by definition (no CI).
+            rows.loc[rows["floor"], ["ratio_median", "ratio_ci_low", "ratio_ci_high"]] = 1.0
+            rows = rows[rows["ratio_median"].notna()]
+            _cost_panel(ax, rows, "ratio_median", "ratio_ci_low", "ratio_ci_high", 1.0, f"{floor_name} = 1",
+                        "ratio to the floor (paired per round)", mark_noisy=False)
+        else:
+            floor_us = float(floor["median"].iloc[0]) if len(floor) else 0.0
+            _cost_panel(ax, rows, "median", "ci_low", "ci_high", floor_us, f"{floor_name} {_number(floor_us)} µs",
+                        "CPU µs per call", mark_noisy=True)
+        ax.set_title(f"{mode}{_na_note(data)}", fontsize=10, loc="left")
+    what = ("CPU time per call / the floor's, median and 95 % CI of the per-round ratios" if ratio else
+            f"CPU µs per call, median and 95 % CI ({NOISY_GLYPH} = noisy row)")
+    _titled(fig, f"{op}: {what}, cheapest first", frame)
+    return fig
+
+
+def boundary_chart(frame: pd.DataFrame, op: str) -> Figure:
+    """Per mode, one bar per variant: CPU µs per call with its 95 % CI, sorted, the floor marked."""
+    return _cost_chart(frame, op, ratio=False)
+
+
+def ratio_chart(frame: pd.DataFrame, op: str) -> Figure:
+    """The boundary chart as ratios to the floor (per-round paired ratios: machine drift cancels)."""
+    return _cost_chart(frame, op, ratio=True)
+
+
+# ---------------------------------------------------------------- grouped bars: launch-bound, compile
+
+def _grouped_panel(ax: Axes, variants: Sequence[str], series: dict[str, pd.DataFrame], unit: str) -> None:
+    """Per variant (first at the top), one bar per series with its CI, on a log axis; a missing
+    value is written n/a where its bar would be."""
+    height = 0.8 / len(series)
+    ys = {v: len(variants) - 1 - i for i, v in enumerate(variants)}
+    top = 0.0
+    for k, (name, rows) in enumerate(series.items()):
+        rows = rows.set_index("variant").reindex(variants)
+        offset = (len(series) - 1) / 2 * height - k * height
+        y = [ys[v] + offset for v in variants]
+        med = rows["median"].to_numpy(float)
+        err = _ci_errors(rows)
+        ax.barh(y, med, height=height * 0.92, xerr=err, color=SERIES_COLORS[k % len(SERIES_COLORS)], label=name,
+                error_kw={"ecolor": "black", "capsize": 1.5, "elinewidth": 0.8})
+        for yy, v, end in zip(y, med, med + err[1]):
+            missing = math.isnan(v)
+            ax.text(0.55 if missing else end * 1.06, yy, "n/a" if missing else _number(v), va="center", fontsize=7)
+        top = max(top, float(pd.Series(med + err[1]).max()))
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.set_xlim(0.5, top * 2.0)
+    ax.set_yticks(list(ys.values()), list(ys))
+    ax.set_ylim(-0.6, len(variants) - 0.4)
+    ax.set_xlabel(f"{unit} (log scale)")
+    ax.tick_params(axis="y", labelsize=9)
+    ax.grid(axis="x", which="both", alpha=0.25)
+    ax.set_axisbelow(True)
+
+
+def _legend_below(fig: Figure, ax: Axes) -> None:
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, frameon=False, fontsize=9)
+
+
+def _by_cost(rows: pd.DataFrame) -> list[str]:
+    return list(rows.sort_values("median")["variant"])
+
+
+def launch_chart(frame: pd.DataFrame, op: str) -> Figure:
+    """Per mode, CPU wall-clock and GPU kernel time per call for every variant: where the CPU bar
+    is the longer one, the boundary sets the pace and the GPU waits (launch-bound)."""
+    cpu, gpu = table_data(frame, op, "cpu_us"), table_data(frame, op, "gpu_us")
+    if cpu is None or gpu is None:
+        raise ValueError(f"op {op!r} needs CPU and GPU rows for the launch chart")
+    modes = [m for m in cpu.columns if not _ok(gpu.data[gpu.data["mode"] == m]).empty]
+    fig, axes = _panels(len(modes), max(len(_ok(cpu.data[cpu.data["mode"] == m])) for m in modes) * 1.3)
+    for ax, mode in zip(axes, modes):
+        rows = {name: _ok(t.data[t.data["mode"] == mode]) for name, t in
+                (("CPU wall-clock per call", cpu), (f"GPU kernel time per call ({gpu.timer})", gpu))}
+        cpu_rows, gpu_rows = rows.values()
+        _grouped_panel(ax, _by_cost(cpu_rows), rows, "µs per call")
+        ratio = cpu_rows["median"].median() / gpu_rows["median"].median()
+        ax.set_title(f"{mode}  (CPU/GPU, median over variants: {ratio:.0f}×)", fontsize=10, loc="left")
+    _legend_below(fig, axes[0])
+    _titled(fig, f"{op}: CPU vs GPU time per call, median and 95 % CI, cheapest first", frame)
+    return fig
+
+
+def compile_chart(frame: pd.DataFrame, op: str) -> Figure:
+    """CPU µs per call of every variant eager, compiled and replayed from a CUDA graph (one bar each)."""
+    table = table_data(frame, op, "cpu_us")
+    if table is None:
+        raise ValueError(f"no CPU rows for op {op!r}")
+    series = {mode: table.data[(table.data["mode"] == mode) & (table.data["status"] == "ok")] for mode in table.columns}
+    first = next(iter(series.values()))
+    fig, (ax,) = _panels(1, len(table.variants) * 1.5, width=10)
+    _grouped_panel(ax, _by_cost(first), series, "CPU µs per call")
+    _legend_below(fig, ax)
+    _titled(fig, f"{op}: CPU µs per call by how it is called, median and 95 % CI", frame)
+    return fig
+
+
+# ---------------------------------------------------------------- history
+
+def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: str = "median",
+                  metric: str = "cpu_us", driver: str = "python", cols: int = 5) -> Figure:
+    """One panel per variant: its `value` (median or ratio_median) in every run of the frame, by run
+    time, with the 95 % CI as error bars."""
+    lo, hi = ("ratio_ci_low", "ratio_ci_high") if value == "ratio_median" else ("ci_low", "ci_high")
+    runs = []
+    for source, run in frame.groupby("source", sort=False):
+        table = table_data(run, op, metric, driver)
+        if table is not None:
+            rows = _ok(table.data[table.data["mode"] == mode])
+            runs.append(rows.assign(time=pd.Timestamp(run["env_time"].iloc[0]), source=source))
+    rows = pd.concat(runs).sort_values("time", kind="stable") if runs else pd.DataFrame(columns=[value])
+    rows = rows[rows[value].notna()]
+    if rows.empty:
+        raise ValueError(f"no {value} of {metric} rows for {op}/{mode}")
+    frame = frame[frame["source"].isin(rows["source"])]  # the caption names the runs drawn
+    variants = list(dict.fromkeys(rows["variant"]))
+    fig, axes = _panels(len(variants), 0, width=3.4, cols=min(cols, len(variants)))
+    for ax, variant in zip(axes, variants):
+        r = rows[rows["variant"] == variant]
+        err = _ci_errors(r, value, lo, hi)
+        ax.errorbar(r["time"], r[value], yerr=err, marker="o", markersize=4, capsize=3, color=BAR, linewidth=1)
+        ax.set_title(variant, fontsize=10, loc="left")
+        ax.set_ylim(0, float((r[value] + err[1]).max()) * 1.15)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=8)
+        ax.xaxis.set_major_formatter(_hour_minute())
+    unit = "ratio to the floor" if value == "ratio_median" else "µs per call"
+    for ax in axes[-min(cols, len(variants)):]:
+        ax.set_xlabel(f"run start (UTC), {rows['time'].min():%Y-%m-%d}", fontsize=9)
+    for ax in axes[::cols]:
+        ax.set_ylabel(unit, fontsize=9)
+    what = "CPU time per call ÷ the floor's" if value == "ratio_median" else f"{metric.replace('_us', '').upper()} µs per call"
+    _titled(fig, f"{op}/{mode}: {what} in {rows['source'].nunique()} runs, median and 95 % CI", frame)
+    return fig
+
+
+def _hour_minute() -> Any:
+    from matplotlib.dates import DateFormatter
+
+    return DateFormatter("%H:%M")
+
+
+# ---------------------------------------------------------------- files
+
+def _frame(result: dict[str, Any] | pd.DataFrame, source: str = "") -> pd.DataFrame:
+    return rows_frame(result, source) if isinstance(result, dict) else result
+
+
+def save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def _ops_with(frame: pd.DataFrame, metric: str) -> list[str]:
+    return list(frame.loc[(frame["metric"] == metric) & (frame["status"] == "ok"), "op"].drop_duplicates())
+
+
+# kind -> (the figure function, the metric its op must have), per scenario.
+FIGURES: dict[str, dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]]] = {
+    "boundary": {"cpu": (boundary_chart, "cpu_us"), "ratio": (ratio_chart, "cpu_us"), "launch": (launch_chart, "gpu_us")},
+    "compile": {"compile": (compile_chart, "cpu_us")},
+}
+KINDS = ("cpu", "ratio", "launch", "compile", "history")
+
+
+def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem: str,
+                     kinds: Sequence[str] = KINDS) -> list[Path]:
+    """Write the figures suited to one result (a result document or its rows' frame) as
+    `out_dir/<stem>-<op>-<kind>.png`; a scenario without figures writes none."""
+    frame = _frame(result)
+    if frame.empty:
+        return []
+    written = []
+    scenario = result["scenario"] if isinstance(result, dict) else frame["scenario"].iloc[0]
+    for kind, (make, metric) in FIGURES.get(str(scenario), {}).items():
+        if kind in kinds:
+            for op in _ops_with(frame, metric):
+                written.append(save(make(frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png"))
+    return written
+
+
+def history_figures(frame: pd.DataFrame, out_dir: Path, mode: str = "inference") -> list[Path]:
+    """Per op, the median and the ratio to the floor over every boundary run in the frame."""
+    runs = frame[frame["scenario"] == "boundary"]
+    if runs["source"].nunique() < 2:
+        return []
+    written = []
+    for op in _ops_with(runs, "cpu_us"):
+        for value, suffix in (("median", ""), ("ratio_median", "-ratio")):
+            written.append(save(history_chart(runs, op, mode, value), Path(out_dir) / f"history-{op}-{mode}{suffix}.png"))
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("results", nargs="+", type=Path)
+    p.add_argument("--out", type=Path, required=True, help="folder for the PNGs")
+    p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
+    p.add_argument("--history-mode", default="inference", help="the mode the history figures follow")
+    args = p.parse_args(argv)
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        p.error(f"unknown kinds {unknown}; valid: {', '.join(KINDS)}")
+    written = []
+    for path in args.results:
+        if not path.is_file():
+            p.error(f"no such result file: {path}")
+        written += scenario_figures(rows_frame(load_result(path), str(path)), args.out, path.stem, kinds)
+    if "history" in kinds:
+        written += history_figures(load_results(args.results), args.out, args.history_mode)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
