@@ -159,6 +159,15 @@ def show_tables(rows: list[dict[str, Any]], env: dict[str, Any], console: Any, n
         print_tables(pd.DataFrame(rows), env, console, note=note)
 
 
+def plot(doc: dict[str, Any], json_path: Path, console: Any) -> None:
+    """--plot: the scenario's figures beside its result file."""
+    from analysis.figures import scenario_figures
+
+    if doc["rows"]:
+        for figure in scenario_figures(doc, json_path.parent, json_path.stem):
+            console.print(f"figure: {shown(figure)}")
+
+
 def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> int:
     """The interleaved-rounds run of one process: the table's cases, timed and written."""
     import torch
@@ -250,9 +259,8 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     unstable = instability_note(doc["speed_probe"])
     if unstable:
         console.print(f"[yellow]warning:[/yellow] {unstable}")
-    for row in doc["rows"]:
-        if row.get("delta_reason"):
-            console.print(f"  [dim]{row['op']}/{row['variant']}/{row['mode']}: {row['delta_reason']}[/dim]")
+    if args.plot:
+        plot(doc, json_path, console)
     console.print(f"{status}: {run_info['rounds_done']} rounds in {run_info.get('seconds', 0):.1f} s "
                   f"({run_info.get('stop_reason')})")
     console.print(f"wrote {shown(json_path)} and {csv_path.name}")
@@ -268,7 +276,7 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
                 console: Any) -> int:
     from bench import env as envmod
     from bench.cli import build_parser
-    from bench.results import reserve_result_path
+    from bench.results import load_result, reserve_result_path
     from bench.shard import ShardUsageError, run_sharded as run_shards
     from ops import OP_NAMES, VARIANT_NAMES
     from scenarios import SCENARIO_NAMES
@@ -278,13 +286,18 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
     label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
     env = envmod.capture(shard_devices[0])
     options = [s for a in build_parser(SCENARIO_NAMES)._actions for s in a.option_strings]
+    json_path = reserve_result_path(out_folder(args, env), scenario.name, label)
     try:
-        return run_shards(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
+        code = run_shards(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
                           ops=args.ops or OP_NAMES, variants=args.variants or VARIANT_NAMES, devices=shard_devices,
-                          args=args, json_path=reserve_result_path(out_folder(args, env), scenario.name, label),
-                          console=console, show=lambda rows, env, note: show_tables(rows, env, console, note))
+                          args=args, json_path=json_path, console=console,
+                          show=lambda rows, env, note: show_tables(rows, env, console, note))
     except ShardUsageError as exc:
+        json_path.unlink(missing_ok=True)  # refused before anything ran
         raise UsageError(str(exc)) from None
+    if args.plot:
+        plot(load_result(json_path), json_path, console)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -299,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from scenarios import SCENARIOS
 
-        console = Console()
+        console = Console(soft_wrap=not sys.stdout.isatty())  # a log keeps each message on one line
         scenario = SCENARIOS[args.scenario]
         if scenario.requires_cuda and not device.startswith("cuda"):
             import torch

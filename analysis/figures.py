@@ -24,9 +24,9 @@ from matplotlib.ticker import FuncFormatter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.load import load_results, rows_frame  # noqa: E402
+from analysis.load import rows_frame  # noqa: E402
 from analysis.table import NOISY_GLYPH, table_data  # noqa: E402
-from bench.results import load_result  # noqa: E402
+from bench.results import ResultFileError, load_result  # noqa: E402
 
 BAR = "#4C72B0"
 FLOOR = "#3A3A3A"
@@ -337,13 +337,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         p.error(f"unknown kinds {unknown}; valid: {', '.join(KINDS)}")
+    try:
+        docs = [(path, load_result(path)) for path in args.results]
+    except ResultFileError as exc:
+        print(f"figures: error: {exc}", file=sys.stderr)
+        return 2
     written = []
-    for path in args.results:
-        if not path.is_file():
-            p.error(f"no such result file: {path}")
-        written += scenario_figures(rows_frame(load_result(path), str(path)), args.out, path.stem, kinds)
+    for path, doc in docs:
+        written += scenario_figures(doc, args.out, path.stem, kinds)
     if "history" in kinds:
-        written += history_figures(load_results(args.results), args.out, args.history_mode)
+        frames = pd.concat([rows_frame(doc, str(path)) for path, doc in docs], ignore_index=True)
+        written += history_figures(frames, args.out, args.history_mode)
     for path in written:
         print(path)
     return 0

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.table import cell_grid, legend, na_reasons, print_tables, tables  # noqa: E402
 from bench.probe import instability_note  # noqa: E402
-from bench.results import load_result  # noqa: E402
+from bench.results import ResultFileError, load_result  # noqa: E402
 
 
 def env_line(env: dict[str, Any]) -> str:
@@ -104,10 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--format", choices=FORMATS, default="md")
     args = p.parse_args(argv)
-    for path in args.results:
-        if not path.is_file():
-            p.error(f"no such result file: {path}")
-    sys.stdout.write(report(args.results, args.format))
+    try:
+        sys.stdout.write(report(args.results, args.format))
+    except ResultFileError as exc:
+        print(f"report: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -143,6 +143,9 @@ def na_reasons(frame: pd.DataFrame) -> dict[str, str]:
     for _, row in sub.iterrows():
         label = row["variant"] if row["status"] == "n/a" else f"FAILED {row['op']}/{row['variant']}/{row['mode']}"
         out.setdefault(label, row["reason"])
+    if "delta_reason" in frame.columns:  # timed, but its baseline failed: the cell has no Δ
+        for _, row in frame[frame["delta_reason"].notna()].iterrows():
+            out.setdefault(f"{row['op']}/{row['variant']}/{row['mode']}", row["delta_reason"])
     return out
 
 

@@ -126,6 +126,8 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     shard.add_argument("--shards", type=positive_int, metavar="N",
                        help="the CPU form of --gpus: N processes on the CPU, each pinned to its own cores")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
+    p.add_argument("--plot", action="store_true",
+                   help="also write the scenario's figures (PNG) beside its result file")
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
     p.add_argument("--cpp-repetitions", type=positive_int,

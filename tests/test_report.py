@@ -54,5 +54,7 @@ def test_text_report_keeps_names_whole_and_csv_holds_the_data() -> None:
 def test_cli_prints_markdown_and_refuses_a_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert report.main([str(SMALL)]) == 0
     assert capsys.readouterr().out == report.markdown(load_result(SMALL), SMALL.name)
-    with pytest.raises(SystemExit):
-        report.main([str(tmp_path / "missing.json")])
+    missing = tmp_path / "missing.json"
+    assert report.main([str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "cannot read it" in err and len(err.strip().splitlines()) == 1
