@@ -7,7 +7,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from .contract import Args, OpContract, none_for_scalars
+from .contract import Args, OpContract, Work, elementwise_work, none_for_scalars
 from .specs import OP_NAMES
 
 L2NORM_EPS = 1e-6
@@ -52,6 +52,15 @@ def _l2norm_reference(x: Tensor, eps: float) -> Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
+def _work(inputs: int, outputs: int, flops_per_element: int) -> Callable[[Args], Work]:
+    """Work of an op over same-shaped tensors, from its first tensor argument."""
+    def work(args: Args) -> Work:
+        x = args[0]
+        return elementwise_work(x.numel(), x.element_size(), inputs, outputs, flops_per_element)
+
+    return work
+
+
 NOOP = OpContract(
     name="noop",
     tensor_args=("x",),
@@ -62,6 +71,8 @@ NOOP = OpContract(
     backward=_noop_backward,
     boundary_shape=(4, 32),
     description="allocate the output and copy the input: pure boundary cost",
+    aten=lambda x: x.clone(),
+    work=_work(1, 1, 0),
 )
 
 MULADD = OpContract(
@@ -74,6 +85,8 @@ MULADD = OpContract(
     backward=_muladd_backward,
     boundary_shape=(4, 32),
     description="elementwise a * b + c",
+    aten=lambda a, b, c: torch.addcmul(c, a, b),
+    work=_work(3, 1, 2),
 )
 
 L2NORM = OpContract(
@@ -89,6 +102,9 @@ L2NORM = OpContract(
     double_backward=False,  # l2norm_backward is a kernel without a derivative
     boundary_shape=(4, 32),
     description="row-wise L2 normalisation, forward and backward kernels",
+    aten=_l2norm_reference,  # the composite: PyTorch generates its backward
+    work=_work(1, 1, 3),  # x*x, the row sum, the scale (the rsqrt per row is negligible)
+    backward_work=_work(2, 1, 7),  # reads grad and x; recomputes y and rstd, then rstd * (g - y * sum(g*y))
 )
 
 OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM)}

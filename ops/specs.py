@@ -32,6 +32,7 @@ class VariantSpec:
     registered: bool  # goes through the dispatcher: compile- and fake-capable
     description: str
     no_grad_reason: str = ""
+    native: bool = False  # PyTorch's own op, not our kernels: a comparison row, outside our kernels' contract
 
 
 # PyTorch's autograd fallback gives such an op's output a grad_fn that only warns
@@ -67,6 +68,9 @@ VARIANT_SPECS: tuple[VariantSpec, ...] = (
                 "stable-ABI op " + _NO_AUTOGRAD),
     VariantSpec("triton_op", "triton_op", "none", True, True,
                 "torch.library.triton_op + wrap_triton, register_autograd"),
+    VariantSpec("aten", "aten", "none", True, True,
+                "the native op of the same semantics (clone, addcmul, the composite), autograd by PyTorch: "
+                "the floor a registered boundary can aim at", native=True),
 )
 VARIANT_NAMES: tuple[str, ...] = tuple(s.name for s in VARIANT_SPECS)
 SPECS: dict[str, VariantSpec] = {s.name: s for s in VARIANT_SPECS}

@@ -122,6 +122,10 @@ def flavour(kind: str, op: str) -> Flavour:
         from .triton_ops import triton_flavour
 
         return triton_flavour(contract)
+    if kind == "aten":
+        if contract.aten is None:
+            raise KeyError(f"op {op!r} declares no native (aten) form")
+        return Flavour(contract.aten, None)
     raise KeyError(kind)
 
 
@@ -302,6 +306,8 @@ def get_variant(variant: str, op: str, device: str = "cpu") -> Variant:
         raise KeyError(f"unknown op {op!r}; valid: {', '.join(OPS)}")
     spec, contract = SPECS[variant], OPS[op]
     reason = unavailable_reason(spec, device)
+    if spec.flavour == "aten" and contract.aten is None:
+        reason = f"op {op!r} declares no native (aten) form"
     if reason:
         return Variant(spec, contract, _refusing(variant, op, device, reason), reason)
     return Variant(spec, contract, _build(variant, op))

@@ -64,14 +64,19 @@ def variant_cases(
     *,
     ops: Iterable[str] | None = None,
     devices: Iterable[str] | None = None,
+    native: bool = False,
 ) -> list[Any]:
-    """pytest.params of (device, Variant) for every *available* variant matching."""
+    """pytest.params of (device, Variant) for every *available* variant matching.
+
+    native=True adds PyTorch's own op (the `aten` comparison variant): for the tests of what every
+    variant must compute (reference, gradients, compile), not of our kernels' contract (errors,
+    output layout, opcheck of our registrations)."""
     ops = set(OPS if ops is None else ops)
     devs = set(DEVICES if devices is None else devices)
     return [
         pytest.param(d, v, id=case_id(d, v))
         for d, v in ALL_VARIANTS
-        if v.available and d in devs and v.op.name in ops and predicate(v)
+        if v.available and d in devs and v.op.name in ops and predicate(v) and (native or not v.spec.native)
     ]
 
 
