@@ -176,6 +176,8 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     from bench.gputimer import gpu_rows, make_gpu_timer
     from bench.probe import instability_note, probe_case, probe_summary
     from bench.results import case_rows, mark_gpu_bound, reserve_result_path, write_result
+    from bench.identity import case_identity
+    from bench.roofline import attach, measure_roofs
     from bench.runner import RunConfig, run, run_gpu
     from ops import OP_NAMES, VARIANT_NAMES
     from ops.native import NativeBuildMissing
@@ -189,7 +191,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     config = RunConfig(rounds=args.rounds, block_seconds=args.block_ms / 1e3, warmup_seconds=args.warmup_ms / 1e3,
                        seed=args.seed, adaptive=args.adaptive, rel_precision=args.precision,
                        max_seconds=args.time_budget)
-    ops = args.ops or OP_NAMES
+    ops = args.ops or scenario.default_ops or OP_NAMES
     env = envmod.capture(device, {"pinned_cpu": pinned})
     stop = GracefulStop(console)
     json_path = reserve_result_path(out_folder(args, env), scenario.name, device)
@@ -197,24 +199,30 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     extra_rows: list[dict[str, Any]] = []  # GPU and C++ rows, added after the CPU pass
     probe = probe_case()  # timed in every round beside the cases; not a row (bench/probe.py)
     run_info: dict[str, Any] = {"rounds_done": 0}
+    measured: dict[str, Any] = {}  # the machine's roofs (kernel scenarios)
 
     def document(status: str) -> dict[str, Any]:
         rows = case_rows(cases) + extra_rows
         mark_gpu_bound(rows)
+        if "roofs" in measured:
+            works = {case_identity(c.key): c.work for c in cases if c.work is not None}
+            attach(rows, works, measured["roofs"], "gpu_us" if device.startswith("cuda") else "cpu_us")
         return {
             "scenario": scenario.name,
             "status": status,
-            "config": {**vars(config), "dtype": args.dtype, **run_info},
+            "config": {**vars(config), "dtype": args.dtype, **({"cache": list(args.cache)} if scenario.roofs else {}),
+                       **run_info},
             "env": envmod.redact_paths(env),
             "speed_probe": probe_summary(probe.samples),
+            **measured,
             "rows": rows,
         }
 
     status = "complete"
     try:
         write_result(json_path, document("running"))
-        sel = Selection(ops=ops, variants=args.variants or VARIANT_NAMES, device=device,
-                        dtype=getattr(torch, args.dtype), seed=args.seed)
+        sel = Selection(ops=ops, variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
+                        dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache))
         try:
             cases = scenario.build(sel)
         except NativeBuildMissing as exc:
@@ -229,6 +237,8 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                         timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
         if outcome.stop_reason == "interrupted":
             raise KeyboardInterrupt
+        if scenario.roofs and not device.startswith("cuda"):
+            measured["roofs"] = measure_roofs(device, (sel.dtype,))
         if device.startswith("cuda") and args.gpu_timer != "off":
             write_result(json_path, document("running"))
             timer = make_gpu_timer(device, prefer=args.gpu_timer)
@@ -237,6 +247,9 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                     gpu_done, interrupted = run_gpu(cases, config, timer, args.gpu_rounds)
                     run_info["gpu_rounds_done"] = gpu_done
                     extra_rows.extend(gpu_rows(cases, timer))
+                    if scenario.roofs and not interrupted:
+                        console.print("measuring the roofs (memcpy, copy kernel, cuBLAS)")
+                        measured["roofs"] = measure_roofs(device, (sel.dtype,), timer)
                     env.update(timer.meta())
                 finally:
                     timer.close()
@@ -255,7 +268,10 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     doc = document(status)
     csv_path = write_result(json_path, doc)
 
-    show_tables(doc["rows"], env, console, scenario.table_note)
+    if scenario.report is not None:
+        scenario.report(doc, console)
+    else:
+        show_tables(doc["rows"], env, console, scenario.table_note)
     unstable = instability_note(doc["speed_probe"])
     if unstable:
         console.print(f"[yellow]warning:[/yellow] {unstable}")
@@ -303,9 +319,10 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
 def main(argv: Sequence[str] | None = None) -> int:
     from bench import cli
     from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_NAMES
+    from scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
 
-    args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, default_out=REPO_ROOT / "results")
+    args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, default_out=REPO_ROOT / "results",
+                     scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS)
     try:
         device, shard_devices = resolve_device(args)
         from rich.console import Console

@@ -8,9 +8,10 @@ it: the console here, markdown and CSV in analysis.report, figures in analysis.f
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pandas as pd
 from rich.console import Console
@@ -190,11 +191,7 @@ def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | No
     console = console or Console()
     found = tables(frame)
     rendered = [_rich_table(t) for t in found]
-    width = console.width
-    if not console.is_terminal and rendered:
-        wide = console.options.update_width(10_000)
-        console.width = max(width, *(Measurement.get(console, wide, t).maximum for t in rendered))
-    try:
+    with fitted(console, rendered):
         for table, rich_table in zip(found, rendered):
             # The title on its own line: a rich title would wrap at the table's width.
             console.print(f"[bold]{title(table, env)}[/bold]", soft_wrap=True)
@@ -205,5 +202,17 @@ def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | No
             console.print(f"  [dim]{label}: {reason}[/dim]", soft_wrap=True)
         if note:
             console.print(f"[dim]{note}[/dim]", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def fitted(console: Console, rendered: list[Table]) -> Iterator[None]:
+    """Output that is not a terminal (a log, a pipe) gets the full width its tables need instead
+    of rich's 80 columns, so no name or cell is cut; a terminal keeps its width."""
+    width = console.width
+    if not console.is_terminal and rendered:
+        wide = console.options.update_width(10_000)
+        console.width = max(width, *(Measurement.get(console, wide, t).maximum for t in rendered))
+    try:
+        yield
     finally:
         console.width = width

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
     "cpp_min_time": (0.1, 0.01),
 }
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
+CACHE_STATES = ("warm", "cold")
 
 
 class UsageError(ValueError):
@@ -126,6 +127,9 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     shard.add_argument("--shards", type=positive_int, metavar="N",
                        help="the CPU form of --gpus: N processes on the CPU, each pinned to its own cores")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
+    p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
+                   help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
+                        "outside the timed window); the state is part of each row's identity")
     p.add_argument("--plot", action="store_true",
                    help="also write the scenario's figures (PNG) beside its result file")
     p.add_argument("--no-cpp", action="store_true",
@@ -139,10 +143,11 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     return p
 
 
-def apply_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill every unset run option from DEFAULTS (the --quick column with --quick)."""
+def apply_defaults(args: argparse.Namespace, overrides: dict[str, tuple[Any, Any]] | None = None) -> argparse.Namespace:
+    """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them
+    (the --quick column with --quick)."""
     column = 1 if args.quick else 0
-    for name, values in DEFAULTS.items():
+    for name, values in {**DEFAULTS, **(overrides or {})}.items():
         if getattr(args, name, None) is None:
             setattr(args, name, values[column])
     if args.no_pin:
@@ -155,6 +160,10 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
     if args.scenario not in scenarios:
         raise UsageError(f"argument --scenario: unknown scenario {args.scenario!r}; "
                          f"valid scenarios: {', '.join(scenarios)}")
+    bad_cache = [c for c in args.cache if c not in CACHE_STATES]
+    if bad_cache:
+        raise UsageError(f"argument --cache: unknown cache state {', '.join(map(repr, bad_cache))}; "
+                         f"valid: {', '.join(CACHE_STATES)}")
     for option, given, valid in (("--ops", args.ops, ops), ("--variants", args.variants, variants)):
         unknown = [n for n in given or () if n not in valid]
         if unknown:
@@ -177,12 +186,15 @@ def check_out_dir(folder: Path, option: str = "--out") -> Path:
 
 
 def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
-          default_out: Path) -> argparse.Namespace:
-    """Parse and check the whole command line; exits 2 with one line on the first problem."""
+          default_out: Path, scenario_variants: dict[str, tuple[str, ...]] | None = None,
+          scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None) -> argparse.Namespace:
+    """Parse and check the whole command line; exits 2 with one line on the first problem.
+    scenario_variants / scenario_defaults: a scenario's own variant names and run defaults."""
     parser = build_parser(scenarios)
-    args = apply_defaults(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario))
     try:
-        check_names(args, scenarios, ops, variants)
+        check_names(args, scenarios, ops, (scenario_variants or {}).get(args.scenario, variants))
         if args.shards is not None and args.device not in (None, "cpu"):
             raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
         if args.gpus is not None and args.device not in (None, "cuda"):

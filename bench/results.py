@@ -54,6 +54,8 @@ def case_rows(cases: Iterable[Case], by_label: dict[str, Case] | None = None) ->
     by_label = by_label or {c.label: c for c in cases}
     rows = []
     for case in cases:
+        if case.flush is not None:  # cold-cache cases have GPU rows only
+            continue
         base = by_label.get(case.baseline or "")
         rows.append(stat_row(
             case.key, metric="cpu_us", unit="us", timer=TIMER, samples=case.samples,

@@ -26,6 +26,7 @@ from .gputimer import GpuTimer, nvtx_range
 
 TIMER = "perf_counter_ns"
 TIMER_OVERHEAD_FRACTION = 1e-4
+COLD_BLOCKS_PER_ROUND = 10  # cold-cache cases: one-call blocks, each after an L2 flush
 
 
 @dataclass
@@ -38,6 +39,10 @@ class Case:
     na_reason: str | None = None
     error: str | None = None  # failed its pre-flight check, or raised while timed: no CPU row
     gpu_error: str | None = None  # raised in the GPU pass: no GPU rows
+    # Cold-cache cases: timed in the GPU pass only, one call per block, `flush` (a write over more
+    # than the L2) run before each block, outside its window, so CUPTI never attributes it.
+    flush: Callable[[], None] | None = None
+    work: Any = None  # ops.contract.Work of one call, for the derived rates (kernel scenarios)
     baseline: str | None = None  # label of the case it is paired with
     block: int = 0
     samples: list[float] = field(default_factory=list)  # microseconds per call, one per round
@@ -167,7 +172,7 @@ def run(
     discarding the unfinished round, so all cases keep the same rounds and
     stay paired; on_round is called after each completed round (checkpoint).
     """
-    runnable = [c for c in cases if c.runnable]
+    runnable = [c for c in cases if c.runnable and c.flush is None]  # cold cases: GPU pass only
     rng = random.Random(config.seed)
     overhead = timer_overhead_ns()
     start = time.perf_counter()
@@ -233,6 +238,9 @@ def run_gpu(
     CPU samples of this pass are discarded. Returns the rounds completed; an
     interrupted round is dropped from every case, as in run().
     """
+    for case in cases:
+        if case.runnable and case.flush is not None:
+            case.block = 1
     runnable = [c for c in cases if c.runnable and c.block]
     rng = random.Random(config.seed + 1)
     done, interrupted = 0, False
@@ -251,8 +259,11 @@ def run_gpu(
                 rng.shuffle(order)
                 for case in order:
                     try:
-                        with nvtx_range(f"{case.label} x{case.block}"):
-                            time_block(case, case.block, timer)
+                        for _ in range(COLD_BLOCKS_PER_ROUND if case.flush is not None else 1):
+                            if case.flush is not None:
+                                case.flush()
+                            with nvtx_range(f"{case.label} x{case.block}"):
+                                time_block(case, case.block, timer)
                     except Exception as exc:  # noqa: BLE001
                         case.gpu_error = failure(f"in GPU round {r + 1}", exc)
                         console.print(f"[red]FAILED {case.label} (GPU pass)[/red]: {case.gpu_error}")
@@ -262,6 +273,8 @@ def run_gpu(
                 done = r + 1
         except KeyboardInterrupt:
             interrupted = True
-            for samples in timer.results().values():
-                samples.truncate(done)
+            results = timer.results()
+            for case in runnable:
+                if case.label in results:
+                    results[case.label].truncate(done * (COLD_BLOCKS_PER_ROUND if case.flush is not None else 1))
     return done, interrupted

@@ -23,6 +23,8 @@ class Selection:
     device: str
     dtype: torch.dtype = torch.float32
     seed: int = 0
+    quick: bool = False  # kernel scenarios: fewer sizes
+    cache: tuple[str, ...] = ("warm",)  # kernel scenarios: L2 state(s) for GPU timing
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,13 @@ class Scenario:
     axes: tuple[Axis, ...] = ()
     # Variants other variants' cases are paired with: a sharded run times them in every shard.
     baseline_variants: tuple[str, ...] = ()
+    # The variant names this scenario knows (None: the variant factory's) and the ops it runs
+    # when --ops is not given (None: every op). Kept in step with scenarios.SCENARIO_VARIANTS.
+    variants: tuple[str, ...] | None = None
+    default_ops: tuple[str, ...] | None = None
+    roofs: bool = False  # measure the machine's roofs and derive rates and % of roof for each row
+    # Prints this scenario's own tables in place of the boundary table: report(document, console).
+    report: Callable[[dict[str, Any], Any], None] | None = None
     # Scenarios that are not op x variant x mode tables run themselves:
     # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
     custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None

@@ -1,0 +1,164 @@
+"""Tables of the kernel scenarios as data, and their console sink: the roofline (rates and % of roof
+by size) and the launch crossover (from which size a variant stops being launch-bound)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from analysis.table import fitted, where
+
+# launch: GPU-bound once GPU time per call reaches this share of CPU time per call. When the GPU
+# sets the pace the CPU waits on the launch queue, so the two times are equal up to noise.
+GPU_BOUND_SHARE = 0.9
+# launch on the CPU: the boundary stops mattering once a variant costs at most this much over raw.
+CPU_BOUNDARY_SHARE = 1.10
+
+
+def _size_text(n: float, unit: str) -> str:
+    if unit == "B":
+        for step, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+            if n >= step:
+                return f"{n / step:g} {name}"
+        return f"{n:g} B"
+    for step, name in ((1 << 30, "Gi"), (1 << 20, "Mi"), (1 << 10, "Ki")):
+        if n >= step:
+            return f"{n / step:g}{name}"
+    return f"{n:g}"
+
+
+def timed_metric(frame: pd.DataFrame) -> str:
+    """GPU time where the run has it, else CPU time (a CPU run: the kernel runs on the caller's thread)."""
+    return "gpu_us" if (frame["metric"] == "gpu_us").any() else "cpu_us"
+
+
+def roofline_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One line per case of a roofline result: time, rates, % of roof (NaN where above the roof)."""
+    metric = timed_metric(frame)
+    rows = frame[(frame["scenario"] == "roofline") & (frame["metric"] == metric)].copy()
+    for col in ("gbps", "tflops", "pct_of_roof", "above_roof", "intensity", "bound", "bytes", "flops"):
+        if col not in rows:
+            rows[col] = None
+    rows["above_roof"] = rows["above_roof"].fillna(False).astype(bool)
+    # A point above its roof is a counting or timing error: no rate is reported for it.
+    rows.loc[rows["above_roof"], ["gbps", "tflops", "pct_of_roof"]] = math.nan
+    cols = ["op", "mode", "variant", "cache", "size", "dtype", "status", "reason", "median", "gbps", "tflops",
+            "intensity", "bound", "pct_of_roof", "above_roof", "bytes", "flops"]
+    return rows.reindex(columns=cols).reset_index(drop=True)
+
+
+def _roof_cell(r: pd.Series) -> str:
+    if r["status"] == "n/a":
+        return "n/a"
+    if r["status"] == "failed":
+        return "FAILED"
+    if r["above_roof"]:
+        return f"{r['median']:.2f} µs ABOVE ROOF"
+    if r["median"] is None or pd.isna(r["median"]):
+        return "-"
+    pct = " in cache" if r.get("bound") == "cache" else "" if pd.isna(r["pct_of_roof"]) else f" {r['pct_of_roof']:.0%}"
+    return f"{r['median']:.2f} µs {r['gbps']:.0f} GB/s{pct}"
+
+
+def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    frame = roofline_frame(pd.DataFrame(doc["rows"]))
+    roofs = doc.get("roofs") or {}
+    memory = roofs.get("memory", {})
+    if memory:
+        sheet = roofs.get("measured_over_datasheet", {})
+        console.print(f"memory roof {memory['value']:.0f} GB/s ({memory['method']}"
+                      + (f", {sheet['memory']:.0%} of the datasheet" if "memory" in sheet else "") + ")")
+        for name, roof in roofs.get("compute", {}).items():
+            console.print(f"compute roof {name} {roof['value']:.1f} TFLOP/s ({roof['method']}"
+                          + (f", {sheet[name]:.0%} of the datasheet" if name in sheet else "") + ")")
+    titled = []
+    for (op, mode, cache), g in frame.groupby(["op", "mode", "cache"], sort=False):
+        if (g["status"] == "n/a").all():
+            continue
+        table = Table()
+        table.add_column("size / tensor", no_wrap=True)
+        variants = list(dict.fromkeys(g["variant"]))
+        for v in variants:
+            table.add_column(v, justify="right", no_wrap=True)
+        for size, line in g.groupby("size", sort=False):
+            cells = {r["variant"]: _roof_cell(r) for _, r in line.iterrows()}
+            table.add_row(_size_text(float(size), "B"), *(cells.get(v, "") for v in variants))
+        titled.append((f"roofline {op}/{mode}, {cache} cache — {where(doc.get('env', {}))}: time per call, "
+                       "bandwidth, % of roof", table))
+    _print_titled(console, titled)
+    for (op, variant, mode), g in frame[frame["status"] == "n/a"].groupby(["op", "variant", "mode"], sort=False):
+        console.print(f"  [dim]{op}/{variant}/{mode}: {g['reason'].iloc[0]}[/dim]")
+    if frame["above_roof"].any():
+        console.print("[red]ABOVE ROOF: a point faster than the measured roof is a counting or timing error, "
+                      "not a result[/red]")
+
+
+def _print_titled(console: Console, titled: list[tuple[str, Table]]) -> None:
+    with fitted(console, [t for _, t in titled]):
+        for heading, table in titled:
+            console.print(f"[bold]{heading}[/bold]", soft_wrap=True)  # on its own line: never wrapped
+            console.print(table)
+
+
+def crossovers(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per op x variant of a launch result: the smallest size from which the variant is GPU-bound
+    (GPU time >= GPU_BOUND_SHARE x CPU time at that size and every larger one), or, in a CPU run,
+    from which it costs at most CPU_BOUNDARY_SHARE x raw. NaN when no size qualifies."""
+    runs = frame[(frame["scenario"] == "launch") & (frame["status"] == "ok")]
+    on_gpu = (runs["metric"] == "gpu_us").any()
+    out = []
+    for (op, variant), g in runs.groupby(["op", "variant"], sort=False):
+        cpu = g[g["metric"] == "cpu_us"].set_index("size")["median"].sort_index()
+        if on_gpu:
+            gpu = g[g["metric"] == "gpu_us"].set_index("size")["median"].reindex(cpu.index)
+            share = gpu / cpu
+            bound = share >= GPU_BOUND_SHARE
+        else:
+            ratio = g[g["metric"] == "cpu_us"].set_index("size")["ratio_median"].sort_index()
+            if ratio.isna().all():
+                continue  # raw: the baseline itself
+            share = ratio
+            bound = ratio <= CPU_BOUNDARY_SHARE
+        # the crossover: every size from here on qualifies
+        tail = bound[::-1].cummin()[::-1]
+        size = tail[tail].index.min() if tail.any() else math.nan
+        out.append({"op": op, "variant": variant, "crossover_elements": size,
+                    "cpu_us_at": cpu.get(size, math.nan), "share_at": share.get(size, math.nan),
+                    "cpu_us_smallest": cpu.iloc[0] if len(cpu) else math.nan,
+                    "criterion": (f"GPU time >= {GPU_BOUND_SHARE:.0%} of CPU time" if on_gpu
+                                  else f"time <= {CPU_BOUNDARY_SHARE:.2f} x raw")})
+    return pd.DataFrame(out)
+
+
+def print_launch(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    frame = pd.DataFrame(doc["rows"])
+    table_data = crossovers(frame)
+    if table_data.empty:
+        console.print("no launch rows")
+        return
+    on_gpu = (frame["metric"] == "gpu_us").any()
+    titled = []
+    for op, g in table_data.groupby("op", sort=False):
+        table = Table()
+        for col in ("variant", "crossover", "CPU µs/call there", "GPU/CPU there" if on_gpu else "÷ raw there",
+                    "CPU µs/call at the smallest size"):
+            table.add_column(col, justify="left" if col == "variant" else "right", no_wrap=True)
+        for _, r in g.iterrows():
+            found = not pd.isna(r["crossover_elements"])
+            table.add_row(r["variant"], _size_text(r["crossover_elements"], "") if found else "not reached",
+                          f"{r['cpu_us_at']:.2f}" if found else "", f"{r['share_at']:.2f}" if found else "",
+                          f"{r['cpu_us_smallest']:.2f}")
+        titled.append((f"launch {op} — {where(doc.get('env', {}))}: from which size (elements per tensor) "
+                       + ("each variant stops being launch-bound" if on_gpu else "the boundary stops mattering"),
+                       table))
+    _print_titled(console, titled)
+    console.print(f"[dim]criterion: {table_data['criterion'].iloc[0]} at that size and every larger one.[/dim]")
+    failed = frame[frame["status"] == "failed"]
+    for _, r in failed.drop_duplicates(["op", "variant"]).iterrows():
+        console.print(f"  [red]FAILED {r['op']}/{r['variant']}[/red]: {r['reason']}")

@@ -1,0 +1,187 @@
+"""Roofs measured on the machine, and what a timed row achieved against them.
+
+Roofs (``measure_roofs``), recorded in the result beside the datasheet's:
+
+* GPU memory: the best of a device-to-device ``cudaMemcpyAsync`` (torch's
+  ``copy_``) and the suite's own copy kernel (``noop``) over buffers far larger
+  than the L2, counting bytes read plus bytes written;
+* GPU compute: cuBLAS through ``torch.mm`` at a large square size, per dtype;
+* CPU: a large copy and a matmul on the one thread the runs use.
+
+Derived metrics (``derive``), from an op's declared work (ops.contract.Work)
+and a time per call: achieved GB/s and TFLOP/s, arithmetic intensity, the
+roof that applies, ``min(P, B * I)``, and the fraction of it reached,
+``max(flops / P, bytes / B) / time``. A point more than ``ROOF_TOLERANCE``
+above its roof is flagged ``above_roof``: a counting or timing error, which
+tables show as such instead of a number. A warm working set that fits in the
+cache (the GPU's L2, the CPU's last level) is not bounded by the memory roof:
+its rates are reported and its fraction of roof is not.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+# Measured roofs repeat within about 0.5 % (CUPTI): a point this far above is at the roof, no further.
+ROOF_TOLERANCE = 0.02
+
+# Vendor datasheet figures (dense, no sparsity), for the measured / datasheet ratio.
+DATASHEETS: dict[str, dict[str, float]] = {
+    "NVIDIA H200": {"memory_gbps": 4800.0, "bfloat16_tflops": 989.0, "float16_tflops": 989.0,
+                    "float32_tflops": 67.0, "float64_tflops": 67.0},
+    "NVIDIA H100 80GB HBM3": {"memory_gbps": 3350.0, "bfloat16_tflops": 989.0, "float16_tflops": 989.0,
+                              "float32_tflops": 67.0, "float64_tflops": 67.0},
+}
+GPU_MEMORY_BYTES = 2 << 30  # per buffer: 2 GiB, far beyond any L2
+GPU_GEMM_SIZE = 8192
+CPU_MEMORY_BYTES = 256 << 20
+CPU_GEMM_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class Roof:
+    value: float  # GB/s for memory, TFLOP/s for compute
+    method: str  # how it was measured (the best candidate)
+    candidates: dict[str, float]
+
+
+def _median_seconds(fn: Callable[[], Any], sync: Callable[[], None], calls: int, reps: int) -> float:
+    fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        times.append((time.perf_counter() - t0) / calls)
+    return statistics.median(times)
+
+
+def gpu_seconds(fn: Callable[[], Any], device: str, timer: Any, label: str, calls: int = 5, reps: int = 7) -> float:
+    """Median GPU time of one call of `fn`, from `timer` (CUPTI busy time, or events), blocks of `calls`."""
+    from .runner import Case, time_block
+
+    dev = torch.device(device)
+    case = Case(key={"op": "roof", "variant": label, "mode": "measure"}, call=fn,
+                sync=lambda: torch.cuda.synchronize(dev))
+    time_block(case, 2)  # warm-up: cuBLAS handles, allocator, clocks
+    for _ in range(reps):
+        time_block(case, calls, timer)
+    return statistics.median(timer.results()[case.label].gpu_us) / 1e6
+
+
+def measure_roofs(device: str, dtypes: tuple[torch.dtype, ...], timer: Any = None) -> dict[str, Any]:
+    """The machine's memory roof and compute roof per dtype, with datasheet figures where known."""
+    from ops.native import raw
+
+    memory: dict[str, float] = {}
+    compute: dict[str, Roof] = {}
+    if device.startswith("cuda"):
+        n = GPU_MEMORY_BYTES // 4
+        src = torch.randn(n, device=device)
+        dst = torch.empty_like(src)
+        moved = 2 * src.numel() * src.element_size()
+        copy_kernel = raw().noop
+        memory["cudaMemcpyAsync"] = moved / gpu_seconds(lambda: dst.copy_(src), device, timer, "memcpy") / 1e9
+        memory["copy kernel"] = moved / gpu_seconds(lambda: copy_kernel(src), device, timer, "copy") / 1e9
+        del src, dst
+        size = GPU_GEMM_SIZE
+        for dt in dtypes:
+            a, b = torch.randn(size, size, device=device).to(dt), torch.randn(size, size, device=device).to(dt)
+            seconds = gpu_seconds(lambda: torch.mm(a, b), device, timer, f"mm-{dt}", calls=3, reps=5)
+            compute[_name(dt)] = Roof(2 * size**3 / seconds / 1e12, f"torch.mm (cuBLAS) {size}^3", {})
+        gpu = torch.cuda.get_device_name(torch.device(device))
+        cache_bytes: int | None = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
+    else:
+        src = torch.randn(CPU_MEMORY_BYTES // 4)
+        dst = torch.empty_like(src)
+        moved = 2 * src.numel() * src.element_size()
+        memory["copy_"] = moved / _median_seconds(lambda: dst.copy_(src), lambda: None, 3, 5) / 1e9
+        size = CPU_GEMM_SIZE
+        for dt in dtypes:
+            a, b = torch.randn(size, size).to(dt), torch.randn(size, size).to(dt)
+            seconds = _median_seconds(lambda: torch.mm(a, b), lambda: None, 1, 5)
+            compute[_name(dt)] = Roof(2 * size**3 / seconds / 1e12, f"torch.mm {size}^3, {torch.get_num_threads()} thread(s)", {})
+        gpu = None
+        cache_bytes = cpu_cache_bytes()
+    best = max(memory, key=lambda k: memory[k])
+    roofs: dict[str, Any] = {
+        "memory": asdict(Roof(memory[best], best, {k: round(v, 1) for k, v in memory.items()})),
+        "compute": {k: asdict(v) for k, v in compute.items()},
+        "cache_bytes": cache_bytes,  # a warm working set this small is served by the cache, not memory
+    }
+    sheet = DATASHEETS.get(gpu or "")
+    if sheet:
+        roofs["datasheet"] = {"source": f"{gpu} datasheet (dense)", **sheet}
+        ratios = {"memory": roofs["memory"]["value"] / sheet["memory_gbps"]}
+        for name, roof in roofs["compute"].items():
+            if f"{name}_tflops" in sheet:
+                ratios[name] = roof["value"] / sheet[f"{name}_tflops"]
+        roofs["measured_over_datasheet"] = {k: round(v, 3) for k, v in ratios.items()}
+    return roofs
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def cpu_cache_bytes() -> int | None:
+    """The CPU's largest cache (last level), from sysfs."""
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes) if sizes else None
+
+
+def derive(bytes_moved: int, flops: int, seconds: float, memory_gbps: float, compute_tflops: float | None,
+           resident: bool = False) -> dict[str, Any]:
+    """Achieved rates and the fraction of the applicable roof for one call of `seconds`.
+
+    resident: the working set fits in a warm cache, so the memory roof (device memory) does not
+    bound it: the rates are reported, the fraction of roof is not (None), and it is never flagged.
+    """
+    if seconds <= 0 or bytes_moved <= 0:
+        raise ValueError(f"need a positive time and byte count, got {seconds} s and {bytes_moved} B")
+    gbps = bytes_moved / seconds / 1e9
+    tflops = flops / seconds / 1e12
+    intensity = flops / bytes_moved
+    peak = compute_tflops if compute_tflops else math.inf
+    roof_tflops = min(peak, memory_gbps * intensity / 1e3)
+    compute_s = flops / (peak * 1e12) if flops else 0.0
+    memory_s = bytes_moved / (memory_gbps * 1e9)
+    pct = max(compute_s, memory_s) / seconds
+    return {
+        "bytes": bytes_moved, "flops": flops, "gbps": round(gbps, 3), "tflops": round(tflops, 6),
+        "intensity": round(intensity, 6), "roof_tflops": None if math.isinf(roof_tflops) else round(roof_tflops, 6),
+        "bound": "cache" if resident else "memory" if memory_s >= compute_s else "compute",
+        "pct_of_roof": None if resident else round(pct, 6),
+        "above_roof": (not resident) and pct > 1 + ROOF_TOLERANCE,
+    }
+
+
+def attach(rows: list[dict[str, Any]], works: dict[tuple[Any, ...], Any], roofs: dict[str, Any], metric: str) -> None:
+    """Add the derived metrics to every ok row of `metric` whose case declared its work
+    (works: case identity -> Work)."""
+    from .identity import case_identity
+
+    memory, cache = roofs["memory"]["value"], roofs.get("cache_bytes")
+    for row in rows:
+        work = works.get(case_identity(row))
+        if row.get("metric") != metric or row.get("status") != "ok" or work is None or not row.get("median"):
+            continue
+        peak = (roofs["compute"].get(str(row.get("dtype"))) or {}).get("value")
+        resident = row.get("cache", "warm") != "cold" and cache is not None and work.bytes <= cache
+        row.update(derive(work.bytes, work.flops, row["median"] / 1e6, memory, peak, resident))

@@ -1,0 +1,74 @@
+"""What the kernel scenarios (roofline, launch) share: sizes, inputs shared across cases, the L2 flush,
+and the full-size check of each case against PyTorch's own op."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from bench.runner import Case
+from ops import InputSpec, OpContract
+
+from .base import TOLERANCES, Point, Selection
+
+MIN_FLUSH_BYTES = 256 << 20
+
+
+def elements_for(size_bytes: int, dtype: torch.dtype) -> int:
+    return max(1, size_bytes // torch.empty((), dtype=dtype).element_size())
+
+
+def shape_for(contract: OpContract, elements: int, row: int) -> tuple[int, ...]:
+    """1-D for elementwise ops; rows of `row` elements (fewer when smaller) for row-wise ops."""
+    if contract.backward_op is None:
+        return (elements,)
+    cols = min(row, elements)
+    return (max(1, elements // cols), cols)
+
+
+class InputPool:
+    """One set of inputs per op x shape x dtype, shared by every case that uses it: the largest
+    sizes are gigabytes, and a copy per variant, mode and cache state would not fit."""
+
+    def __init__(self, sel: Selection) -> None:
+        self.sel = sel
+        self._args: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._grads: dict[tuple[Any, ...], Tensor] = {}
+
+    def args(self, contract: OpContract, shape: tuple[int, ...]) -> tuple[Any, ...]:
+        key = (contract.name, shape)
+        if key not in self._args:
+            spec = InputSpec(shape, self.sel.dtype, self.sel.device, seed=self.sel.seed, on_device=True)
+            self._args[key] = contract.make_inputs(spec)
+        return self._args[key]
+
+    def grad(self, shape: tuple[int, ...]) -> Tensor:
+        if shape not in self._grads:
+            gen = torch.Generator(device=self.sel.device).manual_seed(self.sel.seed + 1)
+            self._grads[shape] = torch.randn(shape, generator=gen, dtype=self.sel.dtype, device=self.sel.device)
+        return self._grads[shape]
+
+
+def l2_flush(device: str) -> Callable[[], None]:
+    """A write over more than the L2 (twice its size, at least 256 MiB), as nvbench flushes it."""
+    props = torch.cuda.get_device_properties(torch.device(device))
+    buffer = torch.empty(max(2 * props.L2_cache_size, MIN_FLUSH_BYTES) // 4, dtype=torch.float32, device=device)
+    return lambda: buffer.zero_()
+
+
+def check_against(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tensor], dtype: torch.dtype) -> None:
+    """The case's output at its full size against `expected()` (PyTorch's own op on the same inputs):
+    a mismatch makes the case FAILED (never timed); its call is set only when it passes."""
+    try:
+        torch.testing.assert_close(call(), expected(), **TOLERANCES[dtype])
+    except Exception as exc:  # noqa: BLE001
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        case.error = f"full-size check against PyTorch failed: {first[:200]}"
+        return
+    case.call = call
+
+
+def point_of(case: Case) -> Point:
+    return {a: case.key[a] for a in case.key.get("axes", [])}

@@ -1,0 +1,76 @@
+"""`launch`: from what size on each boundary stops mattering.
+
+Cases: muladd and l2norm x every variant x the axis `size` (elements per
+tensor, powers of 4 from 1 to about 1 GiB of float32 on a GPU), inference
+mode, each paired with `raw` at the same size. Rows: CPU µs per call (the
+interleaved rounds) and, on CUDA, GPU µs per call (CUPTI). A variant is
+launch-bound while its CPU time per call exceeds its GPU time per call; the
+crossover (analysis/kernels.py) is the size from which it no longer does. On
+the CPU the same cases show where the boundary's cost fades against the
+kernel's own time (the ratio to raw at the same size).
+
+Each case passes the usual pre-flight (fp64 reference, at the boundary
+shape) and a full-size check against PyTorch's op on the shared inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.runner import Case
+from ops import Mode, OpContract, Variant
+from ops.contract import InputSpec
+
+from .base import Axis, Scenario, Selection, case_grid, preflight
+from .kernels import InputPool, check_against, shape_for
+
+SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of float32)
+SIZES_CPU = tuple(4**k for k in range(12))  # 1 .. 4 Mi elements
+ROW = 256  # l2norm rows of 256 elements (fewer when smaller)
+DEFAULT_OPS = ("muladd", "l2norm")
+MODE = Mode.INFERENCE.value
+
+
+def sizes(sel: Selection) -> tuple[int, ...]:
+    full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
+    return full[::2] if sel.quick else full
+
+
+def build(sel: Selection) -> list[Case]:
+    from ops import OPS, get_variant
+
+    pool = InputPool(sel)
+    aten = {op: get_variant("aten", op, sel.device).fn for op in sel.ops}
+
+    def fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
+        case.na_reason = variant.na_reason(mode)
+        if case.na_reason is None:
+            small = InputSpec(contract.boundary_shape, spec.dtype, spec.device, seed=spec.seed)
+            case.error = preflight(variant, contract, mode, small)
+        if case.na_reason is None and case.error is None:
+            args = pool.args(contract, spec.shape)
+            case.work = contract.work(args) if contract.work else None
+            check_against(case, lambda: variant.fn(*args), lambda: aten[contract.name](*args), spec.dtype)
+
+    return case_grid(sel, "launch", (MODE,), lambda op, v, mode: ("raw", mode) if v != "raw" else None, fill,
+                     axes=(Axis("size", sizes(sel)),),
+                     shape=lambda contract, point: shape_for(contract, point["size"], ROW))
+
+
+def report(doc: dict[str, Any], console: Any) -> None:
+    from analysis.kernels import print_launch
+
+    print_launch(doc, console)
+
+
+LAUNCH = Scenario(
+    name="launch",
+    description="CPU and GPU time per call of every variant by size: where each stops being launch-bound",
+    build=build,
+    modes=(MODE,),
+    axes=(Axis("size", SIZES_CUDA),),
+    baseline_variants=("raw",),
+    default_ops=DEFAULT_OPS,
+    report=report,
+    table_note="Crossover: the smallest size from which GPU time per call >= 90 % of CPU time per call at every larger size.",
+)

@@ -1,0 +1,137 @@
+"""`roofline`: how close each kernel runs to the machine's roofs, by size.
+
+Cases: ops x variants x modes x the axes `size` (bytes per tensor, powers of
+4 from 64 KiB) and `cache` (warm, or cold: the L2 flushed before every call).
+Variants: `raw` (the suite's kernel, called through its launcher), `aten`
+(PyTorch's native op of the same semantics) and `compiled` (the aten form
+under torch.compile, GPU only). Modes: `forward`, and `backward` for ops with
+a backward kernel (l2norm). Each case's GPU time (CUPTI) is set against its
+declared work and the roofs measured in the same run (bench/roofline.py).
+
+Every case is checked at its full size before it is timed: raw and compiled
+against aten on the same inputs, aten against the fp64 reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from bench.runner import Case
+from ops import OPS, OpContract
+
+from .base import Axis, Scenario, Selection, case_key
+from .kernels import InputPool, check_against, elements_for, l2_flush, shape_for
+
+VARIANTS = ("raw", "aten", "compiled")
+MODES = ("forward", "backward")
+SIZES_CUDA = tuple(64 * 1024 * 4**k for k in range(9))  # 64 KiB .. 4 GiB per tensor
+SIZES_CPU = tuple(64 * 1024 * 4**k for k in range(7))  # 64 KiB .. 256 MiB
+ROW = 1024  # l2norm rows of 1024 elements
+DEFAULT_OPS = ("noop", "muladd", "l2norm")
+
+
+def sizes(sel: Selection) -> tuple[int, ...]:
+    full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
+    return full[::2] if sel.quick else full
+
+
+def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str) -> str | None:
+    if mode == "backward" and contract.backward_op is None:
+        return f"{contract.name} has no backward kernel (its backward is aten ops)"
+    if variant in ("aten", "compiled") and contract.aten is None:
+        return f"{contract.name} declares no native form"
+    if variant == "compiled" and not device.startswith("cuda"):
+        return "compiled rows are GPU-only here (Inductor's CPU build for every size would dominate the run)"
+    if variant == "compiled" and mode == "backward":
+        return "a compiled backward recomputes the forward: not the same work"
+    if cache == "cold" and not device.startswith("cuda"):
+        return "cold-cache timing flushes a GPU's L2"
+    return None
+
+
+def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
+           compiled: dict[str, Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
+    """variant -> a zero-argument call doing one call of that variant in `mode` on `args`."""
+    from ops.native import raw
+
+    if mode == "forward":
+        launcher = getattr(raw(), contract.name)
+        if contract.name not in compiled and contract.aten is not None:
+            compiled[contract.name] = torch.compile(contract.aten, fullgraph=True, dynamic=False)
+        return {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args),  # type: ignore[misc]
+                "compiled": lambda: compiled[contract.name](*args)}
+    x, *scalars = args
+    grad = pool.grad(tuple(x.shape))
+    backward = getattr(raw(), contract.backward_op or "")
+    x_rg = x.detach().requires_grad_(True)
+    out = contract.aten(x_rg, *scalars)  # type: ignore[misc]  # the graph whose backward is replayed
+    return {"raw": lambda: backward(grad, x, *scalars),
+            "aten": lambda: torch.autograd.grad(out, x_rg, grad, retain_graph=True)[0]}
+
+
+def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> torch.Tensor:
+    """The fp64 reference of the forward, or of the gradient the backward kernel computes."""
+    if mode == "forward":
+        return contract.reference_fp64(args).to(args[0].dtype)
+    x, *scalars = args
+    x64 = x.detach().double().requires_grad_(True)
+    grad = pool.grad(tuple(x.shape))
+    (gx,) = torch.autograd.grad(contract.reference(x64, *scalars), x64, grad.double())
+    return gx.to(x.dtype)
+
+
+def build(sel: Selection) -> list[Case]:
+    from .base import device_sync
+
+    pool = InputPool(sel)
+    compiled: dict[str, Callable[..., Any]] = {}
+    caches = sel.cache
+    flush = l2_flush(sel.device) if "cold" in caches and sel.device.startswith("cuda") else None
+    sync = device_sync(sel.device)
+    cases: list[Case] = []
+    for op in sel.ops:
+        contract = OPS[op]
+        for size in sizes(sel):
+            shape = shape_for(contract, elements_for(size, sel.dtype), ROW)
+            for mode in MODES:
+                calls: dict[str, Callable[[], Any]] | None = None
+                for variant in sel.variants:
+                    for cache in caches:
+                        point = {"size": size, "cache": cache}
+                        key = case_key("roofline", op, variant, mode, sel.device, shape, sel.dtype, point)
+                        case = Case(key=key, call=None, sync=sync)
+                        case.na_reason = _skip(contract, variant, mode, cache, sel.device)
+                        cases.append(case)
+                        if case.na_reason:
+                            continue
+                        args = pool.args(contract, shape)
+                        calls = calls or _calls(contract, args, mode, pool, compiled)
+                        work = contract.work if mode == "forward" else contract.backward_work
+                        case.work = work(args) if work else None
+                        case.flush = flush if cache == "cold" else None
+                        # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
+                        expected = (lambda: _reference(contract, args, mode, pool)) if variant == "aten" else calls["aten"]
+                        check_against(case, calls[variant], expected, sel.dtype)
+    return cases
+
+
+def report(doc: dict[str, Any], console: Any) -> None:
+    from analysis.kernels import print_roofline
+
+    print_roofline(doc, console)
+
+
+ROOFLINE = Scenario(
+    name="roofline",
+    description="GPU time of each kernel by size against the measured memory and compute roofs",
+    build=build,
+    modes=MODES,
+    axes=(Axis("size", SIZES_CUDA), Axis("cache", ("warm", "cold"))),
+    variants=VARIANTS,
+    default_ops=DEFAULT_OPS,
+    report=report,
+    roofs=True,
+    table_note="% of roof = max(FLOPs / P, bytes / B) / time, with B and P measured in this run (roofs).",
+)
