@@ -159,3 +159,34 @@ def test_mm_backward_on_cuda_uses_the_op() -> None:
     ga, gb = torch.autograd.grad(out, (a, b), g)
     assert _rel_error(ga, g, b.detach().t()) < REL_BOUND[torch.bfloat16]
     assert _rel_error(gb, a.detach().t(), g) < REL_BOUND[torch.bfloat16]
+
+
+# ---------------------------------------------------------------------------
+# Scenarios: mm is timed only when asked for, and its fwd_bwd calls get an output-shaped gradient.
+
+
+@pytest.mark.parametrize(("ops", "explicit", "has_mm"), [
+    (None, None, False),           # run.py's default: every op
+    (("mm",), None, True),         # --ops mm
+    (("noop", "mm"), None, True),
+    (None, True, True),            # every op, named one by one on the command line
+])
+def test_scenarios_leave_mm_out_unless_asked(ops: tuple[str, ...] | None, explicit: bool | None, has_mm: bool) -> None:
+    from ops.specs import OP_NAMES
+    from scenarios.base import Selection, case_grid
+
+    sel = Selection(ops=ops or OP_NAMES, variants=("raw",), device="cpu", explicit_ops=explicit)
+    cases = case_grid(sel, "test", ("inference",), lambda *_: None, lambda *_: None)
+    assert ("mm" in {c.key["op"] for c in cases}) == has_mm
+    assert {c.key["op"] for c in cases} - {"mm"} == set(sel.ops) - {"mm"}
+
+
+def test_scenario_fwd_bwd_call_of_mm() -> None:
+    from ops.variants import get_variant
+    from scenarios.base import make_call, preflight
+
+    v = get_variant("function_raw", "mm", "cpu")
+    spec = InputSpec((8, 16, 4), requires_grad=True)
+    assert preflight(v, MM, "fwd_bwd", spec) is None
+    grads = make_call(v, MM, "fwd_bwd", spec)()
+    assert [g.shape for g in grads] == [(8, 16), (16, 4)]
