@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from .contract import Args, OpContract, Work, elementwise_work, none_for_scalars
+from .contract import Args, OpContract, OpKernels, Shape, Work, elementwise_work, none_for_scalars
 from .specs import OP_NAMES
 
 L2NORM_EPS = 1e-6
@@ -17,7 +17,7 @@ def _save_nothing(ctx: Any, inputs: Args, output: Tensor) -> None:
     pass
 
 
-def _noop_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) -> tuple[Tensor | None, ...]:
+def _noop_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
     return (grad,)
 
 
@@ -26,7 +26,7 @@ def _muladd_save(ctx: Any, inputs: Args, output: Tensor) -> None:
     ctx.save_for_backward(a, b)
 
 
-def _muladd_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) -> tuple[Tensor | None, ...]:
+def _muladd_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
     a, b = ctx.saved_tensors
     return grad * b, grad * a, grad
 
@@ -37,10 +37,10 @@ def _l2norm_save(ctx: Any, inputs: Args, output: Tensor) -> None:
     ctx.eps = eps
 
 
-def _l2norm_backward(ctx: Any, grad: Tensor, bwd: Callable[..., Tensor] | None) -> tuple[Tensor | None, ...]:
-    assert bwd is not None, "l2norm's backward needs its backward kernel"
+def _l2norm_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+    assert kernels.bwd is not None, "l2norm's backward needs its backward kernel"
     (x,) = ctx.saved_tensors
-    return none_for_scalars(L2NORM, [bwd(grad, x, ctx.eps)])
+    return none_for_scalars(L2NORM, [kernels.bwd(grad, x, ctx.eps)])
 
 
 def _l2norm_check(x: Tensor, eps: float) -> None:
@@ -107,5 +107,65 @@ L2NORM = OpContract(
     backward_work=_work(2, 1, 7),  # reads grad and x; recomputes y and rstd, then rstd * (g - y * sum(g*y))
 )
 
-OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM)}
+def _mm_shapes(shape: Shape) -> tuple[Shape, ...]:
+    """(M, K, N) -> a (M, K), b (K, N). The shared tests' 2-D shapes (M, K) give b (K, M),
+    so the output's shape (M, M) differs from every input's."""
+    if len(shape) == 3:
+        m, k, n = shape
+    elif len(shape) == 2:
+        m, k = shape
+        n = m
+    else:
+        raise ValueError(f"mm inputs need a (M, K, N) or (M, K) shape, got {shape}")
+    return (m, k), (k, n)
+
+
+def _mm_output_shape(a: Tensor, b: Tensor) -> tuple[int, int]:
+    """The launchers' shape contract, with their messages."""
+    for name, t in (("a", a), ("b", b)):
+        torch._check(t.dim() == 2, lambda: f"mm: argument '{name}' must be a 2-D tensor, got {t.dim()}-D shape {list(t.shape)}")
+    torch._check(a.shape[1] == b.shape[0],
+                 lambda: f"mm: inner dimensions do not match: 'a' is {list(a.shape)}, 'b' is {list(b.shape)} "
+                         "(a.size(1) must equal b.size(0))")
+    return a.shape[0], b.shape[1]
+
+
+def _mm_save(ctx: Any, inputs: Args, output: Tensor) -> None:
+    a, b = inputs
+    ctx.save_for_backward(a, b)
+
+
+def _mm_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+    """grad_a = g @ b^T, grad_b = a^T @ g, each one call of the variant's own mm."""
+    a, b = ctx.saved_tensors
+    grad_a = kernels.fwd(grad, b.t()) if ctx.needs_input_grad[0] else None
+    grad_b = kernels.fwd(a.t(), grad) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b
+
+
+def _mm_work(args: Args) -> Work:
+    a, b = args
+    (m, k), n = a.shape, b.shape[1]
+    return Work((m * k + k * n) * a.element_size(), m * n * a.element_size(), 2 * m * n * k)
+
+
+MM = OpContract(
+    name="mm",
+    tensor_args=("a", "b"),
+    scalars=(),
+    differentiable=("a", "b"),
+    reference=torch.mm,
+    save=_mm_save,
+    backward=_mm_backward,
+    boundary_shape=(64, 128, 32),
+    description="a @ b: tensor cores (float16/bfloat16, fp32 accumulation) on CUDA, the compute-bound end",
+    dtypes=(torch.float16, torch.bfloat16, torch.float32, torch.float64),
+    input_shapes=_mm_shapes,
+    output_shape=_mm_output_shape,
+    boundary=False,  # a matrix product is not a boundary-cost row; time it with --ops mm
+    aten=torch.mm,  # cuBLAS: the comparison row
+    work=_mm_work,
+)
+
+OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM, MM)}
 assert tuple(OPS) == OP_NAMES, "ops/specs.py OP_NAMES must list the contracts above, in order"

@@ -9,16 +9,35 @@ Python half: fake, saved tensors, backward formula, fp64 reference and inputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
 Args = tuple[Any, ...]
+Shape = tuple[int, ...]
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
-# A backward formula receives the autograd ctx, the incoming gradient and the
-# backward kernel of the variant's own flavour (raw launcher, registered op...).
-BackwardFn = Callable[[Any, Tensor, Callable[..., Tensor] | None], tuple[Tensor | None, ...]]
+
+
+class OpKernels(Protocol):
+    """The variant's own flavour of the op (raw launcher, registered op...): its forward
+    (differentiable where the variant is, e.g. mm's backward calls mm) and backward kernel."""
+
+    @property
+    def fwd(self) -> Callable[..., Tensor]: ...
+
+    @property
+    def bwd(self) -> Callable[..., Tensor] | None: ...
+
+
+# A backward formula receives the autograd ctx, the incoming gradient and the variant's kernels.
+BackwardFn = Callable[[Any, Tensor, OpKernels], tuple[Tensor | None, ...]]
+
+
+def expected_dtypes(dtypes: Sequence[torch.dtype]) -> str:
+    """'expected float32 or float64', as the C++ launchers word it."""
+    names = [str(d).removeprefix("torch.") for d in dtypes]
+    return "expected " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
 
 
 @dataclass(frozen=True)
@@ -81,17 +100,29 @@ class OpContract:
     # The least work of one forward call, and of one call of the backward kernel, from the inputs.
     work: Callable[[Args], Work] | None = None
     backward_work: Callable[[Args], Work] | None = None
+    # Dtypes the kernels take.
+    dtypes: tuple[torch.dtype, ...] = SUPPORTED_DTYPES
+    # Per-argument shapes from an InputSpec's shape (None: every tensor has that shape).
+    input_shapes: Callable[[Shape], tuple[Shape, ...]] | None = None
+    # Checks the tensor arguments' shapes (torch._check, raising like the kernels) and
+    # returns the output's; None: elementwise, every tensor and the output shaped like the first.
+    output_shape: Callable[..., Sequence[int]] | None = None
+    # Whether the boundary and compile scenarios include the op when no --ops is given.
+    boundary: bool = True
+
+    def shapes(self, shape: Shape) -> tuple[Shape, ...]:
+        return self.input_shapes(shape) if self.input_shapes else (shape,) * len(self.tensor_args)
 
     def make_inputs(self, spec: InputSpec) -> Args:
         """Random inputs: tensors in schema order, then scalars."""
         draw_on = torch.device(spec.device) if spec.on_device else torch.device("cpu")
         gen = torch.Generator(device=draw_on).manual_seed(spec.seed)
         tensors = []
-        for i, arg in enumerate(self.tensor_args):
+        for arg, shape in zip(self.tensor_args, self.shapes(spec.shape)):
             if spec.on_device:
-                t = torch.randn(spec.shape, generator=gen, dtype=spec.dtype, device=draw_on)
+                t = torch.randn(shape, generator=gen, dtype=spec.dtype, device=draw_on)
             else:
-                t = torch.randn(spec.shape, generator=gen, dtype=torch.float64).to(spec.dtype)
+                t = torch.randn(shape, generator=gen, dtype=torch.float64).to(spec.dtype)
             if spec.layout == "permuted":
                 if t.dim() != 2:
                     raise ValueError("permuted layout needs 2-D inputs")
@@ -111,19 +142,27 @@ class OpContract:
         return [a for a, n in zip(args, self.tensor_args) if n in self.differentiable and a.requires_grad]
 
     def fake(self, *args: Any) -> Tensor:
-        """Metadata-only output: contiguous, shaped like the first tensor."""
+        """Metadata-only output: contiguous, shaped as output_shape says (default: like the first tensor)."""
         tensors = self.tensors_of(args)
         first = tensors[0]
         for other in tensors[1:]:
-            torch._check(other.shape == first.shape, lambda: f"{self.name}: mismatched shapes")
             torch._check(other.dtype == first.dtype, lambda: f"{self.name}: different dtypes")
             torch._check(other.device == first.device, lambda: f"{self.name}: different devices")
         # The kernels' contract, so traced and meta runs fail where eager ones would.
-        torch._check(first.dtype in SUPPORTED_DTYPES,
-                     lambda: f"{self.name}: unsupported dtype {first.dtype} (expected float32 or float64)")
+        torch._check(first.dtype in self.dtypes,
+                     lambda: f"{self.name}: unsupported dtype {first.dtype} ({expected_dtypes(self.dtypes)})")
+        shape = self.out_shape(tensors)
         if self.check_args is not None:
             self.check_args(*args)
-        return first.new_empty(first.shape)
+        return first.new_empty(shape)
+
+    def out_shape(self, tensors: Sequence[Tensor]) -> Sequence[int]:
+        if self.output_shape is not None:
+            return self.output_shape(*tensors)
+        first = tensors[0]
+        for other in tensors[1:]:
+            torch._check(other.shape == first.shape, lambda: f"{self.name}: mismatched shapes")
+        return first.shape
 
     def reference_fp64(self, args: Args) -> Tensor:
         tensors = [t.detach().to(torch.float64) for t in self.tensors_of(args)]

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from .contract import OpContract
+from .contract import SUPPORTED_DTYPES, OpContract, expected_dtypes
 
 NS = "dbench_triton_op"
 BLOCK = 1024
@@ -32,19 +32,20 @@ def triton_unavailable_reason(device: str) -> str | None:
     return None
 
 
-def check_inputs(op: str, names: tuple[str, ...], tensors: tuple[Tensor, ...]) -> None:
+def check_inputs(op: str, names: tuple[str, ...], tensors: tuple[Tensor, ...],
+                 dtypes: tuple[torch.dtype, ...] = SUPPORTED_DTYPES, same_shape: bool = True) -> None:
     """The same input contract as the C++ launchers, with the same messages."""
     first_name, first = names[0], tensors[0]
     for name, t in zip(names, tensors):
         if t.layout != torch.strided:
             raise RuntimeError(f"{op}: argument '{name}' has unsupported layout {t.layout} (only strided tensors are supported)")
-        if t.dtype not in (torch.float32, torch.float64):
-            raise RuntimeError(f"{op}: argument '{name}' has unsupported dtype {t.dtype} (expected float32 or float64)")
+        if t.dtype not in dtypes:
+            raise RuntimeError(f"{op}: argument '{name}' has unsupported dtype {t.dtype} ({expected_dtypes(dtypes)})")
         if t.device != first.device:
             raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' are on different devices ({first.device} vs {t.device})")
         if t.dtype != first.dtype:
             raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have different dtypes ({first.dtype} vs {t.dtype})")
-        if t.shape != first.shape:
+        if same_shape and t.shape != first.shape:
             raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have mismatched shapes {list(first.shape)} vs {list(t.shape)}")
 
 
@@ -88,8 +89,34 @@ def _kernels() -> dict[str, Any]:
         dot = tl.sum(g * x, axis=0) * rstd
         tl.store(gx_ptr + row * cols + offs, rstd * (g - x * rstd * dot), mask=mask)
 
+    @triton.jit
+    def mm_kernel(a_ptr, b_ptr, out_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr, KIND: tl.constexpr):
+        # KIND 0: 16-bit inputs, tensor cores, fp32 accumulation; 1: float32 without tf32;
+        # 2: float64, a broadcast product (tl.dot has no float64 on every release).
+        rm = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        rn = (tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+        rk = tl.arange(0, BLOCK_K).to(tl.int64)
+        if KIND == 2:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float64)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            ka = k0 + rk
+            a = tl.load(a_ptr + rm[:, None] * K + ka[None, :], mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + ka[:, None] * N + rn[None, :], mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)
+            if KIND == 0:
+                acc += tl.dot(a, b)
+            elif KIND == 1:
+                acc += tl.dot(a, b, input_precision="ieee")
+            else:
+                acc += tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
+
     return {
         "triton": triton,
+        "mm": mm_kernel,
         "noop": copy_kernel,
         "muladd": muladd_kernel,
         "l2norm": l2norm_fwd_kernel,
@@ -141,6 +168,41 @@ def _rowwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
     return launch
 
 
+# (BLOCK_M, BLOCK_N, BLOCK_K, KIND) per dtype: the triton_op row measures the boundary, not a tuned GEMM.
+_MM_CONFIG = {
+    torch.float16: (64, 64, 32, 0),
+    torch.bfloat16: (64, 64, 32, 0),
+    torch.float32: (32, 32, 32, 1),
+    torch.float64: (16, 16, 16, 2),
+}
+
+
+def _matmul(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
+    def launch(a: Tensor, b: Tensor) -> Tensor:
+        k = _kernels()
+        qualified = f"{NS}::{op_name}"
+        check_inputs(qualified, arg_names, (a, b), dtypes=tuple(_MM_CONFIG), same_shape=False)
+        for name, t in zip(arg_names, (a, b)):
+            if t.dim() != 2:
+                raise RuntimeError(f"{qualified}: argument '{name}' must be a 2-D tensor, got {t.dim()}-D shape {list(t.shape)}")
+        if a.shape[1] != b.shape[0]:
+            raise RuntimeError(f"{qualified}: inner dimensions do not match: 'a' is {list(a.shape)}, 'b' is "
+                               f"{list(b.shape)} (a.size(1) must equal b.size(0))")
+        a, b = a.contiguous(), b.contiguous()
+        (m, kk), n = a.shape, b.shape[1]
+        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
+        if out.numel() == 0:
+            return out
+        bm, bn, bk, kind = _MM_CONFIG[a.dtype]
+        with torch.cuda.device(out.device):
+            grid = (k["triton"].cdiv(m, bm), k["triton"].cdiv(n, bn))
+            torch.library.wrap_triton(k[op_name])[grid](a, b, out, m, n, kk, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                                         KIND=kind)
+        return out
+
+    return launch
+
+
 _PY_TYPES = {"Tensor": Tensor, "float": float, "int": int, "bool": bool}
 
 
@@ -170,10 +232,11 @@ def _register(op_name: str, launcher: Callable[..., Tensor]) -> Any:
 def triton_flavour(contract: OpContract) -> Any:
     from .variants import Flavour, _registered_backward
 
-    launch = _rowwise if contract.name == "l2norm" else _elementwise
+    launch = {"l2norm": _rowwise, "mm": _matmul}.get(contract.name, _elementwise)
     fwd = _register(contract.name, launch(contract.name, contract.tensor_args))
     bwd = None
     if contract.backward_op:
         bwd = _register(contract.backward_op, _rowwise(contract.backward_op, ("grad", "x")))
-    fwd.register_autograd(_registered_backward(contract, bwd), setup_context=contract.save)
-    return Flavour(fwd, bwd)
+    fl = Flavour(fwd, bwd)
+    fwd.register_autograd(_registered_backward(contract, fl), setup_context=contract.save)
+    return fl

@@ -20,7 +20,7 @@ from torch import Tensor
 from . import native
 from .catalog import OPS
 from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec
-from .contract import OpContract, backward_fake
+from .contract import OpContract, OpKernels, backward_fake
 
 
 OpFn = Callable[..., Tensor]
@@ -110,7 +110,7 @@ def flavour(kind: str, op: str) -> Flavour:
         return _custom_op("dbench_nested_custom_op", contract, lambda n: _inner_of(inner, contract, n))
     if kind == "custom_op_autograd":
         fl = _custom_op("dbench_custom_op_autograd", contract, _raw_launcher)
-        fl.fwd.register_autograd(_registered_backward(contract, fl.bwd), setup_context=contract.save)
+        fl.fwd.register_autograd(_registered_backward(contract, fl), setup_context=contract.save)
         return fl
     if kind == "autograd_key_py":
         return _autograd_key_py(contract)
@@ -133,9 +133,9 @@ def _inner_of(inner: Flavour, contract: OpContract, op_name: str) -> OpFn:
     return inner.fwd if op_name == contract.name else inner.bwd  # type: ignore[return-value]
 
 
-def _registered_backward(contract: OpContract, bwd: OpFn | None) -> Callable[..., Any]:
+def _registered_backward(contract: OpContract, kernels: OpKernels) -> Callable[..., Any]:
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        return contract.backward(ctx, grad, bwd)
+        return contract.backward(ctx, grad, kernels)
 
     return backward
 
@@ -182,7 +182,7 @@ def _autograd_key_py(contract: OpContract) -> Flavour:
         @staticmethod
         @_first_order_only(contract)
         def backward(ctx: Any, grad: Tensor) -> Any:
-            return contract.backward(ctx, grad, fl.bwd)
+            return contract.backward(ctx, grad, fl)
 
     _LIBRARIES[-1].impl(contract.name, _AutogradKernel.apply, "Autograd")
     return fl
@@ -228,14 +228,34 @@ def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
 
     @_first_order_only(contract)
     def backward(ctx: Any, grad: Tensor) -> Any:
-        return contract.backward(ctx, grad, fl.bwd)
+        return contract.backward(ctx, grad, kernels)
 
     cls = type(
         f"{contract.name}_{label}",
         (torch.autograd.Function,),
         {"forward": staticmethod(namespace["forward"]), "backward": staticmethod(backward)},
     )
+    kernels = _FunctionKernels(fl, cls.apply)  # type: ignore[attr-defined]
     return cls.apply  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class _FunctionKernels:
+    """What an autograd.Function's backward calls: the flavour's op, or, while a graph is
+    built (create_graph), the Function itself so that the gradient is differentiable too
+    (mm's backward is two mm calls). Plain backward stays on the op: it is what torch.compile
+    traces, and it costs nothing extra in fwd_bwd rows."""
+
+    flavour: Flavour
+    differentiable: OpFn
+
+    @property
+    def fwd(self) -> OpFn:
+        return self.differentiable if torch.is_grad_enabled() else self.flavour.fwd
+
+    @property
+    def bwd(self) -> OpFn | None:
+        return self.flavour.bwd
 
 
 # ---------------------------------------------------------------------------

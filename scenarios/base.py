@@ -25,6 +25,15 @@ class Selection:
     seed: int = 0
     quick: bool = False  # kernel scenarios: fewer sizes
     cache: tuple[str, ...] = ("warm",)  # kernel scenarios: L2 state(s) for GPU timing
+    # Whether `ops` was given by the user (--ops). None: given unless it is every op, the
+    # default. Ops whose contract says boundary=False (mm) are timed only when asked for.
+    explicit_ops: bool | None = None
+
+    def wants(self, contract: OpContract) -> bool:
+        from ops import OP_NAMES
+
+        explicit = self.explicit_ops if self.explicit_ops is not None else tuple(self.ops) != OP_NAMES
+        return contract.boundary or explicit
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,8 @@ def make_call(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
     if mode in (Mode.INFERENCE.value, Mode.FWD_REQUIRES_GRAD.value):
         return lambda: fn(*args)
     grad_inputs = contract.grad_inputs(args)
-    grad_out = torch.randn(spec.shape, generator=torch.Generator().manual_seed(spec.seed + 1), dtype=torch.float64)
+    out_shape = tuple(contract.out_shape(contract.tensors_of(args)))
+    grad_out = torch.randn(out_shape, generator=torch.Generator().manual_seed(spec.seed + 1), dtype=torch.float64)
     grad_out = grad_out.to(dtype=spec.dtype, device=spec.device)
 
     def fwd_bwd() -> tuple[Tensor, ...]:
@@ -155,6 +165,8 @@ def case_grid(
     sync = device_sync(sel.device)
     for op in sel.ops:
         contract = OPS[op]
+        if not sel.wants(contract):
+            continue
         for name in sel.variants:
             variant = get_variant(name, op, sel.device)
             for point in axis_points(axes):

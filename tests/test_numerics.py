@@ -50,8 +50,8 @@ def test_forward_matches_fp64_reference(device: str, v: Variant, dtype: torch.dt
     if layout == "permuted" and shape != "empty":
         assert not args[0].is_contiguous(), "the permuted layout must exercise the strided path"
     out = v.fn(*args)
-    assert out.dtype == dtype and out.device == args[0].device and out.shape == args[0].shape
     expected = v.op.reference_fp64(args)
+    assert out.dtype == dtype and out.device == args[0].device and out.shape == expected.shape
     torch.testing.assert_close(out.to(torch.float64), expected, **TOLERANCES[dtype])
 
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "../kernels/kernels.h"
 #include "message.h"
@@ -51,15 +52,18 @@ struct AtenApi {
   }
 
   // Input contract shared by every op; messages name the op and the argument.
-  static void check_inputs(const char* op, std::initializer_list<NamedTensor> args) {
+  static bool supported(at::ScalarType t, InputRule rule) {
+    return t == at::kFloat || t == at::kDouble || (rule.half_types && (t == at::kHalf || t == at::kBFloat16));
+  }
+
+  static void check_inputs(const char* op, std::initializer_list<NamedTensor> args, InputRule rule = {}) {
     const auto& [first_name, first] = *args.begin();
     for (const auto& [name, t] : args) {
       DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
       DBENCH_CHECK(t->layout() == at::kStrided, fail, op, ": argument '", name, "' has unsupported layout ",
                    layout_name(t->layout()), " (only strided tensors are supported)");
-      DBENCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, fail, op, ": argument '",
-                   name, "' has unsupported dtype ", c10::toString(t->scalar_type()),
-                   " (expected float32 or float64)");
+      DBENCH_CHECK(supported(t->scalar_type(), rule), fail, op, ": argument '", name, "' has unsupported dtype ",
+                   c10::toString(t->scalar_type()), " (", expected_dtypes(rule), ")");
       DBENCH_CHECK(t->device().is_cpu() || t->device().is_cuda(), fail, op, ": argument '", name,
                    "' is on unsupported device ", t->device().str());
       DBENCH_CHECK(t->device() == first->device(), fail, op, ": arguments '", first_name, "' and '", name,
@@ -67,7 +71,7 @@ struct AtenApi {
       DBENCH_CHECK(t->scalar_type() == first->scalar_type(), fail, op, ": arguments '", first_name, "' and '",
                    name, "' have different dtypes (", c10::toString(first->scalar_type()), " vs ",
                    c10::toString(t->scalar_type()), ")");
-      DBENCH_CHECK(t->sizes() == first->sizes(), fail, op, ": arguments '", first_name, "' and '", name,
+      DBENCH_CHECK(!rule.same_shape || t->sizes() == first->sizes(), fail, op, ": arguments '", first_name, "' and '", name,
                    "' have mismatched shapes ", sizes(*first), " vs ", sizes(*t));
     }
   }
@@ -81,8 +85,19 @@ struct AtenApi {
     return at::empty(like.sizes(), like.options().memory_format(at::MemoryFormat::Contiguous));
   }
 
+  static at::Tensor empty_2d(const at::Tensor& like, int64_t rows, int64_t cols) {
+    const std::optional<c10::DeviceGuard> guard =
+        like.is_cuda() ? std::make_optional<c10::DeviceGuard>(like.device()) : std::nullopt;
+    return at::empty({rows, cols}, like.options().memory_format(at::MemoryFormat::Contiguous));
+  }
+
   static k::DType dtype(const at::Tensor& t) {
-    return t.scalar_type() == at::kDouble ? k::DType::kFloat64 : k::DType::kFloat32;
+    switch (t.scalar_type()) {
+      case at::kDouble: return k::DType::kFloat64;
+      case at::kHalf: return k::DType::kFloat16;
+      case at::kBFloat16: return k::DType::kBFloat16;
+      default: return k::DType::kFloat32;  // check_inputs admitted nothing else
+    }
   }
 
   // An op called on cuda:1 from a thread whose current device is cuda:0 must
@@ -118,6 +133,21 @@ at::Tensor l2norm(const at::Tensor& x, double eps) { return Bodies::l2norm("dben
 
 at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps) {
   return Bodies::l2norm_backward("dbench::l2norm_backward", grad, x, eps);
+}
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) { return Bodies::mm("dbench::mm", a, b); }
+
+bool vector_path(const std::vector<at::Tensor>& tensors) {
+  DBENCH_CHECK(!tensors.empty(), AtenApi::fail, "vector_path: expected at least one tensor");
+  std::vector<at::Tensor> kept;  // keeps the contiguous copies alive while their pointers are read
+  std::vector<const void*> ptrs;
+  for (const auto& t : tensors) {
+    AtenApi::check_inputs("vector_path", {{"tensor", &t}, {"first", &tensors.front()}});
+    kept.push_back(t.contiguous());
+    ptrs.push_back(kept.back().const_data_ptr());
+  }
+  return k::vector_path_ok(ptrs.data(), static_cast<int>(ptrs.size()), tensors.front().numel(),
+                           AtenApi::dtype(tensors.front()));
 }
 
 }  // namespace dbench

@@ -4,10 +4,13 @@
 // the few operations that differ between the two:
 //
 //   using Tensor;
-//   static void check_inputs(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>>);
+//   static void check_inputs(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>>,
+//                            InputRule rule = {});
 //   template <class... M> static void check(bool ok, const M&... message);
+//   static msg::Sizes sizes(const Tensor&);
 //   static Tensor contiguous(const Tensor&);
 //   static Tensor contiguous_output(const Tensor& like);   // same shape, dtype, device; contiguous
+//   static Tensor empty_2d(const Tensor& like, int64_t rows, int64_t cols);  // like's dtype and device
 //   static kernels::DType dtype(const Tensor&);
 //   template <class Cpu, class Cuda> static void launch(const char* op, const Tensor& like, Cpu&&, Cuda&&);
 //
@@ -19,8 +22,23 @@
 #include <utility>
 
 #include "../kernels/kernels.h"
+#include "message.h"
 
 namespace dbench {
+
+// What check_inputs demands beyond the shared contract (defined, strided, CPU or CUDA,
+// one device, one dtype). The elementwise and row-wise ops take float32/float64 tensors
+// of one shape; mm also takes float16/bfloat16 and checks its shapes itself.
+struct InputRule {
+  bool same_shape = true;
+  bool half_types = false;
+};
+
+inline constexpr InputRule kMatmulInputs{false, true};
+
+inline const char* expected_dtypes(InputRule rule) {
+  return rule.half_types ? "expected float16, bfloat16, float32 or float64" : "expected float32 or float64";
+}
 
 template <class Api>
 struct OpBodies {
@@ -74,6 +92,24 @@ struct OpBodies {
         op, xc, [&] { kernels::l2norm_bwd_cpu(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps); },
         [&](void* s) { return kernels::l2norm_bwd_cuda(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps, s); });
     return gx;
+  }
+
+  // a [M, K] @ b [K, N]: any strides (made contiguous here, like the other ops' inputs).
+  static Tensor mm(const char* op, const Tensor& a, const Tensor& b) {
+    Api::check_inputs(op, {{"a", &a}, {"b", &b}}, kMatmulInputs);
+    Api::check(a.dim() == 2, op, ": argument 'a' must be a 2-D tensor, got ", a.dim(), "-D shape ", Api::sizes(a));
+    Api::check(b.dim() == 2, op, ": argument 'b' must be a 2-D tensor, got ", b.dim(), "-D shape ", Api::sizes(b));
+    Api::check(a.size(1) == b.size(0), op, ": inner dimensions do not match: 'a' is ", Api::sizes(a), ", 'b' is ",
+               Api::sizes(b), " (a.size(1) must equal b.size(0))");
+    const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+    const Tensor ac = Api::contiguous(a), bc = Api::contiguous(b);
+    Tensor out = Api::empty_2d(ac, m, n);
+    const auto dt = Api::dtype(ac);
+    const void* in[2] = {ac.const_data_ptr(), bc.const_data_ptr()};
+    Api::launch(
+        op, ac, [&] { kernels::mm_cpu(dt, in[0], in[1], out.mutable_data_ptr(), m, k, n); },
+        [&](void* s) { return kernels::mm_cuda(dt, in[0], in[1], out.mutable_data_ptr(), m, k, n, s); });
+    return out;
   }
 
  private:

@@ -14,6 +14,7 @@ inline constexpr OpSchema kNoop{"noop", "(Tensor x) -> Tensor"};
 inline constexpr OpSchema kMulAdd{"muladd", "(Tensor a, Tensor b, Tensor c) -> Tensor"};
 inline constexpr OpSchema kL2Norm{"l2norm", "(Tensor x, float eps) -> Tensor"};
 inline constexpr OpSchema kL2NormBackward{"l2norm_backward", "(Tensor grad, Tensor x, float eps) -> Tensor"};
+inline constexpr OpSchema kMm{"mm", "(Tensor a, Tensor b) -> Tensor"};
 
 // Suffix of the ops that carry a C++ Autograd-key kernel (variant cpp_autograd).
 inline constexpr const char* kAutogradSuffix = "_autograd";

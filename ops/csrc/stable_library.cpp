@@ -62,22 +62,27 @@ struct StableApi {
 
   // The ATen launchers' contract. No layout check: a sparse tensor never gets
   // here, the dispatcher has no Sparse kernel for these ops to send it to.
-  static void check_inputs(const char* op, std::initializer_list<NamedTensor> args) {
+  static bool supported(ScalarType t, InputRule rule) {
+    return t == ScalarType::Float || t == ScalarType::Double ||
+           (rule.half_types && (t == ScalarType::Half || t == ScalarType::BFloat16));
+  }
+
+  static msg::Sizes sizes(const Tensor& t) { return {t.sizes().data(), t.sizes().size()}; }
+
+  static void check_inputs(const char* op, std::initializer_list<NamedTensor> args, InputRule rule = {}) {
     const auto& [first_name, first] = *args.begin();
     for (const auto& [name, t] : args) {
       DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
-      DBENCH_CHECK(t->scalar_type() == ScalarType::Float || t->scalar_type() == ScalarType::Double, fail, op,
-                   ": argument '", name, "' has unsupported dtype ", dtype_name(t->scalar_type()),
-                   " (expected float32 or float64)");
+      DBENCH_CHECK(supported(t->scalar_type(), rule), fail, op, ": argument '", name, "' has unsupported dtype ",
+                   dtype_name(t->scalar_type()), " (", expected_dtypes(rule), ")");
       DBENCH_CHECK(t->is_cpu() || t->is_cuda(), fail, op, ": argument '", name, "' is on an unsupported device");
       DBENCH_CHECK(t->is_cuda() == first->is_cuda() && t->get_device_index() == first->get_device_index(), fail,
                    op, ": arguments '", first_name, "' and '", name, "' are on different devices");
       DBENCH_CHECK(t->scalar_type() == first->scalar_type(), fail, op, ": arguments '", first_name, "' and '",
                    name, "' have different dtypes (", dtype_name(first->scalar_type()), " vs ",
                    dtype_name(t->scalar_type()), ")");
-      DBENCH_CHECK(t->sizes().equals(first->sizes()), fail, op, ": arguments '", first_name, "' and '", name,
-                   "' have mismatched shapes ", msg::Sizes{first->sizes().data(), first->sizes().size()}, " vs ",
-                   msg::Sizes{t->sizes().data(), t->sizes().size()});
+      DBENCH_CHECK(!rule.same_shape || t->sizes().equals(first->sizes()), fail, op, ": arguments '", first_name,
+                   "' and '", name, "' have mismatched shapes ", sizes(*first), " vs ", sizes(*t));
     }
   }
 
@@ -87,8 +92,18 @@ struct StableApi {
     return torch::stable::new_empty(like, like.sizes());  // contiguous, same dtype and device
   }
 
+  static Tensor empty_2d(const Tensor& like, int64_t rows, int64_t cols) {
+    const int64_t shape[] = {rows, cols};
+    return torch::stable::new_empty(like, shape);  // contiguous, same dtype and device
+  }
+
   static k::DType dtype(const Tensor& t) {
-    return t.scalar_type() == ScalarType::Double ? k::DType::kFloat64 : k::DType::kFloat32;
+    switch (t.scalar_type()) {
+      case ScalarType::Double: return k::DType::kFloat64;
+      case ScalarType::Half: return k::DType::kFloat16;
+      case ScalarType::BFloat16: return k::DType::kBFloat16;
+      default: return k::DType::kFloat32;  // check_inputs admitted nothing else
+    }
   }
 
   template <class CpuFn, class CudaFn>
@@ -118,6 +133,7 @@ using torch::stable::Tensor;
 Tensor noop(Tensor x) { return Bodies::noop("dbench_stable::noop", x); }
 Tensor muladd(Tensor a, Tensor b, Tensor c) { return Bodies::muladd("dbench_stable::muladd", a, b, c); }
 Tensor l2norm(Tensor x, double eps) { return Bodies::l2norm("dbench_stable::l2norm", x, eps); }
+Tensor mm(Tensor a, Tensor b) { return Bodies::mm("dbench_stable::mm", a, b); }
 
 std::string def(const schema::OpSchema& s) { return std::string(s.name) + s.signature; }
 
@@ -129,12 +145,14 @@ STABLE_TORCH_LIBRARY(dbench_stable, m) {
   m.def(stable_ops::def(schema::kNoop).c_str());
   m.def(stable_ops::def(schema::kMulAdd).c_str());
   m.def(stable_ops::def(schema::kL2Norm).c_str());
+  m.def(stable_ops::def(schema::kMm).c_str());
 }
 
 #define DBENCH_STABLE_IMPLS(m)                                           \
   m.impl(dbench::schema::kNoop.name, TORCH_BOX(&dbench::stable_ops::noop));     \
   m.impl(dbench::schema::kMulAdd.name, TORCH_BOX(&dbench::stable_ops::muladd)); \
-  m.impl(dbench::schema::kL2Norm.name, TORCH_BOX(&dbench::stable_ops::l2norm))
+  m.impl(dbench::schema::kL2Norm.name, TORCH_BOX(&dbench::stable_ops::l2norm)); \
+  m.impl(dbench::schema::kMm.name, TORCH_BOX(&dbench::stable_ops::mm))
 
 STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CPU, m) { DBENCH_STABLE_IMPLS(m); }
 STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CUDA, m) { DBENCH_STABLE_IMPLS(m); }

@@ -76,6 +76,20 @@ struct L2NormGrad {
   }
 };
 
+struct MmGrad {
+  static constexpr const schema::OpSchema& kSchema = schema::kMm;
+  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&);
+  static void save(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) { ctx->save_for_backward({a, b}); }
+  // grad_a = g @ b^T, grad_b = a^T @ g, with the op itself: through its autograd twin,
+  // so that a graph built in backward (create_graph) differentiates them again.
+  static variable_list backward(AutogradContext* ctx, const at::Tensor& g) {
+    static const auto op = typed_op<Sig>(qualified(schema::kMm, schema::kAutogradSuffix));
+    const auto saved = ctx->get_saved_variables();
+    return {ctx->needs_input_grad(0) ? op.call(g, saved[1].t()) : at::Tensor(),
+            ctx->needs_input_grad(1) ? op.call(saved[0].t(), g) : at::Tensor()};
+  }
+};
+
 template <class Grad>
 struct AutogradOp : torch::autograd::Function<AutogradOp<Grad>> {
   template <class... Args>
@@ -105,6 +119,7 @@ void register_backends(torch::Library& m) {
     m.impl((std::string(schema::kNoop.name) + suffix).c_str(), &dbench::noop);
     m.impl((std::string(schema::kMulAdd.name) + suffix).c_str(), &dbench::muladd);
     m.impl((std::string(schema::kL2Norm.name) + suffix).c_str(), &dbench::l2norm);
+    m.impl((std::string(schema::kMm.name) + suffix).c_str(), &dbench::mm);
   }
   m.impl(schema::kL2NormBackward.name, &dbench::l2norm_backward);
 }
@@ -118,6 +133,7 @@ TORCH_LIBRARY(dbench, m) {
     m.def(def(schema::kNoop, suffix).c_str());
     m.def(def(schema::kMulAdd, suffix).c_str());
     m.def(def(schema::kL2Norm, suffix).c_str());
+    m.def(def(schema::kMm, suffix).c_str());
   }
   m.def(def(schema::kL2NormBackward).c_str());
 }
@@ -132,4 +148,5 @@ TORCH_LIBRARY_IMPL(dbench, Autograd, m) {
   m.impl((schema::kMulAdd.name + sfx).c_str(),
          &autograd_kernel<MulAddGrad, const at::Tensor&, const at::Tensor&, const at::Tensor&>);
   m.impl((schema::kL2Norm.name + sfx).c_str(), &autograd_kernel<L2NormGrad, const at::Tensor&, double>);
+  m.impl((schema::kMm.name + sfx).c_str(), &autograd_kernel<MmGrad, const at::Tensor&, const at::Tensor&>);
 }

@@ -21,6 +21,7 @@ int l2norm_bwd_cuda(DType, const void*, const void*, void*, int64_t, int64_t, do
                     IndexWidth) {
   return kNotBuilt;
 }
+int mm_cuda(DType, const void*, const void*, void*, int64_t, int64_t, int64_t, void*) { return kNotBuilt; }
 const char* cuda_error_string(int) { return "this build of dbench has no CUDA kernels"; }
 
 }  // namespace dbench::kernels

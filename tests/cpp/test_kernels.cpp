@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
+#include "../../ops/kernels/half_convert.h"
 #include "../../ops/kernels/kernels.h"
 
 namespace k = dbench::kernels;
@@ -81,4 +84,150 @@ TEST(IndexWidth, Int32PredicateAtTheBoundary) {
 TEST(CudaStub, ReportsMissingKernelsInCpuBuilds) {
   if (k::cuda_kernels_available()) GTEST_SKIP() << "CUDA build: the stub is not linked";
   EXPECT_NE(k::muladd_cuda(k::DType::kFloat32, nullptr, nullptr, nullptr, nullptr, 0, nullptr), 0);
+}
+
+// ---- elementwise path selection -------------------------------------------------
+
+TEST(VectorPath, AlignedPointersTakeTheVectorPath) {
+  alignas(16) static float buf[64];
+  const void* ptrs[] = {buf, buf + 16, buf + 32};
+  EXPECT_TRUE(k::vector_path_ok(ptrs, 3, 16, k::DType::kFloat32));
+  EXPECT_TRUE(k::vector_path_ok(ptrs, 3, 17, k::DType::kFloat32));  // the tail rides along
+  EXPECT_EQ(k::vector_width(k::DType::kFloat32), 4);
+  EXPECT_EQ(k::vector_width(k::DType::kFloat64), 2);
+}
+
+TEST(VectorPath, AnyMisalignedPointerTakesTheScalarPath) {
+  alignas(16) static double buf[64];
+  const void* ptrs[] = {buf, buf + 1, buf + 32};  // a storage offset of one double
+  EXPECT_FALSE(k::vector_path_ok(ptrs, 3, 32, k::DType::kFloat64));
+  const void* odd_out[] = {buf, reinterpret_cast<const char*>(buf) + 4};
+  EXPECT_FALSE(k::vector_path_ok(odd_out, 2, 32, k::DType::kFloat32));
+}
+
+TEST(VectorPath, FewerElementsThanOneVectorTakeTheScalarPath) {
+  alignas(16) static float buf[4];
+  const void* ptrs[] = {buf};
+  EXPECT_FALSE(k::vector_path_ok(ptrs, 1, 3, k::DType::kFloat32));
+  EXPECT_FALSE(k::vector_path_ok(ptrs, 1, 0, k::DType::kFloat32));
+}
+
+TEST(VectorPath, RowsNeedAlignedRowStarts) {
+  alignas(16) static float buf[64];
+  const void* ptrs[] = {buf, buf + 32};
+  EXPECT_TRUE(k::rows_vector_path_ok(ptrs, 2, 8, k::DType::kFloat32));
+  EXPECT_FALSE(k::rows_vector_path_ok(ptrs, 2, 6, k::DType::kFloat32));  // row 1 starts 8 bytes in
+}
+
+TEST(VectorPath, MmChunksNeedAlignedRows) {
+  alignas(16) static uint16_t buf[256];
+  EXPECT_TRUE(k::mm_chunked_path_ok(buf, buf + 64, buf + 128, 16, 8, k::DType::kBFloat16));
+  EXPECT_FALSE(k::mm_chunked_path_ok(buf, buf + 64, buf + 128, 17, 8, k::DType::kBFloat16));
+  EXPECT_FALSE(k::mm_chunked_path_ok(buf, buf + 64, buf + 128, 16, 12, k::DType::kFloat16));
+  EXPECT_FALSE(k::mm_chunked_path_ok(buf + 1, buf + 64, buf + 128, 16, 8, k::DType::kFloat16));
+}
+
+// ---- 16-bit conversions ------------------------------------------------------------
+
+namespace hc = dbench::kernels::halfconv;
+
+TEST(HalfConvert, EveryFloat16RoundTrips) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f = hc::fp16_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(hc::fp16_to_float(hc::float_to_fp16(f)))) << h;
+      continue;
+    }
+    EXPECT_EQ(hc::float_to_fp16(f), h) << h;
+  }
+}
+
+TEST(HalfConvert, Float16KnownValuesAndTies) {
+  EXPECT_EQ(hc::fp16_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(hc::fp16_to_float(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(hc::fp16_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(hc::float_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even: down
+  EXPECT_EQ(hc::float_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie to even: up
+  EXPECT_EQ(hc::float_to_fp16(65519.0f), 0x7bff);
+  EXPECT_EQ(hc::float_to_fp16(65520.0f), 0x7c00);  // rounds to inf
+  EXPECT_EQ(hc::float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: zero
+  EXPECT_EQ(hc::float_to_fp16(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(hc::float_to_fp16(-std::ldexp(3.0f, -25)), 0x8002);  // 1.5 units: tie to even, 2
+}
+
+#ifdef __FLT16_MAX__
+TEST(HalfConvert, Float16MatchesTheCompiler) {
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = bits(gen);
+    if (i % 2) u = (u & 0x83ffffffu) | 0x38000000u;  // half of them near half's range
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    if (std::isnan(f)) continue;
+    const _Float16 ref = static_cast<_Float16>(f);
+    uint16_t ref_bits;
+    std::memcpy(&ref_bits, &ref, sizeof ref_bits);
+    ASSERT_EQ(hc::float_to_fp16(f), ref_bits) << f;
+  }
+}
+#endif
+
+TEST(HalfConvert, BFloat16RoundsToNearestEven) {
+  EXPECT_EQ(hc::float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(hc::bf16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(hc::float_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // tie: down to even
+  EXPECT_EQ(hc::float_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // tie: up to even
+  EXPECT_EQ(hc::float_to_bf16(1.0f + std::ldexp(1.0f, -7) + std::ldexp(1.0f, -12)), 0x3f81);
+  EXPECT_TRUE(std::isnan(hc::bf16_to_float(hc::float_to_bf16(std::nanf("")))));
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f = hc::bf16_to_float(static_cast<uint16_t>(h));
+    if (!std::isnan(f)) EXPECT_EQ(hc::float_to_bf16(f), h) << h;
+  }
+}
+
+// ---- mm ---------------------------------------------------------------------------
+
+namespace {
+std::vector<double> ref_mm(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t kk,
+                           int64_t n) {
+  std::vector<double> out(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < kk; ++p)
+      for (int64_t j = 0; j < n; ++j) out[i * n + j] += a[i * kk + p] * b[p * n + j];
+  return out;
+}
+}  // namespace
+
+TEST(CpuKernels, MmFloat64OddSizes) {
+  for (auto [m, kk, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {17, 33, 65}, {130, 70, 257}, {3, 600, 5}}) {
+    const auto a = random_vector(m * kk, 8), b = random_vector(kk * n, 9);
+    std::vector<double> out(static_cast<size_t>(m * n), NAN);
+    k::mm_cpu(k::DType::kFloat64, a.data(), b.data(), out.data(), m, kk, n);
+    const auto want = ref_mm(a, b, m, kk, n);
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-12 * (1 + std::abs(want[i]))) << i;
+  }
+}
+
+TEST(CpuKernels, MmZeroInnerDimensionWritesZeros) {
+  std::vector<float> out(6, NAN);
+  k::mm_cpu(k::DType::kFloat32, nullptr, nullptr, out.data(), 2, 0, 3);
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(CpuKernels, MmBFloat16AccumulatesInFloat) {
+  const int64_t m = 9, kk = 40, n = 11;
+  auto a = random_vector(m * kk, 10), b = random_vector(kk * n, 11);
+  std::vector<uint16_t> ab(a.size()), bb(b.size()), out(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = hc::bf16_to_float(ab[i] = hc::float_to_bf16(static_cast<float>(a[i])));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = hc::bf16_to_float(bb[i] = hc::float_to_bf16(static_cast<float>(b[i])));
+  k::mm_cpu(k::DType::kBFloat16, ab.data(), bb.data(), out.data(), m, kk, n);
+  const auto want = ref_mm(a, b, m, kk, n);  // of the rounded inputs
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double d = hc::bf16_to_float(out[i]) - want[i];
+    err += d * d;
+    norm += want[i] * want[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 4e-3);  // one bf16 rounding of the output: 2^-9 at most
 }

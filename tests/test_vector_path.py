@@ -1,0 +1,132 @@
+"""The elementwise kernels' two signatures: the 16-byte vector path (every pointer 16-byte aligned)
+and the general scalar path (a misaligned storage offset, or fewer elements than one vector).
+
+The selection is a torch-free predicate (kernels.h: vector_path_ok), asked here through the raw
+module's `vector_path` on real tensors, so it is tested without a GPU; the CPU kernels are checked on
+the same misaligned and odd-sized inputs. On CUDA the two paths must agree bit for bit (copy and
+muladd: the same single fma rounding) and match the reference at every size, including the tail
+that is not a multiple of the vector width.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import DEVICES, TOLERANCES, requires_cuda
+from ops import native
+
+DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.float64, id="float64")]
+ODD_SIZES = [1, 3, 5, 7, 33, 1023, 4099]
+
+
+def _width(dtype: torch.dtype) -> int:
+    return 16 // torch.empty((), dtype=dtype).element_size()
+
+
+def _offset(values: torch.Tensor, offset: int) -> torch.Tensor:
+    """The same values at `offset` elements into a fresh (aligned) allocation."""
+    base = torch.empty(values.numel() + offset, dtype=values.dtype, device=values.device)
+    view = base[offset:].view(values.shape)
+    view.copy_(values)
+    return view
+
+
+def _random(shape: tuple[int, ...] | int, dtype: torch.dtype, device: str, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_aligned_tensors_take_the_vector_path(device: str, dtype: torch.dtype) -> None:
+    raw = native.raw()
+    x = _random(64, dtype, device, 0)
+    assert raw.vector_path([x]) and raw.vector_path([x, x.clone(), x.clone()])
+    assert raw.vector_path([x[_width(dtype):]])  # an offset of exactly 16 bytes keeps the alignment
+    assert raw.vector_path([x[:_width(dtype) + 1]])  # one vector and a tail
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_misaligned_storage_offset_takes_the_scalar_path(device: str, dtype: torch.dtype) -> None:
+    raw = native.raw()
+    base = _random(65, dtype, device, 0)
+    assert base[1:].storage_offset() == 1
+    assert not raw.vector_path([base[1:]])
+    assert not raw.vector_path([base[:64], base[1:]])  # one misaligned input is enough
+    assert not raw.vector_path([base[1:].view(8, 8)])
+    assert raw.vector_path([base[1:].clone()])  # a copy is aligned again (contiguous() would not copy)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fewer_elements_than_one_vector_take_the_scalar_path(device: str, dtype: torch.dtype) -> None:
+    x = _random(8, dtype, device, 0)
+    assert not native.raw().vector_path([x[: _width(dtype) - 1]])
+    assert not native.raw().vector_path([x[:0]])
+
+
+def test_vector_path_names_bad_input() -> None:
+    with pytest.raises(RuntimeError, match="vector_path: argument 'tensor' has unsupported dtype Half"):
+        native.raw().vector_path([torch.ones(8, dtype=torch.float16)])
+
+
+def _elementwise_cases(device: str, dtype: torch.dtype, n: int) -> dict[str, tuple[torch.Tensor, ...]]:
+    a, b, c = (_random(n, dtype, device, seed) for seed in (1, 2, 3))
+    return {"aligned": (a, b, c), "misaligned": tuple(_offset(t, 1) for t in (a, b, c)),
+            "mixed": (a, _offset(b, 1), c)}
+
+
+@pytest.mark.parametrize("n", ODD_SIZES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_both_paths_compute_the_same(device: str, dtype: torch.dtype, n: int) -> None:
+    """Same values, vector or scalar path: noop is an exact copy, muladd one fma (CUDA) or a * b + c
+    (CPU) on every path, so the paths agree exactly and match the reference at every size."""
+    raw = native.raw()
+    cases = _elementwise_cases(device, dtype, n)
+    assert raw.vector_path(list(cases["aligned"])) == (n >= _width(dtype))
+    assert not raw.vector_path(list(cases["misaligned"])) and not raw.vector_path(list(cases["mixed"]))
+    results = {name: (raw.noop(t[0]), raw.muladd(*t)) for name, t in cases.items()}
+    a, b, c = cases["aligned"]
+    ref = a.double() * b.double() + c.double()
+    for name, (copied, fused) in results.items():
+        torch.testing.assert_close(copied, a, rtol=0, atol=0, msg=lambda m: f"noop, {name}: {m}")
+        torch.testing.assert_close(fused, results["aligned"][1], rtol=0, atol=0, msg=lambda m: f"muladd, {name}: {m}")
+        torch.testing.assert_close(fused.double(), ref, **TOLERANCES[dtype])
+
+
+@pytest.mark.parametrize("cols", [1, 3, 8, 33, 256, 1030])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_l2norm_rows_on_both_paths(device: str, dtype: torch.dtype, cols: int) -> None:
+    """Rows take the vector path when every row starts aligned (cols a multiple of the width);
+    a storage offset or an odd row length takes the scalar path. Both match the reference."""
+    from ops.catalog import L2NORM, L2NORM_EPS
+
+    raw = native.raw()
+    x, g = (_random((5, cols), dtype, device, seed) for seed in (4, 5))
+    for xs, gs in ((x, g), (_offset(x, 1), _offset(g, 1))):
+        y = raw.l2norm(xs, L2NORM_EPS)
+        torch.testing.assert_close(y.double(), L2NORM.reference_fp64((xs, L2NORM_EPS)), **TOLERANCES[dtype])
+        xr = xs.detach().double().requires_grad_(True)
+        (want,) = torch.autograd.grad(L2NORM.reference(xr, L2NORM_EPS), xr, gs.double())
+        torch.testing.assert_close(raw.l2norm_backward(gs, xs, L2NORM_EPS).double(), want, **TOLERANCES[dtype])
+
+
+@requires_cuda
+@pytest.mark.parametrize("n", [2**22, 2**22 + 3, 3 * 2**20 + 1])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_inputs_on_cuda_agree_across_paths(dtype: torch.dtype, n: int) -> None:
+    """Many grid-stride steps (the unrolled body, its remainder loop and the tail) on both paths."""
+    raw = native.raw()
+    cases = _elementwise_cases("cuda", dtype, n)
+    assert raw.vector_path(list(cases["aligned"])) and not raw.vector_path(list(cases["misaligned"]))
+    vec = (raw.noop(cases["aligned"][0]), raw.muladd(*cases["aligned"]))
+    sca = (raw.noop(cases["misaligned"][0]), raw.muladd(*cases["misaligned"]))
+    torch.testing.assert_close(vec[0], cases["aligned"][0], rtol=0, atol=0)
+    torch.testing.assert_close(sca[0], cases["aligned"][0], rtol=0, atol=0)
+    torch.testing.assert_close(vec[1], sca[1], rtol=0, atol=0)
+    a, b, c = (t.double() for t in cases["aligned"])
+    torch.testing.assert_close(vec[1].double(), a * b + c, **TOLERANCES[dtype])
