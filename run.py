@@ -65,7 +65,8 @@ class GracefulStop:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.requested:
-            self.console.print("[yellow]already stopping: writing the result[/yellow]")
+            # Plain stderr: rich may be in the middle of the import the first signal interrupted.
+            sys.stderr.write("already stopping: writing the result\n")
             return
         self.requested = True
         raise KeyboardInterrupt
@@ -159,6 +160,13 @@ def show_tables(rows: list[dict[str, Any]], env: dict[str, Any], console: Any, n
         print_tables(pd.DataFrame(rows), env, console, note=note)
 
 
+def case_dtypes(cases: list[Any]) -> tuple[Any, ...]:
+    """The dtypes the timed cases use (their compute roofs are measured)."""
+    import torch
+
+    return tuple(getattr(torch, d) for d in dict.fromkeys(c.key["dtype"] for c in cases if c.runnable))
+
+
 def plot(doc: dict[str, Any], json_path: Path, console: Any) -> None:
     """--plot: the scenario's figures beside its result file."""
     from analysis.figures import scenario_figures
@@ -179,7 +187,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     from bench.identity import case_identity
     from bench.roofline import attach, measure_roofs
     from bench.runner import RunConfig, run, run_gpu
-    from ops import OP_NAMES, VARIANT_NAMES
+    from ops import OP_NAMES, OPS, VARIANT_NAMES
     from ops.native import NativeBuildMissing
     from scenarios import Selection
 
@@ -222,7 +230,8 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     try:
         write_result(json_path, document("running"))
         sel = Selection(ops=ops, variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
-                        dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache))
+                        dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache),
+                        explicit_ops=args.ops is not None)
         try:
             cases = scenario.build(sel)
         except NativeBuildMissing as exc:
@@ -238,7 +247,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         if outcome.stop_reason == "interrupted":
             raise KeyboardInterrupt
         if scenario.roofs and not device.startswith("cuda"):
-            measured["roofs"] = measure_roofs(device, (sel.dtype,))
+            measured["roofs"] = measure_roofs(device, case_dtypes(cases))
         if device.startswith("cuda") and args.gpu_timer != "off":
             write_result(json_path, document("running"))
             timer = make_gpu_timer(device, prefer=args.gpu_timer)
@@ -249,14 +258,15 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                     extra_rows.extend(gpu_rows(cases, timer))
                     if scenario.roofs and not interrupted:
                         console.print("measuring the roofs (memcpy, copy kernel, cuBLAS)")
-                        measured["roofs"] = measure_roofs(device, (sel.dtype,), timer)
+                        measured["roofs"] = measure_roofs(device, case_dtypes(cases), timer)
                     env.update(timer.meta())
                 finally:
                     timer.close()
                 if interrupted:
                     raise KeyboardInterrupt
-        if scenario.name == "boundary" and not args.no_cpp:
-            extra_rows.extend(cpp_section(device, ops, args, env, console))
+        cpp_ops = [op for op in ops if OPS[op].boundary]  # the C++ driver times the boundary ops
+        if scenario.name == "boundary" and not args.no_cpp and cpp_ops:
+            extra_rows.extend(cpp_section(device, cpp_ops, args, env, console))
     except KeyboardInterrupt:
         status = "interrupted"
         run_info["stop_reason"] = "interrupted"
@@ -329,7 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from scenarios import SCENARIOS
 
-        console = Console(soft_wrap=not sys.stdout.isatty())  # a log keeps each message on one line
+        # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).
+        console = Console(soft_wrap=not sys.stdout.isatty(), emoji=False)
         scenario = SCENARIOS[args.scenario]
         if scenario.requires_cuda and not device.startswith("cuda"):
             import torch

@@ -61,7 +61,8 @@ def _roof_cell(r: pd.Series) -> str:
     if r["median"] is None or pd.isna(r["median"]):
         return "-"
     pct = " in cache" if r.get("bound") == "cache" else "" if pd.isna(r["pct_of_roof"]) else f" {r['pct_of_roof']:.0%}"
-    return f"{r['median']:.2f} µs {r['gbps']:.0f} GB/s{pct}"
+    rate = f"{r['tflops']:.1f} TFLOP/s" if r.get("bound") == "compute" else f"{r['gbps']:.0f} GB/s"
+    return f"{r['median']:.2f} µs {rate}{pct}"
 
 
 def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
@@ -78,21 +79,26 @@ def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
                           + (f", {sheet[name]:.0%} of the datasheet" if name in sheet else "") + ")")
     titled = []
     for (op, mode, cache), g in frame.groupby(["op", "mode", "cache"], sort=False):
+        size_column = "n (n×n×n)" if op == "mm" else "size / tensor"
         if (g["status"] == "n/a").all():
             continue
         table = Table()
-        table.add_column("size / tensor", no_wrap=True)
+        table.add_column(size_column, no_wrap=True)
         variants = list(dict.fromkeys(g["variant"]))
         for v in variants:
             table.add_column(v, justify="right", no_wrap=True)
         for size, line in g.groupby("size", sort=False):
             cells = {r["variant"]: _roof_cell(r) for _, r in line.iterrows()}
-            table.add_row(_size_text(float(size), "B"), *(cells.get(v, "") for v in variants))
+            label = f"{int(size)}³ {line['dtype'].iloc[0]}" if op == "mm" else _size_text(float(size), "B")
+            table.add_row(label, *(cells.get(v, "") for v in variants))
         titled.append((f"roofline {op}/{mode}, {cache} cache — {where(doc.get('env', {}))}: time per call, "
                        "bandwidth, % of roof", table))
     _print_titled(console, titled)
     for (op, variant, mode), g in frame[frame["status"] == "n/a"].groupby(["op", "variant", "mode"], sort=False):
-        console.print(f"  [dim]{op}/{variant}/{mode}: {g['reason'].iloc[0]}[/dim]")
+        console.print(f"  [dim]{op}/{variant}/{mode}: {g['reason'].iloc[0]}[/dim]", soft_wrap=True)
+    for _, r in frame[frame["status"] == "failed"].iterrows():
+        console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']} at size {r['size']} "
+                      f"({r['cache']})[/red]: {r['reason']}", soft_wrap=True)
     if frame["above_roof"].any():
         console.print("[red]ABOVE ROOF: a point faster than the measured roof is a counting or timing error, "
                       "not a result[/red]")

@@ -151,7 +151,8 @@ def derive(bytes_moved: int, flops: int, seconds: float, memory_gbps: float, com
     """Achieved rates and the fraction of the applicable roof for one call of `seconds`.
 
     resident: the working set fits in a warm cache, so the memory roof (device memory) does not
-    bound it: the rates are reported, the fraction of roof is not (None), and it is never flagged.
+    bound it: a memory-bound point then reports its rates, no fraction of roof (None), and is
+    never flagged; a compute-bound one is still judged against the compute roof.
     """
     if seconds <= 0 or bytes_moved <= 0:
         raise ValueError(f"need a positive time and byte count, got {seconds} s and {bytes_moved} B")
@@ -162,13 +163,15 @@ def derive(bytes_moved: int, flops: int, seconds: float, memory_gbps: float, com
     roof_tflops = min(peak, memory_gbps * intensity / 1e3)
     compute_s = flops / (peak * 1e12) if flops else 0.0
     memory_s = bytes_moved / (memory_gbps * 1e9)
-    pct = max(compute_s, memory_s) / seconds
+    bound = "memory" if memory_s >= compute_s else "compute"
+    if resident and bound == "memory":  # served by the cache: no roof measured here bounds it
+        bound = "cache"
+    pct = None if bound == "cache" else max(compute_s, memory_s) / seconds
     return {
         "bytes": bytes_moved, "flops": flops, "gbps": round(gbps, 3), "tflops": round(tflops, 6),
         "intensity": round(intensity, 6), "roof_tflops": None if math.isinf(roof_tflops) else round(roof_tflops, 6),
-        "bound": "cache" if resident else "memory" if memory_s >= compute_s else "compute",
-        "pct_of_roof": None if resident else round(pct, 6),
-        "above_roof": (not resident) and pct > 1 + ROOF_TOLERANCE,
+        "bound": bound, "pct_of_roof": None if pct is None else round(pct, 6),
+        "above_roof": pct is not None and pct > 1 + ROOF_TOLERANCE,
     }
 
 

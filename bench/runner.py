@@ -176,7 +176,7 @@ def run(
     rng = random.Random(config.seed)
     overhead = timer_overhead_ns()
     start = time.perf_counter()
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     rounds_done, stop_reason = 0, "rounds"
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     # auto_refresh off: rich's refresh thread would wake up inside timed blocks.
@@ -244,7 +244,7 @@ def run_gpu(
     runnable = [c for c in cases if c.runnable and c.block]
     rng = random.Random(config.seed + 1)
     done, interrupted = 0, False
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, emoji=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, auto_refresh=False) as progress:
         task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))

@@ -1,7 +1,8 @@
 """`roofline`: how close each kernel runs to the machine's roofs, by size.
 
 Cases: ops x variants x modes x the axes `size` (bytes per tensor, powers of
-4 from 64 KiB) and `cache` (warm, or cold: the L2 flushed before every call).
+4 from 64 KiB; for mm the side n of an n x n x n product, in bfloat16 on a
+GPU) and `cache` (warm, or cold: the L2 flushed before every call).
 Variants: `raw` (the suite's kernel, called through its launcher), `aten`
 (PyTorch's native op of the same semantics) and `compiled` (the aten form
 under torch.compile, GPU only). Modes: `forward`, and `backward` for ops with
@@ -29,23 +30,43 @@ MODES = ("forward", "backward")
 SIZES_CUDA = tuple(64 * 1024 * 4**k for k in range(9))  # 64 KiB .. 4 GiB per tensor
 SIZES_CPU = tuple(64 * 1024 * 4**k for k in range(7))  # 64 KiB .. 256 MiB
 ROW = 1024  # l2norm rows of 1024 elements
-DEFAULT_OPS = ("noop", "muladd", "l2norm")
+DEFAULT_OPS = ("noop", "muladd", "l2norm", "mm")
+# mm: `size` is the square problem's n (n x n times n x n), in bfloat16 on a GPU (its tensor cores;
+# the run's --dtype applies to the other ops) and in the run's dtype on the CPU.
+MM_SIZES_CUDA = (256, 512, 1024, 2048, 4096, 8192)
+MM_SIZES_CPU = (64, 128, 256, 512)
 
 
-def sizes(sel: Selection) -> tuple[int, ...]:
-    full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
+def sizes(sel: Selection, op: str = "") -> tuple[int, ...]:
+    on_gpu = sel.device.startswith("cuda")
+    if op == "mm":
+        full = MM_SIZES_CUDA if on_gpu else MM_SIZES_CPU
+    else:
+        full = SIZES_CUDA if on_gpu else SIZES_CPU
     return full[::2] if sel.quick else full
+
+
+def op_dtype(sel: Selection, op: str) -> torch.dtype:
+    return torch.bfloat16 if op == "mm" and sel.device.startswith("cuda") else sel.dtype
+
+
+def op_shape(contract: OpContract, size: int, dtype: torch.dtype) -> tuple[int, ...]:
+    if contract.name == "mm":
+        return (size, size, size)
+    return shape_for(contract, elements_for(size, dtype), ROW)
 
 
 def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str) -> str | None:
     if mode == "backward" and contract.backward_op is None:
-        return f"{contract.name} has no backward kernel (its backward is aten ops)"
+        return f"{contract.name} has no backward kernel of its own"
     if variant in ("aten", "compiled") and contract.aten is None:
         return f"{contract.name} declares no native form"
     if variant == "compiled" and not device.startswith("cuda"):
         return "compiled rows are GPU-only here (Inductor's CPU build for every size would dominate the run)"
     if variant == "compiled" and mode == "backward":
         return "a compiled backward recomputes the forward: not the same work"
+    if variant == "compiled" and contract.name == "mm":
+        return "torch.compile lowers a lone mm to the same cuBLAS call as aten"
     if cache == "cold" and not device.startswith("cuda"):
         return "cold-cache timing flushes a GPU's L2"
     return None
@@ -58,6 +79,8 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
 
     if mode == "forward":
         launcher = getattr(raw(), contract.name)
+        if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
+            return {"raw": lambda: launcher(*args), "aten": lambda: torch.mm(*args)}
         if contract.name not in compiled and contract.aten is not None:
             compiled[contract.name] = torch.compile(contract.aten, fullgraph=True, dynamic=False)
         return {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args),  # type: ignore[misc]
@@ -93,27 +116,28 @@ def build(sel: Selection) -> list[Case]:
     cases: list[Case] = []
     for op in sel.ops:
         contract = OPS[op]
-        for size in sizes(sel):
-            shape = shape_for(contract, elements_for(size, sel.dtype), ROW)
+        dtype = op_dtype(sel, op)
+        for size in sizes(sel, op):
+            shape = op_shape(contract, size, dtype)
             for mode in MODES:
                 calls: dict[str, Callable[[], Any]] | None = None
                 for variant in sel.variants:
                     for cache in caches:
                         point = {"size": size, "cache": cache}
-                        key = case_key("roofline", op, variant, mode, sel.device, shape, sel.dtype, point)
+                        key = case_key("roofline", op, variant, mode, sel.device, shape, dtype, point)
                         case = Case(key=key, call=None, sync=sync)
                         case.na_reason = _skip(contract, variant, mode, cache, sel.device)
                         cases.append(case)
                         if case.na_reason:
                             continue
-                        args = pool.args(contract, shape)
+                        args = pool.args(contract, shape, dtype)
                         calls = calls or _calls(contract, args, mode, pool, compiled)
                         work = contract.work if mode == "forward" else contract.backward_work
                         case.work = work(args) if work else None
                         case.flush = flush if cache == "cold" else None
                         # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
                         expected = (lambda: _reference(contract, args, mode, pool)) if variant == "aten" else calls["aten"]
-                        check_against(case, calls[variant], expected, sel.dtype)
+                        check_against(case, calls[variant], expected, dtype)
     return cases
 
 
