@@ -82,7 +82,8 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
         if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
             return {"raw": lambda: launcher(*args), "aten": lambda: torch.mm(*args)}
         if contract.name not in compiled and contract.aten is not None:
-            compiled[contract.name] = torch.compile(contract.aten, fullgraph=True, dynamic=False)
+            # dynamic: one graph for every size (a recompile per size would dominate the run)
+            compiled[contract.name] = torch.compile(contract.aten, fullgraph=True, dynamic=True)
         return {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args),  # type: ignore[misc]
                 "compiled": lambda: compiled[contract.name](*args)}
     x, *scalars = args

@@ -7,7 +7,9 @@
 #   pair       the boundary table twice (the first with the C++ section), their spread in
 #              absolute medians and in ratios to the baseline
 #   boundary   pair, a third run and the pairwise spreads, and one run unpinned (--no-pin)
-#   checks     tests + scenarios;  all: checks + boundary
+#   kernels    compute-sanitizer (memcheck, racecheck) over scripts/kernel_check.py, its --bench
+#              timings, and the roofline (warm and cold L2) and launch scenarios
+#   checks     tests + scenarios;  all: checks + kernels + boundary
 # Usage: bash scripts/gpu_validate.sh OUTDIR [PART[,PART...]]   (default all)
 # Each step is time-boxed; logs land in OUTDIR. COLLECT=DIR also copies every result JSON there
 # (one flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 8).
@@ -15,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: gpu_validate.sh OUTDIR [PART[,PART...]]}
 PARTS=",${2:-all},"
-PARTS=${PARTS//,all,/,checks,boundary,}
+PARTS=${PARTS//,all,/,checks,kernels,boundary,}
 PARTS=${PARTS//,checks,/,tests,scenarios,}
 has() { [[ $PARTS == *",$1,"* ]]; }
 mkdir -p "$OUT"
@@ -51,6 +53,20 @@ fi
 if has scenarios; then
   step 90 python3 run.py --scenario timer_validation --out "$OUT/tv" 2>&1 | tee "$OUT/tv.log" | tail -22; collect tv
   step 200 python3 run.py --scenario compile --out "$OUT/compile" 2>&1 | tee "$OUT/compile.log" | tail -4; collect compile
+fi
+
+if has kernels; then
+  for tool in memcheck racecheck; do
+    # No caching allocator: memcheck then sees each tensor's own allocation bounds.
+    step 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+      python3 scripts/kernel_check.py > "$OUT/sanitizer-$tool.log" 2>&1
+    tail -4 "$OUT/sanitizer-$tool.log"
+  done
+  step 120 python3 scripts/kernel_check.py --bench > "$OUT/kernel-bench.log" 2>&1; tail -12 "$OUT/kernel-bench.log"
+  step 300 python3 run.py --scenario roofline --cache warm,cold --out "$OUT/roofline" > "$OUT/roofline.log" 2>&1
+  tail -60 "$OUT/roofline.log"; collect roofline
+  step 300 python3 run.py --scenario launch --out "$OUT/launch" > "$OUT/launch.log" 2>&1
+  tail -45 "$OUT/launch.log"; collect launch
 fi
 
 if has pair || has boundary; then
