@@ -128,11 +128,18 @@ def time_block(case: Case, n: int, gpu_timer: GpuTimer | None = None) -> int:
 
 
 def calibrate(case: Case, config: RunConfig, overhead_ns: float) -> int:
-    """Grow the block until it lasts block_seconds and dwarfs the timer."""
+    """Grow the block until it lasts block_seconds and dwarfs the timer.
+
+    The block's length counts the drain of the GPU queue after it: a kernel that runs longer than
+    its launch costs would otherwise get thousands of calls per block (the launches return at
+    once), and every block would leave seconds of GPU work to wait for.
+    """
     target_ns = max(config.block_seconds * 1e9, overhead_ns / TIMER_OVERHEAD_FRACTION)
     n = 1
     while True:
-        elapsed = time_block(case, n)
+        start = time.perf_counter_ns()
+        time_block(case, n)
+        elapsed = time.perf_counter_ns() - start
         if elapsed >= target_ns:
             return n
         if elapsed <= 0:

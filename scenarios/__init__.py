@@ -16,7 +16,7 @@ SCENARIO_VARIANTS: dict[str, tuple[str, ...]] = {"roofline": ("raw", "aten", "co
 # The kernel scenarios have hundreds of cases whose GPU time repeats within 0.5 %: fewer rounds.
 SCENARIO_DEFAULTS: dict[str, dict[str, tuple[object, object]]] = {
     "roofline": {"rounds": (10, 3), "gpu_rounds": (5, 2)},
-    "launch": {"rounds": (10, 3), "gpu_rounds": (5, 2)},
+    "launch": {"rounds": (8, 3), "gpu_rounds": (4, 2)},
 }
 
 __all__ = ["SCENARIO_DEFAULTS", "SCENARIO_NAMES", "SCENARIO_VARIANTS", "SCENARIOS", "Scenario", "Selection"]
