@@ -1,6 +1,6 @@
 """Figures of result files (matplotlib, rendered headless with Agg).
 
-    python -m analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,history]
+    python -m analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,roofline,history]
 
 Each function takes the pandas frame of `analysis.load` (any set of runs) and returns a Figure;
 `scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
@@ -268,6 +268,117 @@ def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: 
     return fig
 
 
+LAUNCH_HIGHLIGHT = ("raw", "cpp", "custom_op", "function_raw", "triton_op", "aten")
+OP_MARKERS = {"noop": "o", "muladd": "s", "l2norm": "^", "mm": "D"}
+
+
+def _roofline_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """The timed roofline rows with their derived rates; points above their roof are left out
+    (a counting or timing error is never drawn as a result)."""
+    from analysis.kernels import roofline_frame
+
+    points = roofline_frame(frame)
+    return points[(points["status"] == "ok") & points["gbps"].notna()]
+
+
+def roofline_chart(frame: pd.DataFrame) -> Figure:
+    """Left: the roofline (log-log): achieved TFLOP/s against arithmetic intensity, one marker per
+    op x size (the suite's kernels, warm cache; larger markers for larger sizes), under the
+    measured roofs min(P, B x I). Right: achieved GB/s by size for every op and variant, under the
+    memory roof. Points above their roof are not drawn."""
+    roofs = frame.attrs.get("roofs") or {}
+    points = _roofline_points(frame)
+    if points.empty or not roofs:
+        raise ValueError("no roofline rows with derived rates (and roofs) in this frame")
+    fig = Figure(figsize=(14, 5.6), dpi=DPI, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    memory = roofs["memory"]["value"]
+    # Cache-resident points are not bounded by the memory roof: the roofline shows the others.
+    ours = points[(points["variant"] == "raw") & (points["cache"] == "warm") & (points["flops"] > 0)
+                  & (points["bound"] != "cache")]
+    intensity = np.logspace(-2.5, 4, 200)
+    for i, (name, roof) in enumerate(sorted(roofs.get("compute", {}).items())):
+        line = np.minimum(roof["value"], memory * intensity / 1e3)
+        left.plot(intensity, line, color=SERIES_COLORS[i % len(SERIES_COLORS)], lw=1.6,
+                  label=f"roof {name}: {roof['value']:.0f} TFLOP/s, {memory:.0f} GB/s")
+    for (op_name, mode), g in ours.groupby(["op", "mode"], sort=False):
+        sizes = g["size"].astype(float)
+        area = 14 + 90 * (np.log(sizes) - np.log(sizes.min())) / max(1e-9, np.log(sizes.max()) - np.log(sizes.min()))
+        left.scatter(g["intensity"], g["tflops"], s=area, marker=OP_MARKERS.get(op_name, "o"), alpha=0.8,
+                     edgecolors="black", linewidths=0.4, label=f"{op_name} {mode} ({g['dtype'].iloc[0]})")
+    left.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved)",
+             ylabel="achieved TFLOP/s")
+    left.set_title("ours (raw), warm cache, working sets beyond the L2; marker ~ size", fontsize=10)
+    left.grid(True, which="major", alpha=0.3)
+    left.legend(fontsize=8, loc="upper left")
+    # Cold cache (L2 flushed before each call): every byte comes from memory, so the roof applies at every size.
+    memory_ops = points[(points["op"] != "mm") & (points["cache"] == "cold")]
+    if memory_ops.empty:  # a CPU run, or one without cold-cache cases
+        memory_ops = points[(points["op"] != "mm") & (points["bound"] != "cache")]
+    styles = {"raw": "-", "aten": "--", "compiled": ":"}
+    for i, ((op_name, mode), g) in enumerate(memory_ops.groupby(["op", "mode"], sort=False)):
+        for variant, line in g.groupby("variant", sort=False):
+            line = line.sort_values("size")
+            right.plot(line["size"], line["gbps"], styles.get(variant, "-"), marker=OP_MARKERS.get(op_name, "o"),
+                       ms=4, color=SERIES_COLORS[i % len(SERIES_COLORS)], label=f"{op_name} {mode} {variant}")
+    right.axhline(memory, color=FLOOR, ls="--", lw=1)
+    right.text(memory_ops["size"].min(), memory * 1.02, f"memory roof {memory:.0f} GB/s ({roofs['memory']['method']})",
+               fontsize=8, va="bottom")
+    cache_state = memory_ops["cache"].iloc[0] if len(memory_ops) else ""
+    right.set(xscale="log", yscale="log", xlabel="bytes per tensor", ylabel="achieved GB/s (read + written)",
+              )
+    right.set_title(f"by size, {cache_state} cache: ours solid, aten dashed, compiled dotted", fontsize=10)
+    ticks = sorted(memory_ops["size"].astype(float).unique())
+    right.set_xticks(ticks, [_bytes(t) for t in ticks], fontsize=8)
+    right.minorticks_off()
+    right.grid(True, which="major", alpha=0.3)
+    right.legend(fontsize=7, ncols=2, loc="lower right")
+    _titled(fig, "roofline: achieved rate against the roofs measured in the same run", frame)
+    return fig
+
+
+def _bytes(v: float) -> str:
+    for step, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if v >= step:
+            return f"{v / step:g} {name}"
+    return f"{v:g} B"
+
+
+def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
+    """CPU µs per call of a few variants and the GPU µs per call of the op's kernel against size
+    (log-log): left of where a CPU curve meets the GPU curve the variant is launch-bound; the
+    crossover of each (analysis.kernels.crossovers) is marked."""
+    from analysis.kernels import crossovers
+
+    rows = _ok(frame[(frame["scenario"] == "launch") & (frame["op"] == op)])
+    if rows.empty:
+        raise ValueError(f"no launch rows for op {op!r}")
+    fig = Figure(figsize=(9, 5.6), dpi=DPI, layout="constrained")
+    ax = fig.subplots()
+    cross = crossovers(frame[frame["op"] == op]).set_index("variant")
+    gpu = rows[(rows["metric"] == "gpu_us") & (rows["variant"] == "raw")].sort_values("size")
+    if not gpu.empty:
+        ax.plot(gpu["size"], gpu["median"], color="black", lw=2.4, label="GPU µs per call (raw's kernel, CUPTI)")
+    shown = [v for v in LAUNCH_HIGHLIGHT if v in set(rows["variant"])]
+    for i, variant in enumerate(shown):
+        line = rows[(rows["metric"] == "cpu_us") & (rows["variant"] == variant)].sort_values("size")
+        color = SERIES_COLORS[i % len(SERIES_COLORS)] if i < len(SERIES_COLORS) else f"C{i + 4}"
+        ax.plot(line["size"], line["median"], marker="o", ms=3, color=color, label=f"CPU µs per call: {variant}")
+        at = cross["crossover_elements"].get(variant) if variant in cross.index else None
+        if at is not None and not pd.isna(at):
+            y = line.set_index("size")["median"].get(at)
+            ax.plot([at], [y], marker="v", ms=10, color=color, markeredgecolor="black")
+    ax.set(xscale="log", yscale="log", xlabel="elements per tensor (float32)", ylabel="µs per call")
+    ax.set_title("launch-bound while a CPU curve lies above the GPU curve; ▼ = crossover", fontsize=10)
+    if len(cross):
+        ax.text(0.99, 0.02, f"crossover: {cross['criterion'].iloc[0]} from there on", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8, bbox=LABEL_BOX)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    _titled(fig, f"launch: CPU and GPU time per call of {op} by size", frame)
+    return fig
+
+
 def _hour_minute() -> Any:
     from matplotlib.dates import DateFormatter
 
@@ -277,7 +388,11 @@ def _hour_minute() -> Any:
 # ---------------------------------------------------------------- files
 
 def _frame(result: dict[str, Any] | pd.DataFrame, source: str = "") -> pd.DataFrame:
-    return rows_frame(result, source) if isinstance(result, dict) else result
+    if not isinstance(result, dict):
+        return result
+    frame = rows_frame(result, source)
+    frame.attrs["roofs"] = result.get("roofs")  # the roofline draws the roofs measured in its run
+    return frame
 
 
 def save(fig: Figure, path: Path) -> Path:
@@ -294,8 +409,13 @@ def _ops_with(frame: pd.DataFrame, metric: str) -> list[str]:
 FIGURES: dict[str, dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]]] = {
     "boundary": {"cpu": (boundary_chart, "cpu_us"), "ratio": (ratio_chart, "cpu_us"), "launch": (launch_chart, "gpu_us")},
     "compile": {"compile": (compile_chart, "cpu_us")},
+    "launch": {"crossover": (crossover_chart, "gpu_us")},
 }
-KINDS = ("cpu", "ratio", "launch", "compile", "history")
+# Figures of a whole result (all ops in one), per scenario: kind -> function.
+WHOLE_FIGURES: dict[str, dict[str, Callable[[pd.DataFrame], Figure]]] = {
+    "roofline": {"roofline": roofline_chart},
+}
+KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "history")
 
 
 def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem: str,
@@ -311,6 +431,9 @@ def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem:
         if kind in kinds:
             for op in _ops_with(frame, metric):
                 written.append(save(make(frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png"))
+    for kind, whole in WHOLE_FIGURES.get(str(scenario), {}).items():
+        if kind in kinds and frame.attrs.get("roofs"):
+            written.append(save(whole(frame), Path(out_dir) / f"{stem}-{kind}.png"))
     return written
 
 
