@@ -9,6 +9,7 @@ it: the console here, markdown and CSV in analysis.report, figures in analysis.f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -48,6 +49,7 @@ class TableData:
     axis: str  # what the columns are: "mode", or "timer" when a case was timed several ways
     columns: tuple[str, ...]
     data: pd.DataFrame
+    point: str = ""  # the shape, dtype and axis values of its cases, when a result has several
 
     @property
     def variants(self) -> list[str]:
@@ -103,10 +105,29 @@ def table_data(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str
     return TableData(op, driver, metric, "/".join(map(str, timers)), axis, tuple(columns), data)
 
 
+def _point(row: pd.Series) -> str:
+    """What tells apart two cases of one op/variant/mode (bench/identity.py): axes, shape, dtype."""
+    axes = row.get("axes")
+    axes = axes if isinstance(axes, (list, tuple)) else []
+    named = [f"{a}={row.get(a)}" for a in axes]
+    shape = row.get("shape")
+    return ", ".join(named + [f"shape {list(shape)}" if isinstance(shape, (list, tuple)) else "", str(row.get("dtype") or "")]).strip(", ")
+
+
 def tables(frame: pd.DataFrame) -> list[TableData]:
-    """Every table of a result: per op (first-seen order), the Python CPU, GPU and C++ tables."""
-    found = (table_data(frame, op, metric, driver) for op in frame["op"].drop_duplicates() for driver, metric in TITLES)
-    return [t for t in found if t is not None]
+    """Every table of a result: per op (first-seen order), the Python CPU, GPU and C++ tables; one set
+    per case point (shape, dtype, axis values) when the result has several, so no two cases share a cell."""
+    points = frame.apply(_point, axis=1) if len(frame) else pd.Series(dtype=str)
+    found = []
+    for op in frame["op"].drop_duplicates():
+        op_points = points[frame["op"] == op].drop_duplicates()
+        for point in op_points:
+            part = frame[(frame["op"] == op) & (points == point)] if len(op_points) > 1 else frame
+            for driver, metric in TITLES:
+                table = table_data(part, op, metric, driver)
+                if table is not None:
+                    found.append(dataclasses.replace(table, point=point if len(op_points) > 1 else ""))
+    return found
 
 
 def cell_text(row: pd.Series, metric: str) -> str:
@@ -170,7 +191,8 @@ def where(env: dict[str, Any]) -> str:
 
 
 def title(table: TableData, env: dict[str, Any]) -> str:
-    return f"{table.op}: {table.heading()} — {where(env)}"
+    point = f" [{table.point}]" if table.point else ""
+    return f"{table.op}{point}: {table.heading()} — {where(env)}"
 
 
 def _rich_table(table: TableData) -> Table:

@@ -152,4 +152,4 @@ def test_cli_writes_per_run_and_history_figures(tmp_path: Path, capsys: pytest.C
                             "history-l2norm-inference.png", "history-l2norm-inference-ratio.png"])
     assert len(capsys.readouterr().out.splitlines()) == len(names)
     with pytest.raises(SystemExit):
-        figures.main([str(RUN_A), "--out", str(tmp_path), "--kinds", "roofline"])
+        figures.main([str(RUN_A), "--out", str(tmp_path), "--kinds", "bogus"])

@@ -94,3 +94,15 @@ def test_compare_pairs_each_size_with_its_own_partner(tmp_path: Path, capsys: py
     c = write("c.json", [_row(1024, 4.0), _row(4096, 1.0)])
     assert compare.main([str(a), str(c)]) == 1
     assert "rows 2," in capsys.readouterr().out
+
+
+def test_tables_keep_two_sizes_of_one_case_apart() -> None:
+    import pandas as pd
+
+    from analysis.table import tables, title
+
+    rows = [_row(1024, 1.0), _row(4096, 2.0)]
+    found = tables(pd.DataFrame(rows))
+    assert [t.point for t in found] == ["size=1024, shape [1024], float32", "size=4096, shape [4096], float32"]
+    assert [t.data["median"].tolist() for t in found] == [[1.0], [2.0]]
+    assert "[size=4096" in title(found[1], {}) and tables(pd.DataFrame(rows[:1]))[0].point == ""

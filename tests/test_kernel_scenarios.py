@@ -1,0 +1,244 @@
+"""The kernel half: declared work, roof arithmetic and the above-roof flag, cold-cache blocks,
+launch crossovers, and the roofline and launch scenarios end to end on the CPU."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+
+from analysis.kernels import CPU_BOUNDARY_SHARE, GPU_BOUND_SHARE, crossovers, roofline_frame
+from bench.gputimer import GpuSamples
+from bench.roofline import ROOF_TOLERANCE, attach, derive
+from bench.runner import COLD_BLOCKS_PER_ROUND, Case, RunConfig, run, run_gpu
+from ops import InputSpec
+from ops.catalog import OPS
+
+ROOT = Path(__file__).resolve().parent.parent
+H200 = ROOT / "results" / "h200"
+
+
+# ---------------------------------------------------------------------------
+# Declared work.
+
+
+@pytest.mark.parametrize(("op", "shape", "expected"), [
+    ("noop", (4, 8), (32 * 4, 32 * 4, 0)),
+    ("muladd", (4, 8), (3 * 32 * 4, 32 * 4, 2 * 32)),
+    ("l2norm", (4, 8), (32 * 4, 32 * 4, 3 * 32)),
+    ("mm", (64, 128, 32), ((64 * 128 + 128 * 32) * 4, 64 * 32 * 4, 2 * 64 * 32 * 128)),
+])
+def test_declared_work_matches_a_hand_count(op: str, shape: tuple[int, ...], expected: tuple[int, int, int]) -> None:
+    work = OPS[op].work(OPS[op].make_inputs(InputSpec(shape)))
+    assert (work.bytes_read, work.bytes_written, work.flops) == expected
+    assert work.bytes == expected[0] + expected[1]
+
+
+def test_backward_work_of_l2norm_reads_grad_and_x() -> None:
+    args = OPS["l2norm"].make_inputs(InputSpec((2, 16), torch.float64))
+    work = OPS["l2norm"].backward_work(args)
+    assert (work.bytes_read, work.bytes_written, work.flops) == (2 * 32 * 8, 32 * 8, 7 * 32)
+
+
+# ---------------------------------------------------------------------------
+# Roof arithmetic.
+
+
+def test_memory_bound_point() -> None:
+    # 1 GB in 0.5 ms = 2000 GB/s against a 4000 GB/s roof: half of it.
+    d = derive(bytes_moved=10**9, flops=10**8, seconds=5e-4, memory_gbps=4000.0, compute_tflops=50.0)
+    assert d["gbps"] == pytest.approx(2000.0) and d["tflops"] == pytest.approx(0.2)
+    assert d["intensity"] == pytest.approx(0.1) and d["roof_tflops"] == pytest.approx(0.4)
+    assert d["bound"] == "memory" and d["pct_of_roof"] == pytest.approx(0.5) and d["above_roof"] is False
+
+
+def test_compute_bound_point() -> None:
+    # 2 TFLOP over 1 GB: intensity 2000, far past the ridge (50 / 4 = 12.5): the compute roof applies.
+    d = derive(bytes_moved=10**9, flops=2 * 10**12, seconds=0.1, memory_gbps=4000.0, compute_tflops=50.0)
+    assert d["bound"] == "compute" and d["roof_tflops"] == pytest.approx(50.0)
+    assert d["tflops"] == pytest.approx(20.0) and d["pct_of_roof"] == pytest.approx(0.4)
+
+
+def test_a_point_above_its_roof_is_flagged_beyond_the_roofs_own_noise() -> None:
+    at = derive(10**9, 0, (10**9 / 4000e9) / (1 + ROOF_TOLERANCE / 2), 4000.0, None)
+    beyond = derive(10**9, 0, (10**9 / 4000e9) / (1 + 2 * ROOF_TOLERANCE), 4000.0, None)
+    assert at["above_roof"] is False and at["pct_of_roof"] == pytest.approx(1 + ROOF_TOLERANCE / 2)
+    assert beyond["above_roof"] is True
+
+
+def test_cache_resident_points_are_not_judged_by_the_memory_roof() -> None:
+    fast = derive(10**6, 10**5, 1e-7, 4000.0, 50.0, resident=True)  # 10 TB/s: from the cache
+    assert fast["bound"] == "cache" and fast["pct_of_roof"] is None and fast["above_roof"] is False
+    product = derive(10**6, 10**12, 0.05, 4000.0, 50.0, resident=True)  # compute-bound: still judged
+    assert product["bound"] == "compute" and product["pct_of_roof"] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="positive"):
+        derive(0, 0, 1.0, 4000.0, None)
+
+
+def test_attach_adds_metrics_to_the_right_rows_only() -> None:
+    from bench.identity import case_identity
+    from ops.contract import Work
+
+    row = {"scenario": "roofline", "op": "noop", "variant": "raw", "mode": "forward", "shape": [8], "dtype": "float32",
+           "device": "cuda:0", "driver": "python", "size": 32, "cache": "cold", "axes": ["size", "cache"],
+           "metric": "gpu_us", "status": "ok", "median": 0.5}
+    cpu = {**row, "metric": "cpu_us"}
+    roofs = {"memory": {"value": 4000.0}, "compute": {"float32": {"value": 50.0}}, "cache_bytes": 1 << 20}
+    attach([row, cpu], {case_identity(row): Work(10**6, 10**6, 0)}, roofs, "gpu_us")
+    assert row["gbps"] == pytest.approx(4000.0) and row["bound"] == "memory"  # cold: memory, although small
+    assert "gbps" not in cpu
+
+
+def test_roofline_frame_never_reports_a_rate_above_the_roof() -> None:
+    rows = [{"scenario": "roofline", "op": "noop", "mode": "forward", "variant": v, "cache": "warm", "size": 1,
+             "dtype": "float32", "metric": "gpu_us", "status": "ok", "reason": None, "median": 1.0,
+             "gbps": g, "pct_of_roof": p, "above_roof": a} for v, g, p, a in (("raw", 1e4, 2.5, True),
+                                                                               ("aten", 1e3, 0.25, False))]
+    frame = roofline_frame(pd.DataFrame(rows))
+    assert math.isnan(frame.loc[0, "gbps"]) and math.isnan(frame.loc[0, "pct_of_roof"])
+    assert frame.loc[1, "gbps"] == 1e3
+
+
+# ---------------------------------------------------------------------------
+# Cold-cache blocks.
+
+
+class RecordingTimer:
+    """A GpuTimer stand-in that records its blocks (CPU-only test)."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, int]] = []
+        self._results: dict[str, GpuSamples] = {}
+
+    def begin_block(self, label: str) -> None:
+        self.events.append(("begin", label, 0))
+
+    def calls_done(self, label: str) -> None:
+        pass
+
+    def end_block(self, label: str, n_calls: int) -> None:
+        self.events.append(("end", label, n_calls))
+        self._results.setdefault(label, GpuSamples()).gpu_us.append(1.0)
+
+    def collect(self) -> None:
+        pass
+
+    def results(self) -> dict[str, GpuSamples]:
+        return self._results
+
+
+def test_cold_cases_get_one_call_blocks_each_after_a_flush_and_no_cpu_rows() -> None:
+    from bench.results import case_rows
+
+    order: list[str] = []
+    warm = Case(key={"op": "noop", "variant": "raw", "mode": "forward"}, call=lambda: order.append("warm"))
+    cold = Case(key={"op": "noop", "variant": "raw", "mode": "cold"}, call=lambda: order.append("cold"),
+                flush=lambda: order.append("flush"))
+    config = RunConfig(rounds=2, block_seconds=1e-4, warmup_seconds=1e-4)
+    run([warm, cold], config)
+    assert len(warm.samples) == 2 and cold.samples == [] and cold.block == 0, "cold cases skip the CPU pass"
+    timer = RecordingTimer()
+    order.clear()
+    done, interrupted = run_gpu([warm, cold], config, timer, rounds=3)
+    assert done == 3 and not interrupted and cold.block == 1
+    cold_blocks = [e for e in timer.events if e[1] == cold.label and e[0] == "end"]
+    assert len(cold_blocks) == 3 * COLD_BLOCKS_PER_ROUND and {e[2] for e in cold_blocks} == {1}
+    # Every timed cold call follows a flush (the first, untimed warm-up block has none).
+    timed = order[order.index("flush"):]
+    assert all(timed[i - 1] == "flush" for i, x in enumerate(timed) if x == "cold")
+    assert [r["mode"] for r in case_rows([warm, cold])] == ["forward"]
+
+
+# ---------------------------------------------------------------------------
+# Launch crossovers.
+
+
+def _launch_rows(variant: str, cpu: list[float], gpu: list[float] | None, ratio: list[float] | None = None
+                 ) -> list[dict[str, Any]]:
+    sizes = [4**k for k in range(len(cpu))]
+    rows = [{"scenario": "launch", "op": "muladd", "variant": variant, "size": s, "metric": "cpu_us", "status": "ok",
+             "median": c, "ratio_median": None if ratio is None else ratio[i]} for i, (s, c) in enumerate(zip(sizes, cpu))]
+    if gpu is not None:
+        rows += [{"scenario": "launch", "op": "muladd", "variant": variant, "size": s, "metric": "gpu_us",
+                  "status": "ok", "median": g} for s, g in zip(sizes, gpu)]
+    return rows
+
+
+def test_gpu_crossover_is_the_first_size_from_which_every_larger_one_is_gpu_bound() -> None:
+    # GPU-bound at size 4 once (noise), then from size 64 on for good.
+    rows = _launch_rows("cpp", cpu=[10, 10, 10, 10, 12], gpu=[1, 10, 2, 9.5, 40])
+    rows += _launch_rows("triton_op", cpu=[80, 80, 80, 80, 80], gpu=[1, 1, 2, 9, 40])
+    found = crossovers(pd.DataFrame(rows)).set_index("variant")
+    assert found.loc["cpp", "crossover_elements"] == 64
+    assert found.loc["cpp", "share_at"] == pytest.approx(0.95) and 0.95 >= GPU_BOUND_SHARE
+    assert math.isnan(found.loc["triton_op", "crossover_elements"]), "never GPU-bound: not reached"
+
+
+def test_cpu_crossover_uses_the_ratio_to_raw() -> None:
+    rows = _launch_rows("raw", cpu=[1, 2, 8, 30], gpu=None)
+    rows += _launch_rows("custom_op", cpu=[8, 9, 15, 32], gpu=None, ratio=[8.0, 4.5, 1.05, CPU_BOUNDARY_SHARE])
+    found = crossovers(pd.DataFrame(rows))
+    assert list(found["variant"]) == ["custom_op"], "raw is the baseline itself"
+    assert found.iloc[0]["crossover_elements"] == 16
+
+
+# ---------------------------------------------------------------------------
+# The scenarios end to end (CPU), and their figures.
+
+
+def _run(*args: str, out: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, "--quick", "--no-pin", "--out", str(out),
+                           "--plot"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (path,) = out.glob("*.json")
+    return json.loads(path.read_text())
+
+
+def test_roofline_on_the_cpu(tmp_path: Path) -> None:
+    doc = _run("--scenario", "roofline", "--ops", "muladd,mm", out=tmp_path)
+    assert doc["status"] == "complete" and doc["roofs"]["memory"]["value"] > 0
+    assert doc["roofs"]["compute"]["float32"]["value"] > 0 and doc["roofs"]["cache_bytes"]
+    timed = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert {r["op"] for r in timed} == {"muladd", "mm"} and {r["variant"] for r in timed} == {"raw", "aten"}
+    for r in timed:
+        assert r["metric"] == "cpu_us" and r["gbps"] > 0 and r["bound"] in ("memory", "compute", "cache")
+        assert (r["pct_of_roof"] is None) == (r["bound"] == "cache")
+        assert r["above_roof"] == (r["pct_of_roof"] is not None and r["pct_of_roof"] > 1 + ROOF_TOLERANCE)
+    na = {(r["variant"], r["mode"]): r["reason"] for r in doc["rows"] if r["status"] == "n/a"}
+    assert "GPU-only" in na[("compiled", "forward")] and "no backward kernel" in na[("raw", "backward")]
+    assert [p.name for p in tmp_path.glob("*.png")] == [f"{Path(doc_name).stem}-roofline.png"
+                                                        for doc_name in tmp_path.glob("*.json")]
+
+
+def test_launch_on_the_cpu(tmp_path: Path) -> None:
+    doc = _run("--scenario", "launch", "--ops", "muladd", "--variants", "raw,cpp,aten", out=tmp_path)
+    rows = [r for r in doc["rows"] if r["status"] == "ok"]
+    sizes = sorted({r["size"] for r in rows})
+    assert sizes[0] == 1 and len(sizes) == 6 and {r["variant"] for r in rows} == {"raw", "cpp", "aten"}
+    cpp = [r for r in rows if r["variant"] == "cpp"]
+    assert all(r["baseline"] == f"muladd/raw/inference[size={r['size']}]" and r["ratio_median"] for r in cpp)
+
+
+def test_roofline_and_crossover_figures_from_the_h200_results() -> None:
+    from analysis.figures import crossover_chart, roofline_chart, _frame
+    from bench.results import load_result
+
+    roofline = _frame(load_result(next(H200.glob("roofline-cuda0-*.json"))))
+    fig = roofline_chart(roofline)
+    left, right = fig.axes
+    assert len(left.lines) == len(roofline.attrs["roofs"]["compute"])  # one roof per dtype
+    # ops x modes x variants, cold cache: noop/muladd/l2norm forward x 3 variants + l2norm backward x 2
+    assert len(right.lines) == 3 * 3 + 2 + 1  # + the memory roof
+    launch = _frame(load_result(next(H200.glob("launch-cuda0-*.json"))))
+    lines = crossover_chart(launch, "muladd").axes[0].lines
+    assert lines[0].get_label().startswith("GPU µs per call")
+    assert len([line for line in lines if line.get_label().startswith("CPU µs per call")]) == 6
