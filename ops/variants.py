@@ -19,7 +19,7 @@ from torch import Tensor
 
 from . import native
 from .catalog import OPS
-from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec
+from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec  # noqa: F401  (re-exported)
 from .contract import OpContract, OpKernels, backward_fake
 
 

@@ -15,14 +15,12 @@ shape) and a full-size check against PyTorch's op on the shared inputs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench.runner import Case
 from ops import Mode, OpContract, Variant
 from ops.contract import InputSpec
 
 from .base import Axis, Scenario, Selection, case_grid, preflight
-from .kernels import InputPool, check_against, shape_for
+from .kernels import InputPool, check_against, console_report, shape_for
 
 SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of float32)
 SIZES_CPU = tuple(4**k for k in range(12))  # 1 .. 4 Mi elements
@@ -37,7 +35,7 @@ def sizes(sel: Selection) -> tuple[int, ...]:
 
 
 def build(sel: Selection) -> list[Case]:
-    from ops import OPS, get_variant
+    from ops import get_variant
 
     pool = InputPool(sel)
     aten = {op: get_variant("aten", op, sel.device).fn for op in sel.ops}
@@ -57,12 +55,6 @@ def build(sel: Selection) -> list[Case]:
                      shape=lambda contract, point: shape_for(contract, point["size"], ROW))
 
 
-def report(doc: dict[str, Any], console: Any) -> None:
-    from analysis.kernels import print_launch
-
-    print_launch(doc, console)
-
-
 LAUNCH = Scenario(
     name="launch",
     description="CPU and GPU time per call of every variant by size: where each stops being launch-bound",
@@ -71,6 +63,6 @@ LAUNCH = Scenario(
     axes=(Axis("size", SIZES_CUDA),),
     baseline_variants=("raw",),
     default_ops=DEFAULT_OPS,
-    report=report,
+    report=console_report("print_launch"),
     table_note="Crossover: the smallest size from which GPU time per call >= 90 % of CPU time per call at every larger size.",
 )

@@ -23,7 +23,7 @@ from bench.runner import Case
 from ops import OPS, OpContract
 
 from .base import Axis, Scenario, Selection, case_key
-from .kernels import InputPool, check_against, elements_for, l2_flush, shape_for
+from .kernels import InputPool, check_against, console_report, elements_for, l2_flush, shape_for
 
 VARIANTS = ("raw", "aten", "compiled")
 MODES = ("forward", "backward")
@@ -142,12 +142,6 @@ def build(sel: Selection) -> list[Case]:
     return cases
 
 
-def report(doc: dict[str, Any], console: Any) -> None:
-    from analysis.kernels import print_roofline
-
-    print_roofline(doc, console)
-
-
 ROOFLINE = Scenario(
     name="roofline",
     description="GPU time of each kernel by size against the measured memory and compute roofs",
@@ -156,7 +150,7 @@ ROOFLINE = Scenario(
     axes=(Axis("size", SIZES_CUDA), Axis("cache", ("warm", "cold"))),
     variants=VARIANTS,
     default_ops=DEFAULT_OPS,
-    report=report,
+    report=console_report("print_roofline"),
     roofs=True,
     table_note="% of roof = max(FLOPs / P, bytes / B) / time, with B and P measured in this run (roofs).",
 )

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
