@@ -387,7 +387,8 @@ def _hour_minute() -> Any:
 
 # ---------------------------------------------------------------- files
 
-def _frame(result: dict[str, Any] | pd.DataFrame, source: str = "") -> pd.DataFrame:
+def result_frame(result: dict[str, Any] | pd.DataFrame, source: str = "") -> pd.DataFrame:
+    """A result document as the rows frame the figures take (with its roofs), or a frame as it is."""
     if not isinstance(result, dict):
         return result
     frame = rows_frame(result, source)
@@ -422,7 +423,7 @@ def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem:
                      kinds: Sequence[str] = KINDS) -> list[Path]:
     """Write the figures suited to one result (a result document or its rows' frame) as
     `out_dir/<stem>-<op>-<kind>.png`; a scenario without figures writes none."""
-    frame = _frame(result)
+    frame = result_frame(result)
     if frame.empty:
         return []
     written = []

@@ -168,3 +168,37 @@ def print_launch(doc: dict[str, Any], console: Console | None = None) -> None:
     failed = frame[frame["status"] == "failed"]
     for _, r in failed.drop_duplicates(["op", "variant"]).iterrows():
         console.print(f"  [red]FAILED {r['op']}/{r['variant']}[/red]: {r['reason']}")
+
+
+# ---------------------------------------------------------------- markdown (analysis.report)
+
+def roofline_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(heading, size x variant grid of cell texts) per op x mode x cache state."""
+    data = roofline_frame(frame)
+    out = []
+    for (op, mode, cache), g in data.groupby(["op", "mode", "cache"], sort=False):
+        if (g["status"] == "n/a").all():
+            continue
+        g = g.assign(cell=g.apply(_roof_cell, axis=1),
+                     label=[f"{int(v)}³ {d}" if op == "mm" else _size_text(float(v), "B")
+                            for v, d in zip(g["size"], g["dtype"])])
+        grid = g.pivot_table(index="label", columns="variant", values="cell", aggfunc="first", sort=False)
+        grid = grid.rename_axis(index="n (n×n×n)" if op == "mm" else "size / tensor", columns=None)
+        out.append((f"roofline {op}/{mode}, {cache} cache: time per call, rate, % of roof", grid.fillna("")))
+    return out
+
+
+def launch_grid(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(heading, variant x crossover table) per op."""
+    found = crossovers(frame)
+    out = []
+    for op, g in found.groupby("op", sort=False):
+        grid = pd.DataFrame({
+            "crossover (elements)": [_size_text(v, "") if not pd.isna(v) else "not reached" for v in g["crossover_elements"]],
+            "CPU µs/call there": [f"{v:.2f}" if not pd.isna(v) else "" for v in g["cpu_us_at"]],
+            ("GPU/CPU there" if g["criterion"].iloc[0].startswith("GPU") else "÷ raw there"):
+                [f"{v:.2f}" if not pd.isna(v) else "" for v in g["share_at"]],
+            "CPU µs/call, smallest size": [f"{v:.2f}" for v in g["cpu_us_smallest"]],
+        }, index=pd.Index(g["variant"], name="variant"))
+        out.append((f"launch {op}: crossover ({g['criterion'].iloc[0]} from there on)", grid))
+    return out

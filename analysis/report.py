@@ -20,6 +20,7 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.kernels import launch_grid, print_launch, print_roofline, roofline_grids  # noqa: E402
 from analysis.table import cell_grid, legend, na_reasons, print_tables, tables  # noqa: E402
 from bench.probe import instability_note  # noqa: E402
 from bench.results import ResultFileError, load_result  # noqa: E402
@@ -56,10 +57,19 @@ def _run_line(document: dict[str, Any], name: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
+KERNEL_TABLES = {"roofline": roofline_grids, "launch": launch_grid}
+KERNEL_PRINTERS = {"roofline": print_roofline, "launch": print_launch}
+
+
 def markdown(document: dict[str, Any], name: str = "") -> str:
     """One result's tables and notes as GitHub markdown; `name` is the file name shown."""
     frame = pd.DataFrame(document["rows"])
     out = [f"## {document['scenario']} · {env_line(document['env'])}", "", _run_line(document, name), ""]
+    kernel_tables = KERNEL_TABLES.get(document["scenario"])
+    if kernel_tables is not None:  # the kernel scenarios' own tables (analysis/kernels.py)
+        for heading, grid in kernel_tables(frame):
+            out += [f"**{heading}**", "", grid.to_markdown(disable_numparse=True), ""]
+        return "\n".join(out + _failed_lines(frame))
     for table in tables(frame):
         grid = cell_grid(table).rename_axis(index="variant", columns=None)
         out += [f"**{table.op}** — {table.heading()}", "",
@@ -75,8 +85,17 @@ def text(document: dict[str, Any], name: str = "") -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, color_system=None, force_terminal=False)
     console.print(" · ".join(p for p in (name, env_line(document["env"])) if p), soft_wrap=True)
-    print_tables(pd.DataFrame(document["rows"]), document["env"], console, note=table_note(document["scenario"]))
+    printer = KERNEL_PRINTERS.get(document["scenario"])
+    if printer is not None:
+        printer(document, console)
+    else:
+        print_tables(pd.DataFrame(document["rows"]), document["env"], console, note=table_note(document["scenario"]))
     return buffer.getvalue()
+
+
+def _failed_lines(frame: pd.DataFrame) -> list[str]:
+    failed = frame[frame["status"] == "failed"]
+    return [f"- FAILED {r['op']}/{r['variant']}/{r['mode']}: {r['reason']}" for _, r in failed.iterrows()]
 
 
 def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:

@@ -229,16 +229,16 @@ def test_launch_on_the_cpu(tmp_path: Path) -> None:
 
 
 def test_roofline_and_crossover_figures_from_the_h200_results() -> None:
-    from analysis.figures import crossover_chart, roofline_chart, _frame
+    from analysis.figures import crossover_chart, result_frame, roofline_chart
     from bench.results import load_result
 
-    roofline = _frame(load_result(next(H200.glob("roofline-cuda0-*.json"))))
+    roofline = result_frame(load_result(next(H200.glob("roofline-cuda0-*.json"))))
     fig = roofline_chart(roofline)
     left, right = fig.axes
     assert len(left.lines) == len(roofline.attrs["roofs"]["compute"])  # one roof per dtype
     # ops x modes x variants, cold cache: noop/muladd/l2norm forward x 3 variants + l2norm backward x 2
     assert len(right.lines) == 3 * 3 + 2 + 1  # + the memory roof
-    launch = _frame(load_result(next(H200.glob("launch-cuda0-*.json"))))
+    launch = result_frame(load_result(next(H200.glob("launch-cuda0-*.json"))))
     lines = crossover_chart(launch, "muladd").axes[0].lines
     assert lines[0].get_label().startswith("GPU µs per call")
     assert len([line for line in lines if line.get_label().startswith("CPU µs per call")]) == 6
