@@ -69,6 +69,8 @@ BAD_COMMAND_LINES = [
     (["--device", "cuda:x"], "--device"),
     (["--shards", "2", "--device", "cuda"], "--shards"),
     (["--out", "/proc/no/such/folder"], "--out"),
+    (["--cache", "hot"], "--cache"),
+    (["--cache", "warm,warm"], "--cache"),
 ]
 
 
@@ -381,3 +383,17 @@ def test_compare_refuses_different_environments_unless_allowed(tmp_path: Path,
     assert "not comparable" in err and "device: A 'cpu', B 'cuda'" in err and "gpu: A None, B 'NVIDIA H200'" in err
     assert compare.main([str(cpu), str(gpu), "--allow-different-env"]) == 0
     assert "warning: different environments, torch: A '2.13.0', B '2.11.0+cu130'" in capsys.readouterr().out
+
+
+def test_a_scenario_with_variants_of_its_own_names_them(capsys: pytest.CaptureFixture[str]) -> None:
+    from ops.specs import OP_NAMES, VARIANT_NAMES
+    from scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+
+    with pytest.raises(SystemExit) as info:
+        cli.parse(["--scenario", "roofline", "--variants", "cpp"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,
+                  ROOT / "results", SCENARIO_VARIANTS, SCENARIO_DEFAULTS)
+    assert info.value.code == 2 and "valid variants: raw, aten, compiled" in capsys.readouterr().err
+    args = cli.parse(["--scenario", "launch"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results",
+                     SCENARIO_VARIANTS, SCENARIO_DEFAULTS)
+    assert (args.rounds, args.gpu_rounds) == tuple(v[0] for v in (SCENARIO_DEFAULTS["launch"]["rounds"],
+                                                                  SCENARIO_DEFAULTS["launch"]["gpu_rounds"]))
