@@ -24,6 +24,7 @@ from matplotlib.ticker import FuncFormatter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.kernels import size_text  # noqa: E402
 from analysis.load import rows_frame  # noqa: E402
 from analysis.table import NOISY_GLYPH, table_data  # noqa: E402
 from bench.results import ResultFileError, load_result  # noqa: E402
@@ -329,19 +330,12 @@ def roofline_chart(frame: pd.DataFrame) -> Figure:
               )
     right.set_title(f"by size, {cache_state} cache: ours solid, aten dashed, compiled dotted", fontsize=10)
     ticks = sorted(memory_ops["size"].astype(float).unique())
-    right.set_xticks(ticks, [_bytes(t) for t in ticks], fontsize=8)
+    right.set_xticks(ticks, [size_text(t, "B") for t in ticks], fontsize=8)
     right.minorticks_off()
     right.grid(True, which="major", alpha=0.3)
     right.legend(fontsize=7, ncols=2, loc="lower right")
     _titled(fig, "roofline: achieved rate against the roofs measured in the same run", frame)
     return fig
-
-
-def _bytes(v: float) -> str:
-    for step, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if v >= step:
-            return f"{v / step:g} {name}"
-    return f"{v:g} B"
 
 
 def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:

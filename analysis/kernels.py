@@ -19,7 +19,8 @@ GPU_BOUND_SHARE = 0.9
 CPU_BOUNDARY_SHARE = 1.10
 
 
-def _size_text(n: float, unit: str) -> str:
+def size_text(n: float, unit: str) -> str:
+    """64 KiB / 4 GiB for bytes (unit 'B'), 4Ki / 16Mi for counts (unit '')."""
     if unit == "B":
         for step, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
             if n >= step:
@@ -29,6 +30,11 @@ def _size_text(n: float, unit: str) -> str:
         if n >= step:
             return f"{n / step:g}{name}"
     return f"{n:g}"
+
+
+def size_label(op: str, size: float, dtype: str) -> str:
+    """A roofline row's size as tables show it: n³ and the dtype for mm, bytes per tensor otherwise."""
+    return f"{int(size)}³ {dtype}" if op == "mm" else size_text(float(size), "B")
 
 
 def timed_metric(frame: pd.DataFrame) -> str:
@@ -89,7 +95,7 @@ def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
             table.add_column(v, justify="right", no_wrap=True)
         for size, line in g.groupby("size", sort=False):
             cells = {r["variant"]: _roof_cell(r) for _, r in line.iterrows()}
-            label = f"{int(size)}³ {line['dtype'].iloc[0]}" if op == "mm" else _size_text(float(size), "B")
+            label = size_label(op, size, line["dtype"].iloc[0])
             table.add_row(label, *(cells.get(v, "") for v in variants))
         titled.append((f"roofline {op}/{mode}, {cache} cache — {where(doc.get('env', {}))}: time per call, "
                        "bandwidth, % of roof", table))
@@ -157,7 +163,7 @@ def print_launch(doc: dict[str, Any], console: Console | None = None) -> None:
             table.add_column(col, justify="left" if col == "variant" else "right", no_wrap=True)
         for _, r in g.iterrows():
             found = not pd.isna(r["crossover_elements"])
-            table.add_row(r["variant"], _size_text(r["crossover_elements"], "") if found else "not reached",
+            table.add_row(r["variant"], size_text(r["crossover_elements"], "") if found else "not reached",
                           f"{r['cpu_us_at']:.2f}" if found else "", f"{r['share_at']:.2f}" if found else "",
                           f"{r['cpu_us_smallest']:.2f}")
         titled.append((f"launch {op} — {where(doc.get('env', {}))}: from which size (elements per tensor) "
@@ -180,8 +186,7 @@ def roofline_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         if (g["status"] == "n/a").all():
             continue
         g = g.assign(cell=g.apply(_roof_cell, axis=1),
-                     label=[f"{int(v)}³ {d}" if op == "mm" else _size_text(float(v), "B")
-                            for v, d in zip(g["size"], g["dtype"])])
+                     label=[size_label(op, v, d) for v, d in zip(g["size"], g["dtype"])])
         grid = g.pivot_table(index="label", columns="variant", values="cell", aggfunc="first", sort=False)
         grid = grid.rename_axis(index="n (n×n×n)" if op == "mm" else "size / tensor", columns=None)
         out.append((f"roofline {op}/{mode}, {cache} cache: time per call, rate, % of roof", grid.fillna("")))
@@ -194,7 +199,7 @@ def launch_grid(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     out = []
     for op, g in found.groupby("op", sort=False):
         grid = pd.DataFrame({
-            "crossover (elements)": [_size_text(v, "") if not pd.isna(v) else "not reached" for v in g["crossover_elements"]],
+            "crossover (elements)": [size_text(v, "") if not pd.isna(v) else "not reached" for v in g["crossover_elements"]],
             "CPU µs/call there": [f"{v:.2f}" if not pd.isna(v) else "" for v in g["cpu_us_at"]],
             ("GPU/CPU there" if g["criterion"].iloc[0].startswith("GPU") else "÷ raw there"):
                 [f"{v:.2f}" if not pd.isna(v) else "" for v in g["share_at"]],
