@@ -373,6 +373,57 @@ def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
     return fig
 
 
+FUSION_STYLES = {"unfused": "-", "fused": "-", "aten": "--", "compiled": "-.", "triton": (0, (1, 1))}
+FUSION_COLORS = {"unfused": SERIES_COLORS[0], "fused": SERIES_COLORS[1], "aten": SERIES_COLORS[2],
+                 "compiled": SERIES_COLORS[3], "triton": "#8172B3"}
+
+
+def fusion_chart(frame: pd.DataFrame) -> Figure:
+    """Time per call against the chain length k, one line per implementation, at the largest size
+    (traffic-bound: the unfused/fused gap should grow like k, drawn as the model k x fused at k = 1)
+    and at the smallest (launch-bound: GPU time per call, and the CPU time per call in a second
+    panel row, where k launches cost k times one)."""
+    from matplotlib.lines import Line2D
+
+    from analysis.kernels import fusion_frame, timed_metric
+
+    data = fusion_frame(frame, frame.attrs.get("roofs"))
+    data = data[data["status"] == "ok"]
+    if data.empty:
+        raise ValueError("no timed fusion rows in this frame")
+    on_gpu = timed_metric(frame) == "gpu_us"
+    sizes = sorted(data["size"].unique())
+    shown = [sizes[-1], sizes[0]] if len(sizes) > 1 else sizes
+    fig, axes = _panels(len(shown), 10, width=6.4)
+    for ax, size in zip(axes, shown):
+        g = data[data["size"] == size]
+        for variant, line in g.groupby("variant", sort=False):
+            line = line.sort_values("k")
+            color = FUSION_COLORS.get(variant, FLOOR)
+            ax.plot(line["k"], line["median"], linestyle=FUSION_STYLES.get(variant, "-"), marker="o", ms=4,
+                    color=color, label=variant)
+            if on_gpu and size == sizes[0] and line["cpu_us"].notna().any():
+                ax.plot(line["k"], line["cpu_us"], ":", marker="x", ms=4, color=color, alpha=0.8)
+        fused = g[g["variant"] == "fused"].sort_values("k")
+        if size == sizes[-1] and len(fused):
+            base = fused["median"].iloc[0]
+            ax.plot(fused["k"], base * fused["k"], color=FLOOR, ls="--", lw=1, label="model: k × fused at k = 1")
+        unit = "GPU" if on_gpu else "CPU"
+        ax.set(xlabel="chain length k (steps)", ylabel=f"{unit} µs per call", yscale="log")
+        ax.set_xticks(sorted(g["k"].unique()))
+        regime = "traffic-bound" if size == sizes[-1] else "launch-bound"
+        extra = ("; x dotted: CPU µs per call" if on_gpu and size == sizes[0] else "")
+        ax.set_title(f"{size_text(float(size), 'B')} input, {regime}{extra}", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if on_gpu and len(axes) > 1:
+        handles.append(Line2D([], [], color=FLOOR, ls=":", marker="x"))
+        labels.append("CPU µs per call (right panel)")
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(7, len(labels)), frameon=False, fontsize=9)
+    _titled(fig, "fusion: a chain of k elementwise steps, fused or not", frame)
+    return fig
+
+
 def _hour_minute() -> Any:
     from matplotlib.dates import DateFormatter
 
@@ -409,8 +460,9 @@ FIGURES: dict[str, dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]]]
 # Figures of a whole result (all ops in one), per scenario: kind -> function.
 WHOLE_FIGURES: dict[str, dict[str, Callable[[pd.DataFrame], Figure]]] = {
     "roofline": {"roofline": roofline_chart},
+    "fusion": {"fusion": fusion_chart},
 }
-KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "history")
+KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "fusion", "history")
 
 
 def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem: str,

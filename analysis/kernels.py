@@ -207,3 +207,185 @@ def launch_grid(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         }, index=pd.Index(g["variant"], name="variant"))
         out.append((f"launch {op}: crossover ({g['criterion'].iloc[0]} from there on)", grid))
     return out
+
+
+# ---------------------------------------------------------------- offsets
+
+def offsets_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per op x mode x dtype x size of an offsets result: int32 and forced-int64 time per call, their
+    ratio, and the registers and local bytes per thread of each specialisation (GPU runs)."""
+    metric = timed_metric(frame)
+    rows = frame[(frame["scenario"] == "offsets") & (frame["metric"] == metric) & (frame["index"] != "auto")]
+    out = []
+    for (op, mode, dtype, size), g in rows.groupby(["op", "mode", "dtype", "size"], sort=False):
+        if (g["status"] == "n/a").all():
+            continue  # e.g. the backward of an op without a backward kernel
+        by = g.set_index("index")
+        ok = set(by.index[by["status"] == "ok"])
+        rec: dict[str, Any] = {"op": op, "mode": mode, "dtype": dtype, "size": size}
+        for index in ("int32", "int64"):
+            r = by.loc[index] if index in by.index else None
+            rec[f"{index}_us"] = r["median"] if r is not None and index in ok else math.nan
+            for col in ("registers", "local_bytes"):
+                rec[f"{index}_{col}"] = r.get(col, math.nan) if r is not None else math.nan
+        rec["ratio"] = rec["int64_us"] / rec["int32_us"] if {"int32", "int64"} <= ok else math.nan
+        rec["status"] = "ok" if {"int32", "int64"} <= ok else "; ".join(
+            f"{i}: {by.loc[i, 'status']} {by.loc[i, 'reason'] or ''}".strip() for i in by.index if i not in ok)
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def huge_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The past-INT32_MAX rows of an offsets result: elements, the width chosen, exactness, time."""
+    metric = timed_metric(frame)
+    rows = frame[(frame["scenario"] == "offsets") & (frame["metric"] == metric) & (frame["index"] == "auto")]
+    cols = ["op", "shape", "size", "status", "reason", "index_chosen", "exact", "median", "gbps"]
+    return rows.reindex(columns=cols).reset_index(drop=True)
+
+
+def offsets_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(heading, table of cell texts): int64 against int32 per op and mode, and the past-INT32_MAX run."""
+    data = offsets_frame(frame)
+    out = []
+    unit = "GPU" if timed_metric(frame) == "gpu_us" else "CPU"
+    for (op, mode), g in data.groupby(["op", "mode"], sort=False):
+        grid = pd.DataFrame({
+            "dtype": g["dtype"],
+            "size / tensor": [size_text(float(s), "B") for s in g["size"]],
+            f"int32 {unit} µs": [f"{v:.2f}" for v in g["int32_us"]],
+            f"int64 {unit} µs": [f"{v:.2f}" for v in g["int64_us"]],
+            "int64 / int32": [f"{v:.3f}" if not pd.isna(v) else r for v, r in zip(g["ratio"], g["status"])],
+            "registers int32 → int64": [_regs(a, b) for a, b in zip(g["int32_registers"], g["int64_registers"])],
+            "spill bytes": [_regs(a, b) for a, b in zip(g["int32_local_bytes"], g["int64_local_bytes"])],
+        })
+        out.append((f"offsets {op}/{mode}: forced int64 against int32, same inputs", grid.set_index("dtype")))
+    huge = huge_frame(frame)
+    if len(huge):
+        grid = pd.DataFrame({
+            "op": huge["op"],
+            "elements": [f"{math.prod(s):,}" for s in huge["shape"]],
+            "index chosen": huge["index_chosen"].fillna(""),
+            "equal to the compact chunked run": [_exact(r) for _, r in huge.iterrows()],
+            "µs per call": [f"{v:.0f}" if not pd.isna(v) else "" for v in huge["median"]],
+            "GB/s": [f"{v:.0f}" if not pd.isna(v) else "" for v in huge["gbps"]],
+        }).set_index("op")
+        out.append(("offsets past INT32_MAX: one float32 tensor of 2³¹ + 2²⁰ elements per argument", grid))
+    return out
+
+
+def _regs(a: Any, b: Any) -> str:
+    return "" if pd.isna(a) or pd.isna(b) else f"{int(a)} → {int(b)}"
+
+
+def _exact(r: pd.Series) -> str:
+    if r["status"] == "n/a":
+        return f"n/a: {r['reason']}"
+    if r["status"] != "ok":
+        return f"FAILED: {r['reason']}"
+    return "yes, bit for bit" if r["exact"] else "NO"
+
+
+def print_offsets(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    _print_grids(console, offsets_grids(pd.DataFrame(doc["rows"])), doc)
+
+
+def _print_grids(console: Console, grids: list[tuple[str, pd.DataFrame]], doc: dict[str, Any]) -> None:
+    titled = []
+    for heading, grid in grids:
+        table = Table()
+        table.add_column(str(grid.index.name or ""), no_wrap=True)
+        for col in grid.columns:
+            table.add_column(str(col), justify="right", no_wrap=True)
+        for label, line in grid.iterrows():
+            table.add_row(str(label), *(str(v) for v in line))
+        titled.append((f"{heading} — {where(doc.get('env', {}))}", table))
+    _print_titled(console, titled)
+
+
+# ---------------------------------------------------------------- fusion
+
+def copy_roof(roofs: dict[str, Any] | None) -> float:
+    """The measured copy roof (GB/s, read + write): the best of memcpy and the copy kernel, else the
+    memory roof."""
+    memory = (roofs or {}).get("memory") or {}
+    candidates = memory.get("candidates") or {}
+    copies = [v for k, v in candidates.items() if "memcpy" in k.lower() or "copy" in k.lower()]
+    return max(copies) if copies else float(memory.get("value", math.nan))
+
+
+def fusion_frame(frame: pd.DataFrame, roofs: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per size x k x implementation of a fusion result: time per call (GPU where timed, and CPU),
+    modelled bytes, achieved GB/s and its share of the copy roof, the unfused/fused speed-up and
+    the modelled one (k)."""
+    metric = timed_metric(frame)
+    rows = frame[frame["scenario"] == "fusion"]
+    timed = rows[rows["metric"] == metric].set_index(["size", "k", "variant"])
+    cpu = rows[rows["metric"] == "cpu_us"].set_index(["size", "k", "variant"])["median"]
+    roof = copy_roof(roofs)
+    out = timed.reindex(columns=["status", "reason", "median", "gbps", "bytes", "bound", "above_roof"]).copy()
+    out["cpu_us"] = cpu.reindex(out.index)
+    out["above_roof"] = out["above_roof"].fillna(False).astype(bool)
+    # A working set served by the cache is not bounded by the copy roof: no share of it is given.
+    in_memory = (out["bound"] != "cache") & ~out["above_roof"]
+    out["pct_of_copy_roof"] = (out["gbps"] / roof).where(in_memory) if roof == roof else math.nan
+    out = out.reset_index()
+    fused = out[out["variant"] == "fused"].set_index(["size", "k"])["median"]
+    unfused = out[out["variant"] == "unfused"].set_index(["size", "k"])["median"]
+    speed = (unfused / fused).rename("speedup")
+    out = out.merge(speed.reset_index(), on=["size", "k"], how="left")
+    out["modelled_speedup"] = out["k"].astype(float)
+    return out
+
+
+def fusion_grids(frame: pd.DataFrame, roofs: dict[str, Any] | None = None) -> list[tuple[str, pd.DataFrame]]:
+    data = fusion_frame(frame, roofs)
+    unit = "GPU" if timed_metric(frame) == "gpu_us" else "CPU"
+    out = []
+    for size, g in data.groupby("size", sort=False):
+        variants = list(dict.fromkeys(g["variant"]))
+        cells: dict[str, list[str]] = {v: [] for v in variants}
+        ks = list(dict.fromkeys(g["k"]))
+        for k in ks:
+            line = g[g["k"] == k].set_index("variant")
+            for v in variants:
+                cells[v].append(_fusion_cell(line.loc[v]) if v in line.index else "-")
+        first = g.drop_duplicates("k").set_index("k")
+        grid = pd.DataFrame({**{f"{v} {unit} µs": cells[v] for v in variants},
+                             "unfused / fused": [f"{first.loc[k, 'speedup']:.2f}" if not pd.isna(first.loc[k, "speedup"])
+                                                 else "" for k in ks],
+                             "modelled (k)": [f"{k}" for k in ks]},
+                            index=pd.Index(ks, name="k"))
+        out.append((f"fusion at {size_text(float(size), 'B')}: time per call, GB/s and % of the copy roof", grid))
+    if unit == "GPU" and data["cpu_us"].notna().any():
+        small = data[data["size"] == data["size"].min()]
+        grid = small.pivot_table(index="k", columns="variant", values="cpu_us", aggfunc="first", sort=False)
+        grid = grid.map(lambda v: f"{v:.2f}" if not pd.isna(v) else "")
+        grid.columns = [f"{c} CPU µs" for c in grid.columns]
+        out.append((f"fusion at {size_text(float(small['size'].iloc[0]), 'B')}: CPU time per call "
+                    "(k launches against one)", grid))
+    return out
+
+
+def _fusion_cell(r: pd.Series) -> str:
+    if r["status"] == "n/a":
+        return "n/a"
+    if r["status"] != "ok":
+        return "FAILED"
+    if r["above_roof"]:
+        return f"{r['median']:.2f} ABOVE ROOF"
+    pct = " in cache" if r["bound"] == "cache" else "" if pd.isna(r["pct_of_copy_roof"]) else f" {r['pct_of_copy_roof']:.0%}"
+    rate = "" if pd.isna(r["gbps"]) else f" {r['gbps']:.0f} GB/s"
+    return f"{r['median']:.2f}{rate}{pct}"
+
+
+def print_fusion(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    frame = pd.DataFrame(doc["rows"])
+    roofs = doc.get("roofs")
+    console.print(f"copy roof {copy_roof(roofs):.0f} GB/s (best of memcpy and the copy kernel, this run)")
+    _print_grids(console, fusion_grids(frame, roofs), doc)
+    for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "n/a")].drop_duplicates("variant").iterrows():
+        console.print(f"  [dim]{r['variant']}: {r['reason']}[/dim]", soft_wrap=True)
+    for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "failed")].iterrows():
+        console.print(f"  [red]FAILED {r['variant']} k={r['k']} size={r['size']}[/red]: {r['reason']}", soft_wrap=True)

@@ -20,7 +20,8 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.kernels import launch_grid, print_launch, print_roofline, roofline_grids  # noqa: E402
+from analysis.kernels import (  # noqa: E402
+    fusion_grids, launch_grid, offsets_grids, print_fusion, print_launch, print_offsets, print_roofline, roofline_grids)
 from analysis.table import cell_grid, legend, na_reasons, print_tables, tables  # noqa: E402
 from bench.probe import instability_note  # noqa: E402
 from bench.results import ResultFileError, load_result  # noqa: E402
@@ -57,13 +58,16 @@ def _run_line(document: dict[str, Any], name: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
-KERNEL_TABLES = {"roofline": roofline_grids, "launch": launch_grid}
-KERNEL_PRINTERS = {"roofline": print_roofline, "launch": print_launch}
+KERNEL_TABLES = {"roofline": roofline_grids, "launch": launch_grid, "offsets": offsets_grids,
+                 "fusion": lambda frame: fusion_grids(frame, frame.attrs.get("roofs"))}
+KERNEL_PRINTERS = {"roofline": print_roofline, "launch": print_launch, "offsets": print_offsets,
+                   "fusion": print_fusion}
 
 
 def markdown(document: dict[str, Any], name: str = "") -> str:
     """One result's tables and notes as GitHub markdown; `name` is the file name shown."""
     frame = pd.DataFrame(document["rows"])
+    frame.attrs["roofs"] = document.get("roofs")
     out = [f"## {document['scenario']} · {env_line(document['env'])}", "", _run_line(document, name), ""]
     kernel_tables = KERNEL_TABLES.get(document["scenario"])
     if kernel_tables is not None:  # the kernel scenarios' own tables (analysis/kernels.py)

@@ -193,5 +193,5 @@ def attach(rows: list[dict[str, Any]], works: dict[tuple[Any, ...], Any], roofs:
         if row.get("metric") != metric or row.get("status") != "ok" or work is None or not row.get("median"):
             continue
         peak = (roofs["compute"].get(str(row.get("dtype"))) or {}).get("value")
-        resident = row.get("cache", "warm") != "cold" and cache is not None and work.bytes <= cache
+        resident = row.get("cache", "warm") != "cold" and cache is not None and work.resident_bytes <= cache
         row.update(derive(work.bytes, work.flops, row["median"] / 1e6, memory, peak, resident))

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
+from . import chain
 from .contract import Args, OpContract, OpKernels, Shape, Work, elementwise_work, none_for_scalars
 from .specs import OP_NAMES
 
@@ -101,6 +102,7 @@ L2NORM = OpContract(
     check_args=_l2norm_check,
     double_backward=False,  # l2norm_backward is a kernel without a derivative
     boundary_shape=(4, 32),
+    rowwise=True,
     description="row-wise L2 normalisation, forward and backward kernels",
     aten=_l2norm_reference,  # the composite: PyTorch generates its backward
     work=_work(1, 1, 3),  # x*x, the row sum, the scale (the rsqrt per row is negligible)
@@ -167,5 +169,36 @@ MM = OpContract(
     work=_mm_work,
 )
 
-OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM, MM)}
+def _chain_save(ctx: Any, inputs: Args, output: Tensor) -> None:
+    x, k = inputs
+    ctx.save_for_backward(x)
+    ctx.k = k
+
+
+def _chain_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+    assert kernels.bwd is not None, "chain's backward needs its backward kernel"
+    (x,) = ctx.saved_tensors
+    return none_for_scalars(CHAIN, [kernels.bwd(grad, x, ctx.k)])
+
+
+CHAIN = OpContract(
+    name="chain",
+    tensor_args=("x",),
+    scalars=(chain.DEFAULT_LENGTH,),
+    differentiable=("x",),
+    reference=chain.reference,
+    save=_chain_save,
+    backward=_chain_backward,
+    backward_op="chain_backward",
+    check_args=chain.check_length,
+    double_backward=False,  # chain_backward is a kernel without a derivative
+    boundary_shape=(4, 32),
+    description="k elementwise steps (multiply-add, relu, scale, subtract, ...) fused in one kernel",
+    aten=chain.aten_chain,
+    work=chain.work,
+    backward_work=chain.backward_work,
+    boundary=False,  # a kernel-level experiment (the fusion scenario); time its boundary with --ops chain
+)
+
+OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM, MM, CHAIN)}
 assert tuple(OPS) == OP_NAMES, "ops/specs.py OP_NAMES must list the contracts above, in order"

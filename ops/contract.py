@@ -49,10 +49,17 @@ class Work:
     bytes_read: int
     bytes_written: int
     flops: int
+    # Distinct bytes the call touches, where smaller than the traffic (a chain of passes over
+    # reused buffers): what must fit in a cache for the call to run from it. None: the traffic.
+    footprint: int | None = None
 
     @property
     def bytes(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    @property
+    def resident_bytes(self) -> int:
+        return self.footprint if self.footprint is not None else self.bytes
 
 
 def elementwise_work(n: int, itemsize: int, inputs: int, outputs: int, flops_per_element: int) -> Work:
@@ -109,6 +116,8 @@ class OpContract:
     output_shape: Callable[..., Sequence[int]] | None = None
     # Whether the boundary and compile scenarios include the op when no --ops is given.
     boundary: bool = True
+    # Row-wise over the last dimension (l2norm): the kernel scenarios give it rows, not a flat tensor.
+    rowwise: bool = False
 
     def shapes(self, shape: Shape) -> tuple[Shape, ...]:
         return self.input_shapes(shape) if self.input_shapes else (shape,) * len(self.tensor_args)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm")
+OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain")
 
 
 class Mode(str, Enum):

@@ -114,8 +114,48 @@ def _kernels() -> dict[str, Any]:
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
+    # The chain (ops/chain.py): step i is STEPS[i % 4], unrolled at compile time for each K.
+    # C0, C1: the multiply-add's constants; C2 the scale; C3 the subtrahend.
+    @triton.jit
+    def chain_kernel(x_ptr, out_ptr, n, K: tl.constexpr, C0: tl.constexpr, C1: tl.constexpr, C2: tl.constexpr,
+                     C3: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        for i in tl.static_range(K):
+            if i % 4 == 0:
+                x = x * C0 + C1
+            elif i % 4 == 1:
+                x = tl.where(x < 0, 0.0, x)
+            elif i % 4 == 2:
+                x = x * C2
+            else:
+                x = x - C3
+        tl.store(out_ptr + offs, x, mask=mask)
+
+    @triton.jit
+    def chain_bwd_kernel(g_ptr, x_ptr, gx_ptr, n, K: tl.constexpr, C0: tl.constexpr, C1: tl.constexpr,
+                         C2: tl.constexpr, C3: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        slope = tl.load(g_ptr + offs, mask=mask)
+        for i in tl.static_range(K):
+            if i % 4 == 0:
+                slope = slope * C0
+                x = x * C0 + C1
+            elif i % 4 == 1:
+                slope = tl.where(x > 0, slope, 0.0)
+                x = tl.where(x < 0, 0.0, x)
+            elif i % 4 == 2:
+                slope = slope * C2
+                x = x * C2
+        tl.store(gx_ptr + offs, slope, mask=mask)
+
     return {
         "triton": triton,
+        "chain": chain_kernel,
+        "chain_backward": chain_bwd_kernel,
         "mm": mm_kernel,
         "noop": copy_kernel,
         "muladd": muladd_kernel,
@@ -163,6 +203,38 @@ def _rowwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
         block = k["triton"].next_power_of_2(cols)
         with torch.cuda.device(out.device):
             torch.library.wrap_triton(k[op_name])[(rows,)](*tensors, out, cols, eps, BLOCK=block)
+        return out
+
+    return launch
+
+
+def _chain_constants() -> dict[str, float]:
+    """The chain's step constants as the kernels' constexprs, from the one Python table."""
+    from .chain import STEPS
+
+    (_, (c0, c1)), _, (_, (c2,)), (_, (c3,)) = STEPS
+    return {"C0": c0, "C1": c1, "C2": c2, "C3": c3}
+
+
+def _chain(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
+    """chain(x, k) and chain_backward(grad, x, k): elementwise, k a compile-time constant."""
+    from .chain import MAX_LENGTH
+
+    def launch(*args: Any) -> Tensor:
+        k = _kernels()
+        tensors, steps = tuple(args[:-1]), int(args[-1])
+        qualified = f"{NS}::{op_name}"
+        check_inputs(qualified, arg_names, tensors)
+        if not 1 <= steps <= MAX_LENGTH:
+            raise RuntimeError(f"{qualified}: k must be between 1 and {MAX_LENGTH}, got {steps}")
+        tensors = tuple(t.contiguous() for t in tensors)
+        out = torch.empty(tensors[0].shape, dtype=tensors[0].dtype, device=tensors[0].device)
+        n = out.numel()
+        if n == 0:
+            return out
+        with torch.cuda.device(out.device):
+            grid = (k["triton"].cdiv(n, BLOCK),)
+            torch.library.wrap_triton(k[op_name])[grid](*tensors, out, n, K=steps, BLOCK=BLOCK, **_chain_constants())
         return out
 
     return launch
@@ -232,11 +304,11 @@ def _register(op_name: str, launcher: Callable[..., Tensor]) -> Any:
 def triton_flavour(contract: OpContract) -> Any:
     from .variants import Flavour, _registered_backward
 
-    launch = {"l2norm": _rowwise, "mm": _matmul}.get(contract.name, _elementwise)
+    launch = {"l2norm": _rowwise, "mm": _matmul, "chain": _chain}.get(contract.name, _elementwise)
     fwd = _register(contract.name, launch(contract.name, contract.tensor_args))
     bwd = None
     if contract.backward_op:
-        bwd = _register(contract.backward_op, _rowwise(contract.backward_op, ("grad", "x")))
+        bwd = _register(contract.backward_op, launch(contract.backward_op, ("grad", "x")))
     fl = Flavour(fwd, bwd)
     fwd.register_autograd(_registered_backward(contract, fl), setup_context=contract.save)
     return fl

@@ -9,14 +9,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-SCENARIO_NAMES: tuple[str, ...] = ("boundary", "compile", "timer_validation", "roofline", "launch")
+SCENARIO_NAMES: tuple[str, ...] = ("boundary", "compile", "timer_validation", "roofline", "launch", "offsets", "fusion")
 # Scenarios with variant names of their own (the others take the variant factory's, ops.specs).
-SCENARIO_VARIANTS: dict[str, tuple[str, ...]] = {"roofline": ("raw", "aten", "compiled")}
+SCENARIO_VARIANTS: dict[str, tuple[str, ...]] = {
+    "roofline": ("raw", "aten", "compiled"),
+    "offsets": ("raw",),
+    "fusion": ("unfused", "fused", "aten", "compiled", "triton"),
+}
 # Run defaults that differ from bench/cli.py DEFAULTS, per scenario: option -> (full run, --quick).
 # The kernel scenarios have hundreds of cases whose GPU time repeats within 0.5 %: fewer rounds.
 SCENARIO_DEFAULTS: dict[str, dict[str, tuple[object, object]]] = {
     "roofline": {"rounds": (10, 3), "gpu_rounds": (5, 2)},
     "launch": {"rounds": (8, 3), "gpu_rounds": (4, 2)},
+    "offsets": {"rounds": (8, 3), "gpu_rounds": (5, 2)},
+    "fusion": {"rounds": (8, 3), "gpu_rounds": (5, 2)},
 }
 
 __all__ = ["SCENARIO_DEFAULTS", "SCENARIO_NAMES", "SCENARIO_VARIANTS", "SCENARIOS", "Scenario", "Selection"]
@@ -25,11 +31,13 @@ __all__ = ["SCENARIO_DEFAULTS", "SCENARIO_NAMES", "SCENARIO_VARIANTS", "SCENARIO
 def _registry() -> dict[str, Any]:
     from .boundary import BOUNDARY
     from .compile import COMPILE
+    from .fusion import FUSION
     from .launch import LAUNCH
+    from .offsets import OFFSETS
     from .roofline import ROOFLINE
     from .timer_validation import TIMER_VALIDATION
 
-    registry = {s.name: s for s in (BOUNDARY, COMPILE, TIMER_VALIDATION, ROOFLINE, LAUNCH)}
+    registry = {s.name: s for s in (BOUNDARY, COMPILE, TIMER_VALIDATION, ROOFLINE, LAUNCH, OFFSETS, FUSION)}
     assert tuple(registry) == SCENARIO_NAMES, "SCENARIO_NAMES must list the registered scenarios, in order"
     assert all(registry[n].variants == v for n, v in SCENARIO_VARIANTS.items()), "SCENARIO_VARIANTS out of step"
     return registry

@@ -24,7 +24,7 @@ def elements_for(size_bytes: int, dtype: torch.dtype) -> int:
 
 def shape_for(contract: OpContract, elements: int, row: int) -> tuple[int, ...]:
     """1-D for elementwise ops; rows of `row` elements (fewer when smaller) for row-wise ops."""
-    if contract.backward_op is None:
+    if not contract.rowwise:
         return (elements,)
     cols = min(row, elements)
     return (max(1, elements // cols), cols)
@@ -47,11 +47,12 @@ class InputPool:
             self._args[key] = contract.make_inputs(spec)
         return self._args[key]
 
-    def grad(self, shape: tuple[int, ...]) -> Tensor:
-        if shape not in self._grads:
+    def grad(self, shape: tuple[int, ...], dtype: torch.dtype | None = None) -> Tensor:
+        dtype = dtype or self.sel.dtype
+        if (shape, dtype) not in self._grads:
             gen = torch.Generator(device=self.sel.device).manual_seed(self.sel.seed + 1)
-            self._grads[shape] = torch.randn(shape, generator=gen, dtype=self.sel.dtype, device=self.sel.device)
-        return self._grads[shape]
+            self._grads[(shape, dtype)] = torch.randn(shape, generator=gen, dtype=dtype, device=self.sel.device)
+        return self._grads[(shape, dtype)]
 
 
 def l2_flush(device: str) -> Callable[[], None]:

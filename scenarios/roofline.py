@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 
+from bench.identity import check_unique_labels
 from bench.runner import Case
 from ops import OPS, OpContract
 
@@ -139,6 +140,7 @@ def build(sel: Selection) -> list[Case]:
                         # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
                         expected = (lambda: _reference(contract, args, mode, pool)) if variant == "aten" else calls["aten"]
                         check_against(case, calls[variant], expected, dtype)
+    check_unique_labels(c.key for c in cases)
     return cases
 
 

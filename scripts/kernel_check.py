@@ -6,7 +6,8 @@
     python3 scripts/kernel_check.py --bench    # mm vs torch.mm (cuBLAS) at 4096^3; copy/muladd GB/s
 
 Checks: elementwise ops on the vector and the scalar path (aligned, offset, odd sizes), l2norm
-forward/backward on both row paths, mm through the tensor-core kernel (cp.async chunks and
+forward/backward on both row paths, the chain kernels (fused and one step at a time, forward
+and backward), every elementwise and row-wise kernel with forced int32 and int64 offsets, mm through the tensor-core kernel (cp.async chunks and
 element-wise tile loads, edge tiles), the FMA kernel, and K = 0. Exits 1 on a wrong result.
 """
 
@@ -50,6 +51,7 @@ def check() -> int:
                 if not torch.allclose(y.double(), ref, rtol=1e-5, atol=1e-5):
                     failures.append(f"l2norm {dtype} cols={cols}")
                 raw.l2norm_backward(gs, xs, 1e-6)
+    failures += check_chain_and_widths(raw)
     for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5), (torch.float64, 1e-12)):
         for m, k, n in ((130, 72, 264), (17, 33, 65), (256, 64, 256), (5, 0, 7), (1, 1, 1)):
             a = torch.randn(m, k, dtype=dtype, device="cuda")
@@ -65,6 +67,44 @@ def check() -> int:
         print("FAILED", f)
     print(f"{'ok' if not failures else f'{len(failures)} failures'}")
     return 1 if failures else 0
+
+
+def check_chain_and_widths(raw) -> list[str]:
+    """The chain kernels (fused k = 1..8, one step at a time, backward) on both access paths, and
+    every elementwise and row-wise kernel with forced int32 and int64 offsets: equal bit for bit."""
+    from ops import chain
+
+    failures = []
+    kernels = raw.kernel
+    for dtype in (torch.float32, torch.float64):
+        for n in (1, 5, 1023, 65537):
+            x, g = torch.randn(n, dtype=dtype, device="cuda"), torch.randn(n, dtype=dtype, device="cuda")
+            for name, (xs, gs) in (("aligned", (x, g)), ("offset", (_offset(x, 1), _offset(g, 1)))):
+                for k in range(1, chain.MAX_LENGTH + 1):
+                    fused, unfused = raw.chain(xs, k), xs
+                    for i in range(k):
+                        unfused = kernels.chain(unfused, 1, i)
+                    if not (torch.equal(fused, unfused) and torch.equal(fused, chain.aten_chain(xs, k))):
+                        failures.append(f"chain {dtype} n={n} k={k} {name}")
+                    for index in ("int32", "int64"):
+                        if not torch.equal(kernels.chain(xs, k, index=index), fused):
+                            failures.append(f"chain {dtype} n={n} k={k} {name} index={index}")
+                        if not torch.equal(kernels.chain_backward(gs, xs, k, index=index), raw.chain_backward(gs, xs, k)):
+                            failures.append(f"chain_backward {dtype} n={n} k={k} {name} index={index}")
+                for index in ("int32", "int64"):
+                    if not torch.equal(kernels.noop(xs, index=index), xs):
+                        failures.append(f"noop {dtype} n={n} {name} index={index}")
+                    if not torch.equal(kernels.muladd(xs, gs, xs, index=index), raw.muladd(xs, gs, xs)):
+                        failures.append(f"muladd {dtype} n={n} {name} index={index}")
+        for cols in (3, 8, 1030):
+            x, g = torch.randn(3, cols, dtype=dtype, device="cuda"), torch.randn(3, cols, dtype=dtype, device="cuda")
+            for index in ("int32", "int64"):
+                if not torch.equal(kernels.l2norm(x, 1e-6, index=index), raw.l2norm(x, 1e-6)):
+                    failures.append(f"l2norm {dtype} cols={cols} index={index}")
+                if not torch.equal(kernels.l2norm_backward(g, x, 1e-6, index=index), raw.l2norm_backward(g, x, 1e-6)):
+                    failures.append(f"l2norm_backward {dtype} cols={cols} index={index}")
+    kernels.spin(torch.empty(1, device="cuda"), 0, 20_000)  # the injection's spin kernel
+    return failures
 
 
 def _time_ms(fn, reps: int = 50) -> float:

@@ -175,10 +175,15 @@ def test_scenarios_leave_mm_out_unless_asked(ops: tuple[str, ...] | None, explic
     from ops.specs import OP_NAMES
     from scenarios.base import Selection, case_grid
 
+    from ops.catalog import OPS
+
     sel = Selection(ops=ops or OP_NAMES, variants=("raw",), device="cpu", explicit_ops=explicit)
     cases = case_grid(sel, "test", ("inference",), lambda *_: None, lambda *_: None)
     assert ("mm" in {c.key["op"] for c in cases}) == has_mm
-    assert {c.key["op"] for c in cases} - {"mm"} == set(sel.ops) - {"mm"}
+    # The other kernel-level op (chain) follows the same rule: in when asked for, out by default.
+    opt_in = {name for name, op in OPS.items() if not op.boundary}
+    expected = set(sel.ops) if has_mm else set(sel.ops) - opt_in
+    assert {c.key["op"] for c in cases} == expected
 
 
 def test_scenario_fwd_bwd_call_of_mm() -> None:

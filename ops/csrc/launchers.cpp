@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <chrono>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -136,6 +137,100 @@ at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double e
 }
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) { return Bodies::mm("dbench::mm", a, b); }
+
+at::Tensor chain(const at::Tensor& x, int64_t k) { return Bodies::chain("dbench::chain", x, k); }
+
+at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k) {
+  return Bodies::chain_backward("dbench::chain_backward", grad, x, k);
+}
+
+namespace kernel_variants {
+namespace {
+
+k::IndexWidth parse_index(const char* op, const std::string& index) {
+  if (index == "auto") return k::IndexWidth::kAuto;
+  if (index == "int32") return k::IndexWidth::kInt32;
+  if (index == "int64") return k::IndexWidth::kInt64;
+  AtenApi::fail(msg::cat(op, ": index must be 'auto', 'int32' or 'int64', got '", index, "'"));
+}
+
+k::DType parse_dtype(const std::string& dtype) {
+  if (dtype == "float32") return k::DType::kFloat32;
+  if (dtype == "float64") return k::DType::kFloat64;
+  AtenApi::fail(msg::cat("attributes: dtype must be 'float32' or 'float64', got '", dtype, "'"));
+}
+
+}  // namespace
+
+at::Tensor noop(const at::Tensor& x, const std::string& index) {
+  constexpr const char* op = "dbench::noop";
+  return Bodies::noop(op, x, parse_index(op, index));
+}
+
+at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const std::string& index) {
+  constexpr const char* op = "dbench::muladd";
+  return Bodies::muladd(op, a, b, c, parse_index(op, index));
+}
+
+at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index) {
+  constexpr const char* op = "dbench::l2norm";
+  return Bodies::l2norm(op, x, eps, parse_index(op, index));
+}
+
+at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps, const std::string& index) {
+  constexpr const char* op = "dbench::l2norm_backward";
+  return Bodies::l2norm_backward(op, grad, x, eps, parse_index(op, index));
+}
+
+at::Tensor chain(const at::Tensor& x, int64_t k, int64_t first, const std::string& index) {
+  constexpr const char* op = "dbench::chain";
+  return Bodies::chain(op, x, k, first, parse_index(op, index));
+}
+
+at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k, const std::string& index) {
+  constexpr const char* op = "dbench::chain_backward";
+  return Bodies::chain_backward(op, grad, x, k, parse_index(op, index));
+}
+
+std::string index_choice(const std::string& op, const std::vector<at::Tensor>& tensors) {
+  DBENCH_CHECK(!tensors.empty(), AtenApi::fail, "index_choice: expected at least one tensor");
+  const at::Tensor& x = tensors.back();  // the row-wise ops' x is their last tensor argument
+  int64_t reach = 0;
+  if (op == "l2norm" || op == "l2norm_backward") {
+    const int64_t cols = x.dim() == 0 ? 1 : x.size(x.dim() - 1);
+    reach = k::rowwise_reach(cols == 0 ? 0 : x.numel() / cols, cols);
+  } else if (op == "noop" || op == "muladd" || op == "chain" || op == "chain_backward") {
+    reach = k::elementwise_reach(x.numel());
+  } else {
+    AtenApi::fail(msg::cat("index_choice: no index width for op '", op, "'"));
+  }
+  bool fit = true;
+  for (const auto& t : tensors) fit = fit && Bodies::view_fits(t);
+  return k::index_name(k::resolve_index(k::IndexWidth::kAuto, fit, reach));
+}
+
+std::map<std::string, int> attributes(const std::string& kernel, const std::string& dtype, const std::string& index,
+                                      bool vector, int64_t k) {
+  const k::IndexWidth w = parse_index("attributes", index);
+  DBENCH_CHECK(w != k::IndexWidth::kAuto, AtenApi::fail, "attributes: index must be 'int32' or 'int64'");
+  k::KernelAttributes a;
+  const int status = k::kernel_attributes(kernel.c_str(), parse_dtype(dtype), w, vector, static_cast<int>(k), &a);
+  DBENCH_CHECK(status == 0, AtenApi::fail, "attributes of kernel '", kernel, "': ", k::cuda_error_string(status));
+  return {{"registers", a.registers}, {"local_bytes", a.local_bytes}, {"max_threads", a.max_threads}};
+}
+
+}  // namespace kernel_variants
+
+void spin(const at::Tensor& like, int64_t cpu_ns, int64_t gpu_ns) {
+  if (cpu_ns > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(cpu_ns);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  if (gpu_ns > 0 && like.is_cuda()) {
+    AtenApi::launch("spin", like, [] {}, [&](void* s) { return k::spin_cuda(gpu_ns, s); });
+  }
+}
 
 bool vector_path(const std::vector<at::Tensor>& tensors) {
   DBENCH_CHECK(!tensors.empty(), AtenApi::fail, "vector_path: expected at least one tensor");

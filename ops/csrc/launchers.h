@@ -6,6 +6,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 namespace dbench {
@@ -16,6 +18,33 @@ at::Tensor l2norm(const at::Tensor& x, double eps);
 at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps);
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
+at::Tensor chain(const at::Tensor& x, int64_t k);
+at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k);
+
+// Kernel-level variants, reached from the raw module only (the registered ops use `auto`):
+// the offset width forced ("auto", "int32" or "int64"; a forced int32 that does not fit is
+// refused with an error before any work), and one step of a chain at a time.
+namespace kernel_variants {
+at::Tensor noop(const at::Tensor& x, const std::string& index);
+at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const std::string& index);
+at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index);
+at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps, const std::string& index);
+at::Tensor chain(const at::Tensor& x, int64_t k, int64_t first, const std::string& index);
+at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k, const std::string& index);
+
+// The width `auto` picks for op's launch on these tensors (op's tensor arguments in schema
+// order; meta tensors are fine: only sizes, strides and storage offsets are read).
+std::string index_choice(const std::string& op, const std::vector<at::Tensor>& tensors);
+
+// Registers and local bytes per thread of one CUDA kernel specialisation.
+std::map<std::string, int> attributes(const std::string& kernel, const std::string& dtype, const std::string& index,
+                                      bool vector, int64_t k);
+}  // namespace kernel_variants
+
+// A known extra cost (DBENCH_INJECT_NS on the CPU, DBENCH_INJECT_GPU_NS on the GPU, read once):
+// busy-waits cpu_ns on the calling thread and, for a CUDA tensor, queues a gpu_ns spin kernel
+// on its current stream. Used by the `cpp` variant's kernels when injection is on.
+void spin(const at::Tensor& like, int64_t cpu_ns, int64_t gpu_ns);
 
 // Whether the elementwise CUDA kernels take their 16-byte vector path for these
 // inputs: the predicate the launch applies (kernels::vector_path_ok) to the pointers

@@ -19,8 +19,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <utility>
 
+#include "../kernels/chain.h"
 #include "../kernels/kernels.h"
 #include "message.h"
 
@@ -40,58 +42,134 @@ inline const char* expected_dtypes(InputRule rule) {
   return rule.half_types ? "expected float16, bfloat16, float32 or float64" : "expected float32 or float64";
 }
 
+using kernels::IndexWidth;
+
 template <class Api>
 struct OpBodies {
   using Tensor = typename Api::Tensor;
+  using NamedTensor = std::pair<const char*, const Tensor*>;
 
-  static Tensor noop(const char* op, const Tensor& x) {
+  // Every elementwise and row-wise body takes the offset width (`index`): kAuto, or a forced
+  // int32 / int64 (the `offsets` scenario). index_width checks it before any copy or allocation.
+  static Tensor noop(const char* op, const Tensor& x, IndexWidth index = IndexWidth::kAuto) {
     Api::check_inputs(op, {{"x", &x}});
+    const auto w = index_width(op, index, kernels::elementwise_reach(x.numel()), {{"x", &x}});
     const Tensor xc = Api::contiguous(x);
     Tensor out = Api::contiguous_output(xc);
     const auto dt = Api::dtype(xc);
     Api::launch(
-        op, xc, [&] { kernels::noop_cpu(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel()); },
-        [&](void* s) { return kernels::noop_cuda(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel(), s); });
+        op, xc, [&] { kernels::noop_cpu(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel(), w); },
+        [&](void* s) { return kernels::noop_cuda(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel(), s, w); });
     return out;
   }
 
-  static Tensor muladd(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+  static Tensor muladd(const char* op, const Tensor& a, const Tensor& b, const Tensor& c,
+                       IndexWidth index = IndexWidth::kAuto) {
     Api::check_inputs(op, {{"a", &a}, {"b", &b}, {"c", &c}});
+    const auto w = index_width(op, index, kernels::elementwise_reach(a.numel()), {{"a", &a}, {"b", &b}, {"c", &c}});
     const Tensor ac = Api::contiguous(a), bc = Api::contiguous(b), cc = Api::contiguous(c);
     Tensor out = Api::contiguous_output(ac);
     const auto dt = Api::dtype(ac);
     const void* in[3] = {ac.const_data_ptr(), bc.const_data_ptr(), cc.const_data_ptr()};
     Api::launch(
-        op, ac, [&] { kernels::muladd_cpu(dt, in[0], in[1], in[2], out.mutable_data_ptr(), ac.numel()); },
-        [&](void* s) { return kernels::muladd_cuda(dt, in[0], in[1], in[2], out.mutable_data_ptr(), ac.numel(), s); });
+        op, ac, [&] { kernels::muladd_cpu(dt, in[0], in[1], in[2], out.mutable_data_ptr(), ac.numel(), w); },
+        [&](void* s) { return kernels::muladd_cuda(dt, in[0], in[1], in[2], out.mutable_data_ptr(), ac.numel(), s, w); });
     return out;
   }
 
-  static Tensor l2norm(const char* op, const Tensor& x, double eps) {
+  static Tensor l2norm(const char* op, const Tensor& x, double eps, IndexWidth index = IndexWidth::kAuto) {
     Api::check_inputs(op, {{"x", &x}});
     const auto [rows, cols] = rows_cols(op, x, eps);
+    const auto w = index_width(op, index, kernels::rowwise_reach(rows, cols), {{"x", &x}});
     const Tensor xc = Api::contiguous(x);
     Tensor y = Api::contiguous_output(xc);
     const auto dt = Api::dtype(xc);
     Api::launch(
-        op, xc, [&] { kernels::l2norm_fwd_cpu(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps); },
+        op, xc, [&] { kernels::l2norm_fwd_cpu(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps, w); },
         [&](void* s) {
-          return kernels::l2norm_fwd_cuda(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps, s);
+          return kernels::l2norm_fwd_cuda(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps, s, w);
         });
     return y;
   }
 
-  static Tensor l2norm_backward(const char* op, const Tensor& grad, const Tensor& x, double eps) {
+  static Tensor l2norm_backward(const char* op, const Tensor& grad, const Tensor& x, double eps,
+                                IndexWidth index = IndexWidth::kAuto) {
     Api::check_inputs(op, {{"grad", &grad}, {"x", &x}});
     const auto [rows, cols] = rows_cols(op, x, eps);
+    const auto w = index_width(op, index, kernels::rowwise_reach(rows, cols), {{"grad", &grad}, {"x", &x}});
     const Tensor gc = Api::contiguous(grad), xc = Api::contiguous(x);
     Tensor gx = Api::contiguous_output(xc);
     const auto dt = Api::dtype(xc);
     const void* in[2] = {gc.const_data_ptr(), xc.const_data_ptr()};
     Api::launch(
-        op, xc, [&] { kernels::l2norm_bwd_cpu(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps); },
-        [&](void* s) { return kernels::l2norm_bwd_cuda(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps, s); });
+        op, xc, [&] { kernels::l2norm_bwd_cpu(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps, w); },
+        [&](void* s) { return kernels::l2norm_bwd_cuda(dt, in[0], in[1], gx.mutable_data_ptr(), rows, cols, eps, s, w); });
     return gx;
+  }
+
+  // The chain (kernels/chain.h): steps first .. first + k - 1 in one launch. The op is
+  // first = 0; `first` > 0 (one step) is how the unfused chain launches step by step.
+  static Tensor chain(const char* op, const Tensor& x, int64_t k, int64_t first = 0,
+                      IndexWidth index = IndexWidth::kAuto) {
+    Api::check_inputs(op, {{"x", &x}});
+    check_chain(op, k, first);
+    const auto w = index_width(op, index, kernels::elementwise_reach(x.numel()), {{"x", &x}});
+    const Tensor xc = Api::contiguous(x);
+    Tensor out = Api::contiguous_output(xc);
+    const auto dt = Api::dtype(xc);
+    const int f = static_cast<int>(first), n_steps = static_cast<int>(k);
+    Api::launch(
+        op, xc, [&] { kernels::chain_cpu(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel(), f, n_steps, w); },
+        [&](void* s) {
+          return kernels::chain_cuda(dt, xc.const_data_ptr(), out.mutable_data_ptr(), xc.numel(), f, n_steps, s, w);
+        });
+    return out;
+  }
+
+  static Tensor chain_backward(const char* op, const Tensor& grad, const Tensor& x, int64_t k,
+                               IndexWidth index = IndexWidth::kAuto) {
+    Api::check_inputs(op, {{"grad", &grad}, {"x", &x}});
+    check_chain(op, k, 0);
+    const auto w = index_width(op, index, kernels::elementwise_reach(x.numel()), {{"grad", &grad}, {"x", &x}});
+    const Tensor gc = Api::contiguous(grad), xc = Api::contiguous(x);
+    Tensor gx = Api::contiguous_output(xc);
+    const auto dt = Api::dtype(xc);
+    const void* in[2] = {gc.const_data_ptr(), xc.const_data_ptr()};
+    const int n_steps = static_cast<int>(k);
+    Api::launch(
+        op, xc, [&] { kernels::chain_bwd_cpu(dt, in[0], in[1], gx.mutable_data_ptr(), xc.numel(), n_steps, w); },
+        [&](void* s) {
+          return kernels::chain_bwd_cuda(dt, in[0], in[1], gx.mutable_data_ptr(), xc.numel(), n_steps, s, w);
+        });
+    return gx;
+  }
+
+  // The offset width a launch uses: the forced one, or (kAuto) int32 when every argument's
+  // view (sizes, strides, storage offset: kernels::view_fits_int32) and the kernel's own
+  // loops fit. A forced int32 that does not fit is refused, naming what does not fit.
+  static IndexWidth index_width(const char* op, IndexWidth requested, int64_t kernel_reach,
+                                std::initializer_list<NamedTensor> args) {
+    const char* wide = nullptr;
+    for (const auto& [name, t] : args) {
+      if (!view_fits(*t)) {
+        wide = name;
+        break;
+      }
+    }
+    const IndexWidth w = kernels::resolve_index(requested, wide == nullptr, kernel_reach);
+    if (w == IndexWidth::kAuto) {
+      if (wide != nullptr) {
+        Api::check(false, op, ": index=int32 refused: argument '", wide,
+                   "' has a size, a stride or a reachable offset past INT32_MAX; use index=int64 or auto");
+      }
+      Api::check(false, op, ": index=int32 refused: the kernel's offsets reach ", kernel_reach,
+                 " > INT32_MAX; use index=int64 or auto");
+    }
+    return w;
+  }
+
+  static bool view_fits(const Tensor& t) {
+    return kernels::view_fits_int32(t.sizes().data(), t.strides().data(), static_cast<int>(t.dim()), t.storage_offset());
   }
 
   // a [M, K] @ b [K, N]: any strides (made contiguous here, like the other ops' inputs).
@@ -113,6 +191,13 @@ struct OpBodies {
   }
 
  private:
+  static void check_chain(const char* op, int64_t k, int64_t first) {
+    Api::check(k >= 1 && k <= kernels::chain::kMaxLength, op, ": k must be between 1 and ",
+               kernels::chain::kMaxLength, ", got ", k);
+    Api::check(first == 0 || (first > 0 && k == 1), op, ": a chain starts at step 0, or is one step (k = 1) from step ",
+               first);
+  }
+
   // Row-wise ops see a tensor as rows x cols, cols being the last dimension.
   static std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, double eps) {
     Api::check(eps > 0.0, op, ": eps must be positive, got ", eps);

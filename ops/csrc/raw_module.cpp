@@ -14,6 +14,30 @@ PYBIND11_MODULE(_dbench_raw, m) {
         pybind11::arg("x"), pybind11::arg("eps"));
   m.def("mm", &dbench::mm, "a @ b (tensor cores for float16/bfloat16 on CUDA)", pybind11::arg("a"),
         pybind11::arg("b"));
+  m.def("chain", &dbench::chain, "the first k steps of the elementwise chain, in one kernel", pybind11::arg("x"),
+        pybind11::arg("k"));
+  m.def("chain_backward", &dbench::chain_backward, "gradient of chain", pybind11::arg("grad"), pybind11::arg("x"),
+        pybind11::arg("k"));
+
+  namespace kv = dbench::kernel_variants;
+  auto kernel = m.def_submodule("kernel", "kernel-level variants: forced offset width, one chain step at a time");
+  const auto index = pybind11::arg("index") = "auto";
+  kernel.def("noop", &kv::noop, pybind11::arg("x"), index);
+  kernel.def("muladd", &kv::muladd, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("c"), index);
+  kernel.def("l2norm", &kv::l2norm, pybind11::arg("x"), pybind11::arg("eps"), index);
+  kernel.def("l2norm_backward", &kv::l2norm_backward, pybind11::arg("grad"), pybind11::arg("x"), pybind11::arg("eps"),
+             index);
+  kernel.def("chain", &kv::chain, pybind11::arg("x"), pybind11::arg("k"), pybind11::arg("first") = 0, index);
+  kernel.def("chain_backward", &kv::chain_backward, pybind11::arg("grad"), pybind11::arg("x"), pybind11::arg("k"),
+             index);
+  kernel.def("index_choice", &kv::index_choice, "the offset width 'auto' picks for op on these tensors",
+             pybind11::arg("op"), pybind11::arg("tensors"));
+  kernel.def("attributes", &kv::attributes, "registers and local bytes per thread of a CUDA kernel specialisation",
+             pybind11::arg("kernel"), pybind11::arg("dtype"), pybind11::arg("index"), pybind11::arg("vector"),
+             pybind11::arg("k") = 1);
+  kernel.def("spin", &dbench::spin, "busy-wait cpu_ns here and gpu_ns on the tensor's GPU stream",
+             pybind11::arg("like"), pybind11::arg("cpu_ns"), pybind11::arg("gpu_ns"));
+
   m.def("vector_path", &dbench::vector_path,
         "whether the elementwise CUDA kernels would take the 16-byte vector path for these inputs",
         pybind11::arg("tensors"));

@@ -15,6 +15,8 @@ inline constexpr OpSchema kMulAdd{"muladd", "(Tensor a, Tensor b, Tensor c) -> T
 inline constexpr OpSchema kL2Norm{"l2norm", "(Tensor x, float eps) -> Tensor"};
 inline constexpr OpSchema kL2NormBackward{"l2norm_backward", "(Tensor grad, Tensor x, float eps) -> Tensor"};
 inline constexpr OpSchema kMm{"mm", "(Tensor a, Tensor b) -> Tensor"};
+inline constexpr OpSchema kChain{"chain", "(Tensor x, int k) -> Tensor"};
+inline constexpr OpSchema kChainBackward{"chain_backward", "(Tensor grad, Tensor x, int k) -> Tensor"};
 
 // Suffix of the ops that carry a C++ Autograd-key kernel (variant cpp_autograd).
 inline constexpr const char* kAutogradSuffix = "_autograd";

@@ -134,6 +134,7 @@ Tensor noop(Tensor x) { return Bodies::noop("dbench_stable::noop", x); }
 Tensor muladd(Tensor a, Tensor b, Tensor c) { return Bodies::muladd("dbench_stable::muladd", a, b, c); }
 Tensor l2norm(Tensor x, double eps) { return Bodies::l2norm("dbench_stable::l2norm", x, eps); }
 Tensor mm(Tensor a, Tensor b) { return Bodies::mm("dbench_stable::mm", a, b); }
+Tensor chain(Tensor x, int64_t k) { return Bodies::chain("dbench_stable::chain", x, k); }
 
 std::string def(const schema::OpSchema& s) { return std::string(s.name) + s.signature; }
 
@@ -146,13 +147,15 @@ STABLE_TORCH_LIBRARY(dbench_stable, m) {
   m.def(stable_ops::def(schema::kMulAdd).c_str());
   m.def(stable_ops::def(schema::kL2Norm).c_str());
   m.def(stable_ops::def(schema::kMm).c_str());
+  m.def(stable_ops::def(schema::kChain).c_str());
 }
 
 #define DBENCH_STABLE_IMPLS(m)                                           \
   m.impl(dbench::schema::kNoop.name, TORCH_BOX(&dbench::stable_ops::noop));     \
   m.impl(dbench::schema::kMulAdd.name, TORCH_BOX(&dbench::stable_ops::muladd)); \
   m.impl(dbench::schema::kL2Norm.name, TORCH_BOX(&dbench::stable_ops::l2norm)); \
-  m.impl(dbench::schema::kMm.name, TORCH_BOX(&dbench::stable_ops::mm))
+  m.impl(dbench::schema::kMm.name, TORCH_BOX(&dbench::stable_ops::mm));        \
+  m.impl(dbench::schema::kChain.name, TORCH_BOX(&dbench::stable_ops::chain))
 
 STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CPU, m) { DBENCH_STABLE_IMPLS(m); }
 STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CUDA, m) { DBENCH_STABLE_IMPLS(m); }

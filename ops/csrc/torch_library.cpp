@@ -8,7 +8,10 @@
 #include <torch/csrc/autograd/functions/basic_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "launchers.h"
 #include "schemas.h"
@@ -48,33 +51,40 @@ struct MulAddGrad {
   }
 };
 
-struct L2NormGrad {
-  static constexpr const schema::OpSchema& kSchema = schema::kL2Norm;
-  using Sig = at::Tensor(const at::Tensor&, double);
-  static void save(AutogradContext* ctx, const at::Tensor& x, double eps) {
+// Ops whose gradient is one call of a backward kernel without a derivative of its own
+// (l2norm, chain): save x and the scalar argument, call the kernel, first order only.
+template <const schema::OpSchema& Fwd, const schema::OpSchema& Bwd, class Scalar>
+struct FirstOrderGrad {
+  static constexpr const schema::OpSchema& kSchema = Fwd;
+  using Sig = at::Tensor(const at::Tensor&, Scalar);
+  static void save(AutogradContext* ctx, const at::Tensor& x, Scalar s) {
     ctx->save_for_backward({x});
-    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["scalar"] = s;
   }
   static variable_list backward(AutogradContext* ctx, const at::Tensor& g) {
     // Through the dispatcher, so a traced backward reaches the fake kernel.
-    static const auto bwd = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&, double)>(
-        qualified(schema::kL2NormBackward));
+    static const auto bwd = typed_op<at::Tensor(const at::Tensor&, const at::Tensor&, Scalar)>(qualified(Bwd));
     const auto saved = ctx->get_saved_variables();
     const bool graph_wanted = torch::autograd::GradMode::is_enabled() && (g.requires_grad() || saved[0].requires_grad());
     at::Tensor gx;
     {
-      const at::NoGradGuard no_grad;  // l2norm_backward has no derivative: first order only
-      gx = bwd.call(g, saved[0], ctx->saved_data["eps"].toDouble());
+      const at::NoGradGuard no_grad;  // the backward kernel has no derivative: first order only
+      gx = bwd.call(g, saved[0], ctx->saved_data["scalar"].to<Scalar>());
     }
     if (graph_wanted) {
       // Python's @once_differentiable: differentiating this gradient raises instead of giving zeros.
-      gx = torch::autograd::DelayedError(
-               "dbench::l2norm_autograd: double backward is not supported (l2norm_backward has no derivative)", 1)
+      gx = torch::autograd::DelayedError(std::string("dbench::") + Fwd.name + schema::kAutogradSuffix +
+                                             ": double backward is not supported (" + Bwd.name +
+                                             " has no derivative)",
+                                         1)
                .apply({gx.detach().requires_grad_(true)})[0];
     }
     return {gx, at::Tensor()};
   }
 };
+
+using L2NormGrad = FirstOrderGrad<schema::kL2Norm, schema::kL2NormBackward, double>;
+using ChainGrad = FirstOrderGrad<schema::kChain, schema::kChainBackward, int64_t>;
 
 struct MmGrad {
   static constexpr const schema::OpSchema& kSchema = schema::kMm;
@@ -113,15 +123,46 @@ std::string def(const schema::OpSchema& s, const char* suffix = "") {
   return std::string(s.name) + suffix + s.signature;
 }
 
+// DBENCH_INJECT_NS / DBENCH_INJECT_GPU_NS (read once, at load): a known extra cost in the
+// kernels of the `cpp` variant only (not its `_autograd` twins), so that a regression
+// gate's power can be measured against a true effect. Unset, nothing is wrapped.
+int64_t env_ns(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? 0 : std::max<int64_t>(0, std::strtoll(v, nullptr, 10));
+}
+const int64_t kInjectCpuNs = env_ns("DBENCH_INJECT_NS");
+const int64_t kInjectGpuNs = env_ns("DBENCH_INJECT_GPU_NS");
+bool injecting() { return kInjectCpuNs > 0 || kInjectGpuNs > 0; }
+
+template <auto Fn, class... Args>
+at::Tensor injected(Args... args) {
+  const auto& first = std::get<0>(std::forward_as_tuple(args...));
+  dbench::spin(first, kInjectCpuNs, kInjectGpuNs);
+  return Fn(args...);
+}
+
+template <auto Fn, class... Args>
+void impl(torch::Library& m, const std::string& name, bool inject, at::Tensor (*)(Args...)) {
+  if (inject) {
+    m.impl(name.c_str(), &injected<Fn, Args...>);
+  } else {
+    m.impl(name.c_str(), Fn);
+  }
+}
+
 // Same backend kernels for CPU and CUDA: the launcher picks the device.
 void register_backends(torch::Library& m) {
   for (const char* suffix : {"", schema::kAutogradSuffix}) {
-    m.impl((std::string(schema::kNoop.name) + suffix).c_str(), &dbench::noop);
-    m.impl((std::string(schema::kMulAdd.name) + suffix).c_str(), &dbench::muladd);
-    m.impl((std::string(schema::kL2Norm.name) + suffix).c_str(), &dbench::l2norm);
-    m.impl((std::string(schema::kMm.name) + suffix).c_str(), &dbench::mm);
+    const bool inject = injecting() && std::string(suffix).empty();
+    const auto name = [&](const schema::OpSchema& s) { return std::string(s.name) + suffix; };
+    impl<&dbench::noop>(m, name(schema::kNoop), inject, &dbench::noop);
+    impl<&dbench::muladd>(m, name(schema::kMulAdd), inject, &dbench::muladd);
+    impl<&dbench::l2norm>(m, name(schema::kL2Norm), inject, &dbench::l2norm);
+    impl<&dbench::mm>(m, name(schema::kMm), inject, &dbench::mm);
+    impl<&dbench::chain>(m, name(schema::kChain), inject, &dbench::chain);
   }
   m.impl(schema::kL2NormBackward.name, &dbench::l2norm_backward);
+  m.impl(schema::kChainBackward.name, &dbench::chain_backward);
 }
 
 }  // namespace
@@ -134,8 +175,10 @@ TORCH_LIBRARY(dbench, m) {
     m.def(def(schema::kMulAdd, suffix).c_str());
     m.def(def(schema::kL2Norm, suffix).c_str());
     m.def(def(schema::kMm, suffix).c_str());
+    m.def(def(schema::kChain, suffix).c_str());
   }
   m.def(def(schema::kL2NormBackward).c_str());
+  m.def(def(schema::kChainBackward).c_str());
 }
 
 TORCH_LIBRARY_IMPL(dbench, CPU, m) { dbench::register_backends(m); }
@@ -149,4 +192,5 @@ TORCH_LIBRARY_IMPL(dbench, Autograd, m) {
          &autograd_kernel<MulAddGrad, const at::Tensor&, const at::Tensor&, const at::Tensor&>);
   m.impl((schema::kL2Norm.name + sfx).c_str(), &autograd_kernel<L2NormGrad, const at::Tensor&, double>);
   m.impl((schema::kMm.name + sfx).c_str(), &autograd_kernel<MmGrad, const at::Tensor&, const at::Tensor&>);
+  m.impl((schema::kChain.name + sfx).c_str(), &autograd_kernel<ChainGrad, const at::Tensor&, int64_t>);
 }

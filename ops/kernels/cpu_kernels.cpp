@@ -5,69 +5,128 @@
 #include <stdexcept>
 #include <vector>
 
+#include "chain.h"
 #include "dispatch.h"
 #include "half_convert.h"
 #include "kernels.h"
 
 namespace dbench::kernels {
 
-void noop_cpu(DType dt, const void* x, void* out, int64_t n) {
+// Each loop runs in the offset type I the caller chose (visit_index): the int32 and int64
+// specialisations are separate code, which the forced-int64 tests compare bit for bit.
+void noop_cpu(DType dt, const void* x, void* out, int64_t n, IndexWidth w) {
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
-    const T* src = static_cast<const T*>(x);
-    T* dst = static_cast<T*>(out);
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+    visit_index(w, n, [&](auto index) {
+      using I = decltype(index);
+      const T* src = static_cast<const T*>(x);
+      T* dst = static_cast<T*>(out);
+      for (I i = 0; i < static_cast<I>(n); ++i) dst[i] = src[i];
+    });
   });
 }
 
-void muladd_cpu(DType dt, const void* a, const void* b, const void* c, void* out, int64_t n) {
+void muladd_cpu(DType dt, const void* a, const void* b, const void* c, void* out, int64_t n, IndexWidth w) {
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
-    const T* pa = static_cast<const T*>(a);
-    const T* pb = static_cast<const T*>(b);
-    const T* pc = static_cast<const T*>(c);
-    T* po = static_cast<T*>(out);
-    for (int64_t i = 0; i < n; ++i) po[i] = pa[i] * pb[i] + pc[i];
+    visit_index(w, n, [&](auto index) {
+      using I = decltype(index);
+      const T* pa = static_cast<const T*>(a);
+      const T* pb = static_cast<const T*>(b);
+      const T* pc = static_cast<const T*>(c);
+      T* po = static_cast<T*>(out);
+      for (I i = 0; i < static_cast<I>(n); ++i) po[i] = pa[i] * pb[i] + pc[i];
+    });
   });
 }
 
 namespace {
 // Accumulate in double for every dtype: the CPU path doubles as a reference.
-template <class T>
-double row_rstd(const T* row, int64_t cols, double eps) {
+template <class I, class T>
+double row_rstd(const T* row, I cols, double eps) {
   double sumsq = 0.0;
-  for (int64_t j = 0; j < cols; ++j) sumsq += static_cast<double>(row[j]) * row[j];
+  for (I j = 0; j < cols; ++j) sumsq += static_cast<double>(row[j]) * row[j];
   return 1.0 / std::sqrt(sumsq + eps);
 }
 }  // namespace
 
-void l2norm_fwd_cpu(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps) {
+void l2norm_fwd_cpu(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps, IndexWidth w) {
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* xr = static_cast<const T*>(x) + r * cols;
-      T* yr = static_cast<T*>(y) + r * cols;
-      const double rstd = row_rstd(xr, cols, eps);
-      for (int64_t j = 0; j < cols; ++j) yr[j] = static_cast<T>(xr[j] * rstd);
-    }
+    visit_index(w, rows * cols, [&](auto index) {
+      using I = decltype(index);
+      const I nr = static_cast<I>(rows), nc = static_cast<I>(cols);
+      for (I r = 0; r < nr; ++r) {
+        const T* xr = static_cast<const T*>(x) + r * nc;
+        T* yr = static_cast<T*>(y) + r * nc;
+        const double rstd = row_rstd(xr, nc, eps);
+        for (I j = 0; j < nc; ++j) yr[j] = static_cast<T>(xr[j] * rstd);
+      }
+    });
   });
 }
 
-void l2norm_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows,
-                    int64_t cols, double eps) {
+void l2norm_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows, int64_t cols, double eps,
+                    IndexWidth w) {
   visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* gr = static_cast<const T*>(grad) + r * cols;
-      const T* xr = static_cast<const T*>(x) + r * cols;
-      T* gxr = static_cast<T*>(grad_x) + r * cols;
-      const double rstd = row_rstd(xr, cols, eps);
-      double dot = 0.0;  // sum(g * y)
-      for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(gr[j]) * xr[j] * rstd;
-      for (int64_t j = 0; j < cols; ++j) {
-        gxr[j] = static_cast<T>(rstd * (gr[j] - xr[j] * rstd * dot));
+    visit_index(w, rows * cols, [&](auto index) {
+      using I = decltype(index);
+      const I nr = static_cast<I>(rows), nc = static_cast<I>(cols);
+      for (I r = 0; r < nr; ++r) {
+        const T* gr = static_cast<const T*>(grad) + r * nc;
+        const T* xr = static_cast<const T*>(x) + r * nc;
+        T* gxr = static_cast<T*>(grad_x) + r * nc;
+        const double rstd = row_rstd(xr, nc, eps);
+        double dot = 0.0;  // sum(g * y)
+        for (I j = 0; j < nc; ++j) dot += static_cast<double>(gr[j]) * xr[j] * rstd;
+        for (I j = 0; j < nc; ++j) gxr[j] = static_cast<T>(rstd * (gr[j] - xr[j] * rstd * dot));
       }
-    }
+    });
+  });
+}
+
+namespace {
+void check_chain(int first, int k) {
+  if (k < 1 || k > chain::kMaxLength || first < 0 || (first != 0 && k != 1)) {
+    throw std::invalid_argument("dbench kernels: chain takes 1..8 steps from step 0, or one step from any");
+  }
+}
+}  // namespace
+
+void chain_cpu(DType dt, const void* x, void* out, int64_t n, int first, int k, IndexWidth w) {
+  check_chain(first, k);
+  visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    visit_index(w, n, [&](auto index) {
+      using I = decltype(index);
+      const T* src = static_cast<const T*>(x);
+      T* dst = static_cast<T*>(out);
+      const auto run = [&](auto step) {
+        for (I i = 0; i < static_cast<I>(n); ++i) dst[i] = step(src[i]);
+      };
+      if (first == 0) {
+        chain::visit_length(k, [&](auto len) { run([](T v) { return chain::forward<0, decltype(len)::value>(v); }); });
+      } else {
+        chain::visit_step(first, [&](auto s) { run([](T v) { return chain::forward<decltype(s)::value, 1>(v); }); });
+      }
+    });
+  });
+}
+
+void chain_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int64_t n, int k, IndexWidth w) {
+  check_chain(0, k);
+  visit_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    visit_index(w, n, [&](auto index) {
+      using I = decltype(index);
+      const T* g = static_cast<const T*>(grad);
+      const T* xs = static_cast<const T*>(x);
+      T* gx = static_cast<T*>(grad_x);
+      chain::visit_length(k, [&](auto len) {
+        for (I i = 0; i < static_cast<I>(n); ++i) gx[i] = chain::backward<decltype(len)::value>(g[i], xs[i]);
+      });
+    });
   });
 }
 

@@ -11,18 +11,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
+#include "chain.h"
 #include "dispatch.h"
 #include "kernels.h"
 
 namespace dbench::kernels {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 65535;
-// Independent accesses per thread and input in flight before the first store.
-constexpr int kUnroll = 4;
 
 template <class T>
 struct Acc { using type = float; };
@@ -87,6 +84,39 @@ template <int W, class T, class Index>
 __global__ void __launch_bounds__(kThreads) muladd_kernel(const T* __restrict__ a, const T* __restrict__ b,
                                                           const T* __restrict__ c, T* __restrict__ out, Index n) {
   elementwise<W>(n, MulAdd{}, out, a, b, c);
+}
+
+// Chain steps First .. First + K - 1 (chain.h), and the gradient of steps 0 .. K - 1.
+template <int First, int K>
+struct ChainOp {
+  template <class T>
+  __device__ T operator()(T x) const { return chain::forward<First, K>(x); }
+};
+
+template <int K>
+struct ChainGradOp {
+  template <class T>
+  __device__ T operator()(T g, T x) const { return chain::backward<K>(g, x); }
+};
+
+template <int W, class T, class Index, int First, int K>
+__global__ void __launch_bounds__(kThreads) chain_kernel(const T* __restrict__ x, T* __restrict__ out, Index n) {
+  elementwise<W>(n, ChainOp<First, K>{}, out, x);
+}
+
+template <int W, class T, class Index, int K>
+__global__ void __launch_bounds__(kThreads) chain_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
+                                                             T* __restrict__ gx, Index n) {
+  elementwise<W>(n, ChainGradOp<K>{}, gx, g, x);
+}
+
+// One thread waiting on the global nanosecond timer: a GPU cost of known length.
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
 }
 
 // Block-wide sum; every thread gets the result.
@@ -162,23 +192,20 @@ __global__ void __launch_bounds__(kThreads) l2norm_bwd_kernel(const T* __restric
   }
 }
 
-int blocks_for(int64_t work) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((work + kThreads - 1) / kThreads, kMaxBlocks)));
-}
-
-// Threads enough for kUnroll packs each; the scalar path (W = 1) gets the most.
-int elementwise_blocks(int64_t n, int width) { return blocks_for((n / width + kUnroll - 1) / kUnroll); }
-
 bool use_int32(IndexWidth w, int64_t reachable) {
   if (w == IndexWidth::kAuto) return fits_int32(reachable);
   return w == IndexWidth::kInt32;
 }
+
+constexpr int kRefused = static_cast<int>(cudaErrorInvalidValue);
 
 // Calls f(T{}, Index{}, std::integral_constant<int, W>{}) for the runtime dtype, the
 // chosen index type and access width (16 bytes when `vector`, else one element),
 // then returns the launch status.
 template <class F>
 int dispatch(DType dt, IndexWidth w, int64_t reachable, bool vector, F&& f) {
+  // A forced int32 past the limit never runs (the launchers refuse it before this, with a message).
+  if (w == IndexWidth::kInt32 && !fits_int32(reachable)) return kRefused;
   return visit_dtype(dt, [&](auto tag) {
     using T = decltype(tag);
     auto with_index = [&](auto index) {
@@ -190,15 +217,6 @@ int dispatch(DType dt, IndexWidth w, int64_t reachable, bool vector, F&& f) {
     return static_cast<int>(cudaGetLastError());
   });
 }
-
-// Largest index a grid-stride loop computes, so that no index arithmetic overflows:
-// elementwise, i + (kUnroll - 1) * stride with i up to packs + kUnroll * stride, and
-// the tail's packs * W + thread (bounded with the scalar path's grid, the largest);
-// row-wise, the last element plus one block.
-int64_t elementwise_reach(int64_t n) {
-  return n + int64_t{2 * kUnroll + 1} * kThreads * elementwise_blocks(n, 1);
-}
-int64_t rowwise_reach(int64_t rows, int64_t cols) { return rows * cols + kThreads; }
 
 int grid_for_rows(int64_t rows) { return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks))); }
 
@@ -259,6 +277,73 @@ int l2norm_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int
     l2norm_bwd_kernel<W, T, I><<<grid_for_rows(rows), kThreads, 0, as_stream(stream)>>>(
         in<T>(grad), in<T>(x), out<T>(grad_x), I(rows), I(cols), eps);
   });
+}
+
+int chain_cuda(DType dt, const void* x, void* y, int64_t n, int first, int k, void* stream, IndexWidth w) {
+  if (k < 1 || k > chain::kMaxLength || first < 0 || (first != 0 && k != 1)) return kRefused;
+  const void* ptrs[] = {x, y};
+  return dispatch(dt, w, elementwise_reach(n), vector_path_ok(ptrs, 2, n, dt), [&](auto t, auto i, auto width) {
+    using T = decltype(t);
+    using I = decltype(i);
+    constexpr int W = decltype(width)::value;
+    const auto launch = [&](auto kernel) {
+      kernel<<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(in<T>(x), out<T>(y), I(n));
+    };
+    // The fused chain is steps 0 .. k-1; an unfused chain launches one step at a time.
+    if (first == 0) {
+      chain::visit_length(k, [&](auto len) { launch(chain_kernel<W, T, I, 0, decltype(len)::value>); });
+    } else {
+      chain::visit_step(first, [&](auto s) { launch(chain_kernel<W, T, I, decltype(s)::value, 1>); });
+    }
+  });
+}
+
+int chain_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t n, int k, void* stream,
+                   IndexWidth w) {
+  if (k < 1 || k > chain::kMaxLength) return kRefused;
+  const void* ptrs[] = {grad, x, grad_x};
+  return dispatch(dt, w, elementwise_reach(n), vector_path_ok(ptrs, 3, n, dt), [&](auto t, auto i, auto width) {
+    using T = decltype(t);
+    using I = decltype(i);
+    constexpr int W = decltype(width)::value;
+    chain::visit_length(k, [&](auto len) {
+      chain_bwd_kernel<W, T, I, decltype(len)::value><<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(
+          in<T>(grad), in<T>(x), out<T>(grad_x), I(n));
+    });
+  });
+}
+
+int kernel_attributes(const char* kernel, DType dt, IndexWidth w, bool vector, int k, KernelAttributes* result) {
+  if (w == IndexWidth::kAuto || k < 1 || k > chain::kMaxLength) return kRefused;
+  int status = kRefused;
+  dispatch(dt, w, 0, vector, [&](auto t, auto i, auto width) {
+    using T = decltype(t);
+    using I = decltype(i);
+    constexpr int W = decltype(width)::value;
+    const void* fn = nullptr;
+    const auto is = [&](const char* name) { return std::strcmp(kernel, name) == 0; };
+    if (is("copy")) fn = reinterpret_cast<const void*>(copy_kernel<W, T, I>);
+    if (is("muladd")) fn = reinterpret_cast<const void*>(muladd_kernel<W, T, I>);
+    if (is("l2norm")) fn = reinterpret_cast<const void*>(l2norm_fwd_kernel<W, T, I>);
+    if (is("l2norm_backward")) fn = reinterpret_cast<const void*>(l2norm_bwd_kernel<W, T, I>);
+    if (is("chain")) {
+      chain::visit_length(k, [&](auto len) { fn = reinterpret_cast<const void*>(chain_kernel<W, T, I, 0, decltype(len)::value>); });
+    }
+    if (is("chain_backward")) {
+      chain::visit_length(k, [&](auto len) { fn = reinterpret_cast<const void*>(chain_bwd_kernel<W, T, I, decltype(len)::value>); });
+    }
+    if (fn == nullptr) return;
+    cudaFuncAttributes attr{};
+    status = static_cast<int>(cudaFuncGetAttributes(&attr, fn));
+    if (status == 0) *result = {attr.numRegs, static_cast<int>(attr.localSizeBytes), attr.maxThreadsPerBlock};
+  });
+  return status;
+}
+
+int spin_cuda(int64_t ns, void* stream) {
+  if (ns <= 0) return 0;
+  spin_kernel<<<1, 1, 0, as_stream(stream)>>>(static_cast<uint64_t>(ns));
+  return static_cast<int>(cudaGetLastError());
 }
 
 const char* cuda_error_string(int code) {

@@ -7,6 +7,7 @@
 // specialisation is used whenever every reachable offset fits in int32.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 namespace dbench::kernels {
@@ -18,11 +19,69 @@ inline int dtype_size(DType dt) {
   return dt == DType::kFloat64 ? 8 : dt == DType::kFloat32 ? 4 : 2;
 }
 
-// Offsets index width: kAuto picks int32 when all offsets fit.
+// ---- Index width (host, torch-free) ------------------------------------------
+// Every CUDA and CPU kernel has an int32 and an int64 specialisation of its offset
+// arithmetic. kAuto takes int32 when every offset fits; a caller may force either, and
+// the launchers refuse a forced int32 that does not fit (index_width below) before any
+// work. In the int64 kernels every index is widened before its first multiply.
 enum class IndexWidth : int { kAuto = 0, kInt32 = 32, kInt64 = 64 };
 
 inline bool fits_int32(int64_t reachable_elements) {
   return reachable_elements <= INT32_MAX;
+}
+
+// Whether one tensor argument's view is addressable with int32 offsets: the largest
+// element offset it reaches (storage offset + sum of (size - 1) * |stride|) fits, and so
+// does every stride itself -- a size-one dimension may carry a stride past INT32_MAX that
+// it never reaches but that a kernel taking strides would still have to represent.
+// An empty view reaches nothing. Overflow-safe for any int64 input.
+inline bool view_fits_int32(const int64_t* sizes, const int64_t* strides, int ndim, int64_t storage_offset) {
+  if (storage_offset < 0 || storage_offset > INT32_MAX) return false;
+  for (int d = 0; d < ndim; ++d) {
+    if (strides[d] > INT32_MAX || strides[d] < -INT32_MAX || sizes[d] > INT32_MAX) return false;
+  }
+  int64_t reach = storage_offset;
+  for (int d = 0; d < ndim; ++d) {
+    if (sizes[d] == 0) return true;
+    const int64_t stride = strides[d] < 0 ? -strides[d] : strides[d];
+    reach += (sizes[d] - 1) * stride;  // each term < 2^62: no overflow before the check
+    if (reach > INT32_MAX) return false;
+  }
+  return true;
+}
+
+// Launch geometry shared by the CUDA launches and the index-width choice.
+inline constexpr int kThreads = 256;
+inline constexpr int kMaxBlocks = 65535;
+inline constexpr int kUnroll = 4;  // independent accesses per thread and input in flight
+
+inline int blocks_for(int64_t work) {
+  const int64_t b = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
+}
+// Threads enough for kUnroll accesses each, the scalar path (width 1) getting the most.
+inline int elementwise_blocks(int64_t n, int width) { return blocks_for((n / width + kUnroll - 1) / kUnroll); }
+
+// The largest index a kernel's own loops compute, so that no index arithmetic overflows:
+// elementwise, i + (kUnroll - 1) * stride with i up to n + kUnroll * stride, and the tail
+// (bounded with the scalar path's grid, the largest); row-wise, the last element plus a block.
+inline int64_t elementwise_reach(int64_t n) {
+  return n + int64_t{2 * kUnroll + 1} * kThreads * elementwise_blocks(n, 1);
+}
+inline int64_t rowwise_reach(int64_t rows, int64_t cols) { return rows * cols + kThreads; }
+
+// int32 or int64 (never kAuto) for a launch whose own loops reach `kernel_reach` and
+// whose arguments' views all fit (`views_fit`), or kAuto when int32 was forced and does
+// not fit: the caller refuses that launch.
+inline IndexWidth resolve_index(IndexWidth requested, bool views_fit, int64_t kernel_reach) {
+  const bool ok32 = views_fit && fits_int32(kernel_reach);
+  if (requested == IndexWidth::kInt64) return IndexWidth::kInt64;
+  if (requested == IndexWidth::kInt32) return ok32 ? IndexWidth::kInt32 : IndexWidth::kAuto;
+  return ok32 ? IndexWidth::kInt32 : IndexWidth::kInt64;
+}
+
+inline const char* index_name(IndexWidth w) {
+  return w == IndexWidth::kInt32 ? "int32" : w == IndexWidth::kInt64 ? "int64" : "auto";
 }
 
 // ---- Elementwise path selection (host, torch-free) ---------------------------
@@ -60,15 +119,26 @@ inline bool mm_chunked_path_ok(const void* a, const void* b, const void* out, in
 }
 
 // ---- CPU ------------------------------------------------------------------
+// Each takes the offset width too (int32 or int64 loops; kAuto: int32 when n fits), so
+// the forced-int64 equivalence can be tested on any machine.
 // noop: out[i] = x[i]; the cheapest kernel that still defines every output.
-void noop_cpu(DType dt, const void* x, void* out, int64_t n);
+void noop_cpu(DType dt, const void* x, void* out, int64_t n, IndexWidth width = IndexWidth::kAuto);
 // muladd: out[i] = a[i] * b[i] + c[i].
-void muladd_cpu(DType dt, const void* a, const void* b, const void* c, void* out, int64_t n);
+void muladd_cpu(DType dt, const void* a, const void* b, const void* c, void* out, int64_t n,
+                IndexWidth width = IndexWidth::kAuto);
 // l2norm: y[r, :] = x[r, :] / sqrt(sum(x[r, :]^2) + eps).
-void l2norm_fwd_cpu(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps);
+void l2norm_fwd_cpu(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps,
+                    IndexWidth width = IndexWidth::kAuto);
 // Backward: gx = rstd * (g - y * sum(g * y)), recomputing rstd and y from x.
 void l2norm_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows,
-                    int64_t cols, double eps);
+                    int64_t cols, double eps, IndexWidth width = IndexWidth::kAuto);
+// chain (chain.h): out = steps first .. first + k - 1 applied to x; the fused op is
+// first = 0, an unfused chain is k calls with k = 1 and first = 0, 1, ..., k - 1.
+void chain_cpu(DType dt, const void* x, void* out, int64_t n, int first, int k,
+               IndexWidth width = IndexWidth::kAuto);
+// gx = g * d(chain of k steps)/dx at x.
+void chain_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int64_t n, int k,
+                   IndexWidth width = IndexWidth::kAuto);
 // mm: out[m, n] = a[m, k] @ b[k, n], all row-major and contiguous. float16/bfloat16
 // accumulate in float32 and round once to the input type; float32/float64 in double.
 void mm_cpu(DType dt, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n);
@@ -89,6 +159,24 @@ int l2norm_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int
 // compute capability >= 8.0; float32/float64 (and older GPUs): a tiled FMA kernel.
 int mm_cuda(DType dt, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n,
             void* stream);
+int chain_cuda(DType dt, const void* x, void* out, int64_t n, int first, int k, void* stream,
+               IndexWidth width = IndexWidth::kAuto);
+int chain_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t n, int k, void* stream,
+                   IndexWidth width = IndexWidth::kAuto);
+
+// What the compiler made of one kernel specialisation (cudaFuncGetAttributes): registers
+// and local (spill) bytes per thread. `kernel` is copy, muladd, l2norm, l2norm_backward,
+// chain or chain_backward; `k` the chain length. Returns the cudaError_t (0 on success).
+struct KernelAttributes {
+  int registers = 0;
+  int local_bytes = 0;
+  int max_threads = 0;
+};
+int kernel_attributes(const char* kernel, DType dt, IndexWidth width, bool vector, int k, KernelAttributes* out);
+
+// Busy-waits about `ns` nanoseconds on the GPU (one thread, clock64): a known GPU cost
+// to add to a case, so that a regression gate's power can be measured.
+int spin_cuda(int64_t ns, void* stream);
 const char* cuda_error_string(int code);
 
 }  // namespace dbench::kernels

@@ -1,0 +1,145 @@
+"""`fusion`: what fusing a chain of k memory-bound steps saves.
+
+The chain (ops/chain.py) applies k cheap elementwise steps to one input. Its
+implementations are this scenario's variants:
+
+* `unfused`: k launches of the shared one-step kernels (raw launcher), each
+  reading and writing the whole tensor;
+* `fused`: one kernel of our own applying all k steps in registers (the
+  `chain` op's raw launcher; one template instantiation per k);
+* `aten`: the same k steps as eager torch ops (k kernels);
+* `compiled`: the aten form under torch.compile (Inductor fuses it; GPU only);
+* `triton`: one Triton kernel for the fused chain (the chain's triton_op
+  variant; GPU only).
+
+Axes: `k` (1..8) and `size` (bytes of the one input). Modelled traffic: a
+fused chain reads and writes the tensor once, an unfused or eager one k times
+(ops/chain.py work / unfused_work; eager_work counts the eager form's kernels, two per
+multiply-add step), so at sizes far beyond the L2 the
+unfused/fused time ratio should approach k; at small sizes every launch costs
+its CPU time, and fusion wins by launch count instead. analysis/kernels.py
+sets the measured speed-up beside the modelled k.
+
+Before timing: fused, aten, compiled and triton against the fp64 reference;
+unfused against fused bit for bit (each step rounds once in both).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from bench.identity import check_unique_labels
+from bench.runner import Case
+from ops import OPS
+from ops import chain as chain_def
+
+from .base import Axis, Scenario, Selection, case_key, device_sync
+from .kernels import InputPool, check_against, console_report, elements_for
+from .offsets import check_exact
+
+VARIANTS = ("unfused", "fused", "aten", "compiled", "triton")
+LENGTHS = tuple(range(1, chain_def.MAX_LENGTH + 1))
+SIZES_CUDA = (16 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes of the input
+SIZES_CPU = (16 << 10, 1 << 20, 16 << 20)
+MODE = "forward"
+
+
+def sizes(sel: Selection) -> tuple[int, ...]:
+    full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
+    return (full[0], full[-1]) if sel.quick else full
+
+
+def lengths(sel: Selection) -> tuple[int, ...]:
+    return (1, 2, 4, 8) if sel.quick else LENGTHS
+
+
+def _skip(variant: str, device: str) -> str | None:
+    if variant in ("compiled", "triton") and not device.startswith("cuda"):
+        return f"{variant} rows are GPU-only here"
+    return None
+
+
+def implementations(sel: Selection) -> dict[str, Callable[[Tensor, int], Tensor]]:
+    """variant -> fn(x, k). Built once per run; compiled keeps one graph per k."""
+    from ops import get_variant
+    from ops.native import raw
+
+    step = raw().kernel.chain
+    fused = raw().chain
+
+    def unfused(x: Tensor, k: int) -> Tensor:
+        for i in range(k):
+            x = step(x, 1, i)
+        return x
+
+    impls: dict[str, Callable[[Tensor, int], Tensor]] = {
+        "unfused": unfused, "fused": fused, "aten": chain_def.aten_chain}
+    if sel.device.startswith("cuda"):
+        # One compiled function per k (k is a Python int: a graph each, all of one code object, so
+        # Dynamo's per-code recompile limit must admit them); dynamic over the size.
+        config = torch._dynamo.config
+        limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+        setattr(config, limit, max(getattr(config, limit), 4 * len(LENGTHS)))
+        graphs = {k: torch.compile(functools.partial(chain_def.aten_chain, k=k), fullgraph=True, dynamic=True)
+                  for k in LENGTHS}
+        impls["compiled"] = lambda x, k: graphs[k](x)
+        triton = get_variant("triton_op", "chain", sel.device)
+        if triton.available:
+            impls["triton"] = triton.fn
+    return impls
+
+
+def reference(x: Tensor, k: int) -> Tensor:
+    return chain_def.reference(x.double(), k).to(x.dtype)
+
+
+def build(sel: Selection) -> list[Case]:
+    contract = OPS["chain"]
+    pool = InputPool(sel)
+    sync = device_sync(sel.device)
+    impls = implementations(sel)
+    cases: list[Case] = []
+    for size in sizes(sel):
+        shape = (elements_for(size, sel.dtype),)
+        for k in lengths(sel):
+            for variant in sel.variants:
+                point = {"k": k, "size": size}
+                key = case_key("fusion", "chain", variant, MODE, sel.device, shape, sel.dtype, point)
+                case = Case(key=key, call=None, sync=sync)
+                cases.append(case)
+                case.na_reason = _skip(variant, sel.device)
+                if case.na_reason is None and variant not in impls:
+                    case.na_reason = "the triton_op variant is unavailable here"
+                if case.na_reason:
+                    continue
+                x = pool.args(contract, shape)[0]
+                args = (x, k)
+                fused_call = functools.partial(impls["fused"], x, k)
+                call: Callable[[], Any] = functools.partial(impls[variant], x, k)
+                # Traffic as each form moves it: one pass fused, k passes unfused, one per kernel eager.
+                work = {"unfused": chain_def.unfused_work, "aten": chain_def.eager_work}.get(variant, chain_def.work)
+                case.work = work(args)
+                if variant == "unfused":
+                    check_exact(case, call, fused_call, "the fused kernel")
+                else:
+                    check_against(case, call, lambda: reference(x, k), sel.dtype)
+    check_unique_labels(c.key for c in cases)
+    return cases
+
+
+FUSION = Scenario(
+    name="fusion",
+    description="GPU and CPU time of a chain of k elementwise steps, fused in one kernel or not",
+    build=build,
+    modes=(MODE,),
+    axes=(Axis("k", LENGTHS), Axis("size", SIZES_CUDA)),
+    variants=VARIANTS,
+    default_ops=("chain",),
+    report=console_report("print_fusion"),
+    roofs=True,
+    table_note="speed-up = unfused time / fused time at the same k and size; modelled: k (traffic ratio).",
+)

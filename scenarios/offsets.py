@@ -1,0 +1,239 @@
+"""`offsets`: what the 64-bit offset specialisation of each kernel costs.
+
+Every elementwise and row-wise kernel is compiled twice, with int32 and with
+int64 offset arithmetic (ops/kernels/kernels.h); `auto` takes int32 whenever
+every argument's view and the kernel's own loops fit. Cases: noop (the copy
+kernel), muladd, l2norm forward and backward, chain (k = 8) forward and
+backward x dtypes (float32, float64) x the axes `size` (bytes per tensor) and
+`index` (int32 or forced int64), all through the raw launcher. GPU rows carry
+the registers and local (spill) bytes per thread of the specialisation that
+ran. The table (analysis/kernels.py) sets int64 against int32 per op, dtype
+and size.
+
+On a GPU with the memory for it, `index=auto` cases run each op once more on
+one tensor of 2^31 + 2^20 elements (float32: past INT32_MAX, so offsets really
+are 64-bit): the predicate must choose int64, and the output must equal, bit
+for bit, the same op run chunk by chunk on compact copies (which run int32).
+On the CPU these cases are n/a (the kernels are the reference loops, and the
+tensors would not fit a CI machine).
+
+Each int64 case is checked bit for bit against its int32 twin on the same
+inputs before it is timed; each int32 case against PyTorch's op.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from bench.identity import check_unique_labels
+from bench.runner import Case
+from ops import OPS, OpContract
+
+from .base import Axis, Scenario, Selection, case_key, device_sync
+from .kernels import InputPool, check_against, console_report, elements_for, shape_for
+
+INDEXES = ("int32", "int64")
+DEFAULT_OPS = ("noop", "muladd", "l2norm", "chain")
+DTYPES = (torch.float32, torch.float64)
+MODES = ("forward", "backward")
+SIZES_CUDA = (1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes per tensor
+SIZES_CPU = (64 << 10, 1 << 20, 16 << 20)
+ROW = 1024
+CHAIN_LENGTH = 8  # the most arithmetic per element: where wider offsets would show first
+# The past-INT32_MAX run: one float32 tensor of this many elements per argument.
+HUGE_ELEMENTS = (1 << 31) + (1 << 20)
+HUGE_CHUNK = 1 << 30  # elements per compact chunk of the reference
+KERNEL_NAMES = {("noop", "forward"): "copy", ("muladd", "forward"): "muladd", ("l2norm", "forward"): "l2norm",
+                ("l2norm", "backward"): "l2norm_backward", ("chain", "forward"): "chain",
+                ("chain", "backward"): "chain_backward"}
+
+
+def sizes(sel: Selection) -> tuple[int, ...]:
+    full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
+    return full[::2] if sel.quick else full
+
+
+def dtypes(sel: Selection) -> tuple[torch.dtype, ...]:
+    return (torch.float32,) if sel.quick else DTYPES
+
+
+def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The forward's arguments with the scenario's chain length."""
+    return (args[0], CHAIN_LENGTH) if contract.name == "chain" else args
+
+
+def launch(contract: OpContract, mode: str, index: str, args: tuple[Any, ...], grad: Tensor | None) -> Callable[[], Tensor]:
+    """One call of the op's kernel (forward, or its backward kernel) at a forced offset width."""
+    from ops.native import raw
+
+    kernels = raw().kernel
+    if mode == "forward":
+        fn = getattr(kernels, contract.name)
+        return lambda: fn(*args, index=index)
+    bwd = getattr(kernels, contract.backward_op or "")
+    x, *scalars = args
+    return lambda: bwd(grad, x, *scalars, index=index)
+
+
+def expected(contract: OpContract, mode: str, args: tuple[Any, ...], grad: Tensor | None) -> Tensor:
+    """PyTorch's result: the native op forward, or autograd through it for the backward."""
+    assert contract.aten is not None
+    if mode == "forward":
+        return contract.aten(*args)
+    x, *scalars = args
+    x_rg = x.detach().requires_grad_(True)
+    (gx,) = torch.autograd.grad(contract.aten(x_rg, *scalars), x_rg, grad)
+    return gx
+
+
+def check_exact(case: Case, call: Callable[[], Tensor], twin: Callable[[], Tensor], what: str) -> None:
+    """`call` must equal `twin` bit for bit; only then is the case timed."""
+    try:
+        got, want = call(), twin()
+        if got.shape != want.shape or not torch.equal(got, want):
+            bad = int((got != want).sum()) if got.shape == want.shape else -1
+            raise AssertionError(f"differs from {what} ({bad} elements)")
+    except Exception as exc:  # noqa: BLE001  # a mismatch disqualifies the case
+        case.error = f"exactness check failed: {str(exc).strip().splitlines()[0][:200]}"
+        return
+    case.call = call
+
+
+def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, tensors: list[Tensor],
+              cols: int | None) -> dict[str, Any]:
+    """Registers and local bytes per thread of the specialisation this launch runs (CUDA only)."""
+    from ops.native import raw
+
+    if not tensors[0].is_cuda:
+        return {}
+    width = 16 // tensors[0].element_size()
+    vector = bool(raw().vector_path(tensors)) and (cols is None or cols % width == 0)
+    attrs = raw().kernel.attributes(KERNEL_NAMES[(contract.name, mode)], str(dtype).removeprefix("torch."),
+                                    index, vector, CHAIN_LENGTH)
+    return {"registers": attrs["registers"], "local_bytes": attrs["local_bytes"], "vector_path": vector}
+
+
+def _skip(contract: OpContract, mode: str) -> str | None:
+    if mode == "backward" and contract.backward_op is None:
+        return f"{contract.name} has no backward kernel of its own"
+    return None
+
+
+def build(sel: Selection) -> list[Case]:
+    pool = InputPool(sel)
+    sync = device_sync(sel.device)
+    cases: list[Case] = []
+    for op in sel.ops:
+        contract = OPS[op]
+        for dtype in dtypes(sel):
+            for size in sizes(sel):
+                shape = shape_for(contract, elements_for(size, dtype), ROW)
+                for mode in MODES:
+                    calls: dict[str, Callable[[], Tensor]] = {}
+                    for index in INDEXES:
+                        # dtype is an axis too: it must tell two cases' labels (GPU windows, tables) apart
+                        point = {"dtype": str(dtype).removeprefix("torch."), "size": size, "index": index}
+                        key = case_key("offsets", op, "raw", mode, sel.device, shape, dtype, point)
+                        case = Case(key=key, call=None, sync=sync)
+                        case.na_reason = _skip(contract, mode)
+                        cases.append(case)
+                        if case.na_reason:
+                            continue
+                        args = op_args(contract, pool.args(contract, shape, dtype))
+                        grad = pool.grad(shape, dtype) if mode == "backward" else None
+                        calls[index] = launch(contract, mode, index, args, grad)
+                        work = contract.work if mode == "forward" else contract.backward_work
+                        case.work = work(args) if work else None
+                        tensors = [t for t in (grad, *args) if isinstance(t, Tensor)]
+                        key.update(registers(contract, mode, index, dtype, tensors, shape[-1] if contract.rowwise else None))
+                        if index == "int32":
+                            check_against(case, calls[index], lambda: expected(contract, mode, args, grad), dtype)
+                        else:
+                            check_exact(case, calls[index], calls["int32"], "the int32 kernel")
+    cases += huge_cases(sel, pool, sync)
+    check_unique_labels(c.key for c in cases)
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# Past INT32_MAX: real 64-bit offsets, against a compact chunked reference.
+
+HUGE_OPS = ("noop", "muladd", "l2norm", "chain")
+
+
+def _huge_skip(sel: Selection, contract: OpContract) -> str | None:
+    if not sel.device.startswith("cuda"):
+        return "the past-INT32_MAX run is GPU only (tensors of 8 GiB each; the CPU kernels are reference loops)"
+    need = (len(contract.tensor_args) + 2) * HUGE_ELEMENTS * 4
+    free, _ = torch.cuda.mem_get_info(torch.device(sel.device))
+    if free < need * 1.1:
+        return f"needs {need / 2**30:.0f} GiB of free GPU memory, {free / 2**30:.0f} GiB free"
+    return None
+
+
+def chunked(contract: OpContract, args: tuple[Any, ...]) -> Callable[[], Tensor]:
+    """The same op over compact copies of row chunks of at most HUGE_CHUNK elements (each runs int32)."""
+    from ops.native import raw
+
+    fn = getattr(raw(), contract.name)
+
+    def run() -> Tensor:
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        scalars = [a for a in args if not isinstance(a, Tensor)]
+        rows_per_chunk = max(1, HUGE_CHUNK // max(1, tensors[0][0].numel() if tensors[0].dim() > 1 else 1))
+        length = tensors[0].shape[0]
+        out = torch.empty_like(tensors[0])
+        for start in range(0, length, rows_per_chunk):
+            parts = [t[start:start + rows_per_chunk].clone() for t in tensors]
+            out[start:start + rows_per_chunk] = fn(*parts, *scalars)
+        return out
+
+    return run
+
+
+def huge_cases(sel: Selection, pool: InputPool, sync: Callable[[], None]) -> list[Case]:
+    from ops.native import raw
+
+    cases: list[Case] = []
+    dtype = torch.float32
+    for op in sel.ops:
+        if op not in HUGE_OPS:
+            continue
+        contract = OPS[op]
+        shape = shape_for(contract, HUGE_ELEMENTS, ROW)
+        key = case_key("offsets", op, "raw", "forward", sel.device, shape, dtype,
+                       {"dtype": "float32", "size": HUGE_ELEMENTS * 4, "index": "auto"})
+        case = Case(key=key, call=None, sync=sync)
+        cases.append(case)
+        case.na_reason = _huge_skip(sel, contract)
+        if case.na_reason:
+            continue
+        args = op_args(contract, pool.args(contract, shape, dtype))
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        key["index_chosen"] = raw().kernel.index_choice(op, tensors)
+        if key["index_chosen"] != "int64":
+            case.error = f"the predicate chose {key['index_chosen']} for {HUGE_ELEMENTS} elements"
+            continue
+        case.work = contract.work(args) if contract.work else None
+        fn = getattr(raw(), op)
+        check_exact(case, lambda: fn(*args), chunked(contract, args), "the compact chunked run")
+        key["exact"] = case.error is None
+    return cases
+
+
+OFFSETS = Scenario(
+    name="offsets",
+    description="GPU time of each kernel with int32 and forced int64 offsets, and a run past INT32_MAX",
+    build=build,
+    modes=MODES,
+    axes=(Axis("dtype", tuple(str(d).removeprefix("torch.") for d in DTYPES)), Axis("size", SIZES_CUDA),
+          Axis("index", (*INDEXES, "auto"))),
+    variants=("raw",),
+    default_ops=DEFAULT_OPS,
+    report=console_report("print_offsets"),
+    roofs=True,
+    table_note="int64 / int32: GPU time of the forced-int64 kernel over the int32 one, same inputs.",
+)

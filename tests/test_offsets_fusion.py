@@ -1,0 +1,273 @@
+"""Kernel-level variants: the offset-width predicate and forced widths (int32 vs int64), and the
+elementwise chain (fused, unfused, eager, compiled) against its fp64 reference; the offsets and
+fusion scenarios end to end on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import pytest
+import torch
+
+from ops import chain, get_variant
+from ops.catalog import OPS
+from ops.native import raw
+
+ROOT = Path(__file__).resolve().parent.parent
+INT32_MAX = 2**31 - 1
+KERNELS = raw().kernel
+
+
+def meta(shape: tuple[int, ...], stride: tuple[int, ...] | None = None, offset: int = 0) -> torch.Tensor:
+    """A tensor with no storage behind it: only sizes, strides and the storage offset exist."""
+    base = torch.empty(0, device="meta")
+    return base.as_strided(shape, stride or torch.empty(shape, device="meta").stride(), offset)
+
+
+# ---------------------------------------------------------------------------
+# The predicate, on meta tensors (nothing is allocated).
+
+
+@pytest.mark.parametrize(("op", "tensors", "expected"), [
+    ("muladd", [meta((4, 32))] * 3, "int32"),
+    ("noop", [meta((1 << 30,))], "int32"),
+    ("noop", [meta(((1 << 31) + (1 << 20),))], "int64"),  # more elements than int32 indexes
+    ("noop", [meta((1, 4), (2**31, 1))], "int64"),  # a size-one dim whose stride alone is too wide
+    ("noop", [meta((1, 4), (2**31 - 1, 1))], "int32"),  # ... and one that just fits
+    ("noop", [meta((2,), (2**31 - 1,))], "int32"),  # reaches exactly INT32_MAX
+    ("noop", [meta((3,), (2**30,))], "int64"),  # reaches 2^31: past it
+    ("noop", [meta((4,), (1,), offset=2**31)], "int64"),  # the storage offset counts
+    ("muladd", [meta((1, 8)), meta((1, 8)), meta((1, 8), (2**31, 1))], "int64"),  # any argument decides
+    ("l2norm", [meta((1 << 21, 1024))], "int64"),  # rows * cols = 2^31
+    ("l2norm", [meta((1 << 20, 1024))], "int32"),
+    ("chain", [meta((0,), (2**40,))], "int64"),  # an empty view still carries its stride
+])
+def test_index_choice_reads_sizes_strides_and_offsets(op: str, tensors: list[torch.Tensor], expected: str) -> None:
+    assert KERNELS.index_choice(op, tensors) == expected
+
+
+def test_the_kernels_own_loop_slack_counts_not_just_numel() -> None:
+    # n fits in int32, but the grid-stride loop computes indices up to about n + 9 x 256 x 65535.
+    n = INT32_MAX - 1000
+    assert KERNELS.index_choice("noop", [meta((n,))]) == "int64"
+
+
+def test_ordinary_layouts_choose_int32() -> None:
+    for t in (torch.randn(64, 32), torch.randn(32, 64).t(), torch.randn(8, 8)[::2], torch.randn(3, 1, 5).expand(3, 4, 5)):
+        assert KERNELS.index_choice("noop", [t]) == "int32"
+
+
+# ---------------------------------------------------------------------------
+# Forced widths: int64 equals int32 bit for bit; a forced int32 that does not fit is refused.
+
+
+def _kernel_calls(dtype: torch.dtype) -> dict[str, tuple[Callable[..., torch.Tensor], tuple[Any, ...]]]:
+    g = torch.Generator().manual_seed(3)
+    x, a, b, c, grad = (torch.randn(6, 40, generator=g, dtype=torch.float64).to(dtype) for _ in range(5))
+    calls: dict[str, tuple[Callable[..., torch.Tensor], tuple[Any, ...]]] = {
+        "noop": (KERNELS.noop, (x,)),
+        "muladd": (KERNELS.muladd, (a, b, c)),
+        "l2norm": (KERNELS.l2norm, (x, 1e-6)),
+        "l2norm_backward": (KERNELS.l2norm_backward, (grad, x, 1e-6)),
+        "muladd_permuted": (KERNELS.muladd, (a.t(), b.t(), c.t())),
+    }
+    for k in range(1, chain.MAX_LENGTH + 1):
+        calls[f"chain_k{k}"] = (KERNELS.chain, (x, k))
+        calls[f"chain_backward_k{k}"] = (KERNELS.chain_backward, (grad, x, k))
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_forced_int64_equals_int32_bit_for_bit_forward_and_backward(dtype: torch.dtype) -> None:
+    for name, (fn, args) in _kernel_calls(dtype).items():
+        narrow, wide, auto = fn(*args, index="int32"), fn(*args, index="int64"), fn(*args)
+        assert torch.equal(narrow, wide), name
+        assert torch.equal(narrow, auto), name
+
+
+def test_forced_int32_past_the_limit_is_refused_before_any_work() -> None:
+    # Neither tensor has storage for its elements: a refusal that came after the contiguous copy
+    # or the output allocation would try to allocate 8 GiB.
+    wide_view = torch.zeros(1).expand((1 << 31) + 8)
+    singleton = torch.zeros(1).as_strided((1, 1), (2**32, 1))
+    for t in (wide_view, singleton):
+        start = time.perf_counter()
+        with pytest.raises(RuntimeError, match=r"dbench::noop: index=int32 refused: argument 'x' has a size, a stride"):
+            KERNELS.noop(t, index="int32")
+        assert time.perf_counter() - start < 1.0
+    with pytest.raises(RuntimeError, match="dbench::chain: index=int32 refused"):
+        KERNELS.chain(wide_view, 2, index="int32")
+    with pytest.raises(RuntimeError, match="dbench::muladd: index=int32 refused: argument 'c'"):
+        KERNELS.muladd(torch.zeros(1, 1), torch.zeros(1, 1), singleton, index="int32")
+
+
+def test_bad_index_names_and_chain_arguments_are_refused() -> None:
+    x = torch.randn(8)
+    with pytest.raises(RuntimeError, match="index must be 'auto', 'int32' or 'int64', got 'int16'"):
+        KERNELS.noop(x, index="int16")
+    with pytest.raises(RuntimeError, match=r"dbench::chain: k must be between 1 and 8, got 9"):
+        raw().chain(x, 9)
+    with pytest.raises(RuntimeError, match=r"k must be between 1 and 8, got 0"):
+        raw().chain_backward(x, x, 0)
+    with pytest.raises(RuntimeError, match=r"a chain starts at step 0, or is one step"):
+        KERNELS.chain(x, 2, 1)
+
+
+@pytest.mark.skipif(raw().has_cuda_kernels(), reason="a CUDA build has kernel attributes")
+def test_kernel_attributes_need_cuda_kernels() -> None:
+    with pytest.raises(RuntimeError, match="no CUDA kernels"):
+        KERNELS.attributes("copy", "float32", "int32", True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_int64_specialisations_exist_and_report_registers() -> None:
+    for kernel in ("copy", "muladd", "l2norm", "l2norm_backward", "chain", "chain_backward"):
+        for index in ("int32", "int64"):
+            attrs = KERNELS.attributes(kernel, "float32", index, True, 8)
+            assert 0 < attrs["registers"] <= 255 and attrs["max_threads"] >= 256
+
+
+def test_spin_waits_at_least_the_time_asked() -> None:
+    start = time.perf_counter_ns()
+    KERNELS.spin(torch.zeros(1), 2_000_000, 0)
+    assert time.perf_counter_ns() - start >= 2_000_000
+
+
+def test_injected_cost_lands_in_the_cpp_variant_only() -> None:
+    # DBENCH_INJECT_NS is read when the C++ library loads: a fresh process.
+    code = ("import time, torch\nfrom ops import get_variant\nx = torch.randn(4, 32)\n"
+            "for v in ('cpp', 'raw'):\n"
+            "    fn = get_variant(v, 'muladd').fn; fn(x, x, x)\n"
+            "    t = time.perf_counter_ns(); fn(x, x, x); print(v, time.perf_counter_ns() - t)\n")
+    env = {**os.environ, "DBENCH_INJECT_NS": "5000000"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    took = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()}
+    assert took["cpp"] >= 5_000_000
+    assert took["raw"] < 5_000_000  # the raw launcher is not wrapped: it cannot have waited 5 ms
+
+
+# ---------------------------------------------------------------------------
+# The chain: every implementation against the fp64 reference, for each k and dtype.
+
+TOL = {torch.float32: dict(atol=1e-6, rtol=1e-6), torch.float64: dict(atol=1e-12, rtol=1e-12)}
+
+
+def _unfused(x: torch.Tensor, k: int) -> torch.Tensor:
+    for i in range(k):
+        x = KERNELS.chain(x, 1, i)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k", range(1, chain.MAX_LENGTH + 1))
+def test_chain_implementations_agree_with_the_fp64_reference(k: int, dtype: torch.dtype) -> None:
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(k), dtype=torch.float64).to(dtype)
+    want = chain.reference(x.double(), k)
+    fused = raw().chain(x, k)
+    impls = {"fused": fused, "unfused": _unfused(x, k), "aten": chain.aten_chain(x, k),
+             "cpp": get_variant("cpp", "chain").fn(x, k), "stable": get_variant("stable", "chain").fn(x, k)}
+    for name, got in impls.items():
+        torch.testing.assert_close(got.double(), want, **TOL[dtype], msg=name)
+        # Every step rounds on its own in every form: one table, the same bits.
+        assert torch.equal(got, fused), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("k", range(1, chain.MAX_LENGTH + 1))
+def test_compiled_chain_agrees_with_the_reference(k: int, dtype: torch.dtype) -> None:
+    torch._dynamo.reset()  # one code object for every k: start each case with an empty cache
+    x = torch.randn(257, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    compiled = torch.compile(lambda t: chain.aten_chain(t, k), fullgraph=True)
+    torch.testing.assert_close(compiled(x).double(), chain.reference(x.double(), k), **TOL[dtype])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="triton runs on a GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_triton_chain_agrees_with_the_reference(dtype: torch.dtype) -> None:
+    fn = get_variant("triton_op", "chain", "cuda").fn
+    x = torch.randn(5000, dtype=dtype, device="cuda")
+    for k in range(1, chain.MAX_LENGTH + 1):
+        torch.testing.assert_close(fn(x, k).double(), chain.reference(x.double(), k), **TOL[dtype])
+
+
+@pytest.mark.parametrize("k", range(1, chain.MAX_LENGTH + 1))
+def test_gradcheck_of_the_fused_chain(k: int) -> None:
+    # Inputs away from relu's kink, where a finite difference would straddle it.
+    x = torch.randn(40, generator=torch.Generator().manual_seed(k), dtype=torch.float64)
+    for variant in ("cpp_autograd", "custom_op_autograd", "function_raw"):
+        fn = get_variant(variant, "chain").fn
+        assert torch.autograd.gradcheck(lambda t: fn(t, k), (x.clone().requires_grad_(True),)), variant
+
+
+def test_chain_backward_is_the_slope_product() -> None:
+    x = torch.tensor([-1.0, 0.0, 0.3, 0.5, 2.0], dtype=torch.float64)
+    g = torch.ones_like(x)
+    # k = 3: d/dx 0.75 * relu(1.25 x - 0.5) = 0.9375 where 1.25 x - 0.5 > 0, else 0.
+    assert raw().chain_backward(g, x, 3).tolist() == [0.0, 0.0, 0.0, 0.9375, 0.9375]
+
+
+def test_declared_work_of_fused_and_unfused_chains() -> None:
+    x = torch.randn(100)
+    fused, unfused = chain.work((x, 8)), chain.unfused_work((x, 8))
+    assert (fused.bytes_read, fused.bytes_written) == (400, 400)
+    assert (unfused.bytes_read, unfused.bytes_written) == (8 * 400, 8 * 400)
+    assert fused.flops == unfused.flops == 100 * 2 * (2 + 1 + 1 + 1)
+    assert fused.resident_bytes == 800 and unfused.resident_bytes == 3 * 400  # reused buffers, not k passes
+    assert chain.eager_passes(8) == 10 and chain.eager_work((x, 8)).bytes == 10 * 800
+    assert OPS["chain"].backward_work((x, 8)).bytes == 3 * 400
+
+
+# ---------------------------------------------------------------------------
+# The scenarios on the CPU.
+
+
+def _run(*argv: str, out: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "run.py", *argv, "--device", "cpu", "--quick", "--out", str(out), "--plot"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (path,) = out.glob("*.json")
+    return json.loads(path.read_text())
+
+
+def test_offsets_on_the_cpu(tmp_path: Path) -> None:
+    from analysis.kernels import huge_frame, offsets_frame
+
+    doc = _run("--scenario", "offsets", "--ops", "muladd,chain", out=tmp_path)
+    frame = pd.DataFrame(doc["rows"])
+    table = offsets_frame(frame)
+    assert set(table["op"]) == {"muladd", "chain"} and (table["status"] == "ok").all()
+    assert set(zip(table["op"], table["mode"])) == {("muladd", "forward"), ("chain", "forward"), ("chain", "backward")}
+    assert (table["ratio"] > 0).all()
+    huge = huge_frame(frame)
+    assert set(huge["op"]) == {"muladd", "chain"} and (huge["status"] == "n/a").all()
+    assert huge["reason"].str.contains("GPU only").all()
+    na = frame[(frame["status"] == "n/a") & (frame["index"] != "auto")]
+    assert set(na["op"]) == {"muladd"} and na["reason"].str.contains("no backward kernel").all()
+
+
+def test_fusion_on_the_cpu(tmp_path: Path) -> None:
+    from analysis.figures import fusion_chart, result_frame
+    from analysis.kernels import fusion_frame
+
+    doc = _run("--scenario", "fusion", out=tmp_path)
+    frame = result_frame(doc)
+    table = fusion_frame(frame, doc["roofs"])
+    ok = table[table["status"] == "ok"]
+    assert set(ok["variant"]) == {"unfused", "fused", "aten"} and set(ok["k"]) == {1, 2, 4, 8}
+    assert set(table.loc[table["status"] == "n/a", "variant"]) == {"compiled", "triton"}
+    assert (ok["speedup"] > 0).all() and (ok["modelled_speedup"] == ok["k"]).all()
+    unfused = ok[ok["variant"] == "unfused"].set_index(["size", "k"])["bytes"]
+    fused = ok[ok["variant"] == "fused"].set_index(["size", "k"])["bytes"]
+    assert ((unfused / fused).reset_index()["bytes"] == unfused.reset_index()["k"]).all()
+    fig = fusion_chart(frame)
+    large, small = fig.axes
+    assert len(large.lines) == 3 + 1 and len(small.lines) == 3  # implementations (+ the k x model)
+    assert list(tmp_path.glob("*-fusion.png"))
