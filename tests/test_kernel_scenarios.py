@@ -196,7 +196,7 @@ def test_cpu_crossover_uses_the_ratio_to_raw() -> None:
 
 
 def _run(*args: str, out: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, "--quick", "--no-pin", "--out", str(out),
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, "--device", "cpu", "--quick", "--no-pin", "--out", str(out),
                            "--plot"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = out.glob("*.json")

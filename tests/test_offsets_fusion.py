@@ -271,3 +271,24 @@ def test_fusion_on_the_cpu(tmp_path: Path) -> None:
     large, small = fig.axes
     assert len(large.lines) == 3 + 1 and len(small.lines) == 3  # implementations (+ the k x model)
     assert list(tmp_path.glob("*-fusion.png"))
+
+
+def test_each_past_int32_case_times_its_own_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The huge cases' calls outlive the loop that builds them: each must still call its own op.
+    (Shrunk to a CPU size, with the GPU-only skip and the width check stubbed out.)"""
+    import scenarios.offsets as offsets
+    from scenarios.base import Selection, device_sync
+    from scenarios.kernels import InputPool
+
+    monkeypatch.setattr(offsets, "HUGE_ELEMENTS", 4096)
+    monkeypatch.setattr(offsets, "HUGE_CHUNK", 1024)
+    monkeypatch.setattr(offsets, "_huge_skip", lambda sel, contract: None)
+    monkeypatch.setattr(raw().kernel, "index_choice", lambda op, tensors: "int64")
+    sel = Selection(ops=("noop", "muladd", "chain"), variants=("raw",), device="cpu")
+    cases = offsets.huge_cases(sel, InputPool(sel), device_sync("cpu"))
+    assert [c.error for c in cases] == [None, None, None] and all(c.key["exact"] for c in cases)
+    pool = InputPool(sel)
+    for case in cases:
+        op = case.key["op"]
+        args = offsets.op_args(OPS[op], pool.args(OPS[op], tuple(case.key["shape"])))
+        assert torch.equal(case.call(), getattr(raw(), op)(*args)), op
