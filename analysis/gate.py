@@ -1,0 +1,522 @@
+"""The regression gate: one verdict per row of a new run against a baseline, judged across processes.
+
+    python -m analysis.gate NEW BASELINE... [--format md|txt] [--calibration FILE] [--delta 0.05]
+                            [--alpha A] [--metric auto|absolute|ratio] [--allow-different-env]
+
+NEW is a result file or a folder of them (a folder is one run; each file holds processes of it).
+BASELINE is one or more files or folders whose processes are pooled. When NEW is an A/B file
+(`run.py --ab`), it is judged on its own pairs (side B vs side A) and takes no baseline.
+
+Per row the effect is new / baseline as a ratio of geometric means of the per-process medians,
+with a CI from the spread across processes: Welch's t on the log values for independent runs, a
+paired t on the per-pair log ratios for A/B. The CI is two-sided at 1 - 2α (each bound a one-sided
+test at level α; α = 0.05 unless a calibration sets its per-row α). Against the band
+[1/(1+δ), 1+δ]:
+
+* ``regression``: the whole CI lies above 1+δ (the slowdown exceeds δ at level α);
+* ``improvement``: the whole CI lies below 1/(1+δ);
+* ``same``: the whole CI lies inside the band (equivalence by two one-sided tests);
+* ``inconclusive``: anything else; the note says how many processes (pairs) per side would
+  decide it if the estimate and spread stayed as observed;
+* ``failed``: FAILED in the new run; ``missing``: timed in the baseline, not in the new run;
+  ``new``: only in the new run.
+
+A CI that excludes 1 but reaches into the band is not a regression: the slowdown is real but
+may be smaller than δ, and a gate that fires on such rows fires on every harmless shift of a
+long, precise run. CPU rows are judged on their ratio to the in-run floor (paired per round,
+so a machine that is slow for the whole run cancels), in absolute µs with --metric absolute or
+where the calibration says the row is steadier that way, and in absolute µs where a row has no
+floor; GPU rows on their gpu_us medians. δ comes per row from --calibration (analysis.calibrate),
+else --delta (default 0.05: the band within which the H200's repeated runs reproduced most rows).
+
+Exit status: 0 pass; 1 any regression or failed row (missing, new and inconclusive rows are
+listed, and do not fail); 2 bad input (unreadable, empty or non-result files, or incomparable runs
+unless --allow-different-env).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from tabulate import tabulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis import gate_stats as gs  # noqa: E402
+from analysis.compare import environment as compare_environment  # noqa: E402
+from bench.identity import case_label, identity_text, row_identity  # noqa: E402
+from bench.results import ResultFileError, load_result  # noqa: E402
+
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+FAILED, MISSING, NEW = "failed", "missing", "new"
+VERDICTS = (FAILED, gs.REGRESSION, MISSING, gs.INCONCLUSIVE, gs.IMPROVEMENT, NEW, gs.SAME)  # display order
+JUDGED_METRICS = ("cpu_us", "gpu_us")
+DEFAULT_DELTA = {"cpu_us": 0.05, "gpu_us": 0.05}
+DEFAULT_ALPHA = 0.05
+RATIO, ABSOLUTE = "ratio", "absolute"
+SUFFIX = {RATIO: "ratio", ABSOLUTE: "abs"}  # calibration fields: sigma_log_ratio, sigma_log_abs, ...
+CALIBRATION_KIND = "dbench-calibration"
+
+
+class GateInputError(ValueError):
+    """Input the gate cannot judge: the message is one line naming the file or the difference."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_run(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """(source, document) for a result file, or for every result file (*.json) of a folder."""
+    path = Path(path)
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not files:
+        raise ResultFileError(f"{path}: no result files (*.json) in this folder")
+    return [(str(f), load_result(f)) for f in files]
+
+
+def load_calibration(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultFileError(f"{path}: cannot read it as a calibration file ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("kind") != CALIBRATION_KIND or not isinstance(doc.get("rows"), dict):
+        raise ResultFileError(f"{path}: not a calibration file (written by python -m analysis.calibrate)")
+    return doc
+
+
+def environment(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """What must match for two runs to be judged against each other: analysis.compare's list,
+    plus the NVIDIA driver and torch's commit (one version string covers many nightly builds)."""
+    env = doc.get("env") or {}
+    return {**compare_environment(dict(doc)), "nvidia_driver": env.get("nvidia_driver"),
+            "torch_git": env.get("torch_git")}
+
+
+def env_differences(reference: Mapping[str, Any], others: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    ref = environment(reference)
+    out = []
+    for source, doc in others:
+        env = environment(doc)
+        out += [f"{k}: {ref[k]!r} vs {env[k]!r} in {source}" for k in ref if env[k] != ref[k]]
+    return out
+
+
+def is_ab(doc: Mapping[str, Any]) -> bool:
+    return isinstance(doc.get("ab"), Mapping)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows of a run: per-process values, pooled over its files
+
+
+def _status(row: Mapping[str, Any]) -> str:
+    return str(row.get("status") or "ok").lower()
+
+
+def process_values(row: Mapping[str, Any], quantity: str, side: str = "") -> list[float | None]:
+    """One value per process: `process_medians` (`process_ratio_medians`), else the row's single
+    `median` (`ratio_median`) as one process. `side` "a_" reads side A of an A/B row."""
+    many = row.get(f"{side}process_{'ratio_' if quantity == RATIO else ''}medians")
+    if isinstance(many, list):
+        return list(many)
+    if side:
+        return []
+    one = row.get("ratio_median" if quantity == RATIO else "median")
+    return [one] if one is not None else []
+
+
+@dataclass
+class RowRun:
+    """One row of one run (or of pooled baseline runs)."""
+
+    row: dict[str, Any]  # the first file's row: names the row
+    status: str
+    reason: str | None
+    values: dict[str, list[float | None]] = field(default_factory=lambda: {RATIO: [], ABSOLUTE: []})
+    # A/B: (B, A) per pair, joined within each file, so pooled files cannot shift the pairing
+    pairs: dict[str, list[tuple[float | None, float | None]]] = field(default_factory=lambda: {RATIO: [], ABSOLUTE: []})
+
+    def usable(self, quantity: str) -> bool:
+        return gs.log_values(self.values[quantity]).size > 0
+
+
+def collect(docs: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], RowRun]:
+    """The judged rows (cpu_us, gpu_us) of a set of documents, keyed by row identity, processes pooled.
+    A row FAILED in any file failed; otherwise it is ok when any file timed it."""
+    out: dict[tuple[Any, ...], RowRun] = {}
+    for doc in docs:
+        for row in doc["rows"]:
+            if row.get("metric") not in JUDGED_METRICS:
+                continue
+            key, status, reason = row_identity(row), _status(row), row.get("reason")
+            if str(row.get("a_status") or "").lower() == FAILED:  # an A/B row whose side A failed
+                status, reason = FAILED, f"side A: {reason or 'failed'}"
+            run = out.setdefault(key, RowRun(dict(row), status, reason))
+            if status == FAILED and run.status != FAILED:
+                run.status, run.reason = FAILED, reason
+            elif status == "ok" and run.status != FAILED:
+                run.status = "ok"
+            if status != "ok":
+                continue
+            for q in (RATIO, ABSOLUTE):
+                b, a = process_values(row, q), process_values(row, q, "a_")
+                run.values[q] += b
+                if len(a) == len(b):  # the contract: element i of A and B is pair i
+                    run.pairs[q] += list(zip(b, a))
+    return out
+
+
+def row_label(row: Mapping[str, Any]) -> str:
+    driver = row.get("driver") or "python"
+    return case_label(row) + ("" if driver == "python" else f" ({driver})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts
+
+
+@dataclass(frozen=True)
+class RowVerdict:
+    label: str
+    row_id: str  # bench.identity row identity as text (the calibration file's key)
+    metric: str  # what was judged: cpu_us/floor (ratio to the in-run floor), cpu_us, gpu_us
+    verdict: str
+    baseline: float | None = None  # geometric mean over processes (side A for A/B)
+    new: float | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    delta: float | None = None
+    n_baseline: int = 0
+    n_new: int = 0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    rows: list[RowVerdict]
+    design: str  # "independent" or "paired"
+    alpha: float
+    new_sources: list[str]
+    baseline_sources: list[str]
+    header: list[str]  # lines that say what was compared (clocks, probes, calibration)
+    warnings: list[str]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = Counter(r.verdict for r in self.rows)
+        return {v: c[v] for v in VERDICTS if c[v]}
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAIL if any(r.verdict in (gs.REGRESSION, FAILED) for r in self.rows) else EXIT_PASS
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == EXIT_PASS
+
+    def summary(self) -> str:
+        counts = ", ".join(f"{n} {v}" for v, n in self.counts.items()) or "no rows"
+        return f"{'PASS' if self.passed else 'FAIL'}: {len(self.rows)} rows — {counts}"
+
+
+def geomean(values: Sequence[float | None]) -> float | None:
+    x = gs.log_values(values)
+    return float(math.exp(x.mean())) if x.size else None
+
+
+def choose_quantity(metric: str, mode: str, cal: Mapping[str, Any] | None, has_ratio: bool) -> str:
+    """CPU rows: the ratio to the in-run floor unless asked for absolute µs or calibrated as steadier
+    in µs; a row without a floor ratio (the floor itself) in µs. GPU rows: gpu_us."""
+    if metric != "cpu_us" or not has_ratio or mode == ABSOLUTE:
+        return ABSOLUTE
+    if mode == "auto" and cal is not None and cal.get("stable_absolute"):
+        return ABSOLUTE
+    return RATIO
+
+
+def metric_name(metric: str, quantity: str) -> str:
+    return f"{metric}/floor" if quantity == RATIO else metric
+
+
+def _cal_number(cal: Mapping[str, Any] | None, name: str, quantity: str) -> float | None:
+    """A calibration number of this row for one quantity (None when absent or not finite)."""
+    value = None if cal is None else cal.get(f"{name}_{SUFFIX[quantity]}")
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def row_delta(metric: str, quantity: str, cal: Mapping[str, Any] | None, delta: float | None) -> float:
+    """The calibrated δ of this row and quantity, else --delta, else the default of its metric."""
+    return _cal_number(cal, "delta", quantity) or delta or DEFAULT_DELTA[metric]
+
+
+def effect_of(new: RowRun, base: RowRun | None, quantity: str, cal: Mapping[str, Any] | None) -> gs.Effect | None:
+    if base is None:  # A/B: side A of the same rows
+        return gs.paired_effect([b for b, _ in new.pairs[quantity]], [a for _, a in new.pairs[quantity]])
+    q = quantity
+    run_sigma = _cal_number(cal, "sigma_run_log", q) or 0.0
+    return gs.independent_effect(new.values[q], base.values[q], sigma=_cal_number(cal, "sigma_log", q),
+                                 sigma_df=_cal_number(cal, "df", q) or math.inf, run_var=run_sigma ** 2,
+                                 run_df=_cal_number(cal, "run_df", q) or math.inf)
+
+
+def needed_note(effect: gs.Effect, delta: float, alpha: float) -> str:
+    n = gs.processes_needed(effect, delta, alpha)
+    unit = "pairs" if effect.paired else "processes per side"
+    if n is None:
+        return f"more {unit} would not decide it (estimate at the band edge, or run-to-run shifts)"
+    return f"≈{n} {unit} would decide it ({max(0, n - math.floor(effect.n))} more)"
+
+
+def one_side(run: RowRun, mode: str, cal: Mapping[str, Any] | None) -> tuple[str, float | None]:
+    """What a row present on one side only would be judged on, and its value there."""
+    q = choose_quantity(run.row["metric"], mode, cal, run.usable(RATIO))
+    return metric_name(run.row["metric"], q), geomean(run.values[q])
+
+
+def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metric_mode: str,
+              cal: Mapping[str, Any] | None, delta: float | None, alpha: float) -> RowVerdict:
+    metric = new.row["metric"]
+    other = base
+    has_ratio = new.usable(RATIO) and (other.usable(RATIO) if other is not None else
+                                       gs.log_values([a for _, a in new.pairs[RATIO]]).size > 0)
+    q = choose_quantity(metric, metric_mode, cal, has_ratio)
+    d = row_delta(metric, q, cal, delta)
+    base_values = other.values[q] if other is not None else [a for _, a in new.pairs[q]]
+    common = dict(label=label, row_id=row_id, metric=metric_name(metric, q), delta=d,
+                  baseline=geomean(base_values), new=geomean(new.values[q]),
+                  n_baseline=int(gs.log_values(base_values).size), n_new=int(gs.log_values(new.values[q]).size))
+    effect = effect_of(new, other, q, cal)
+    if effect is None:
+        why = ("no values on one side" if not common["n_new"] or not common["n_baseline"] else
+               "one process per side: run more (run.py --processes N) or pass --calibration")
+        if other is None:
+            why = "fewer than 2 complete A/B pairs"
+        return RowVerdict(verdict=gs.INCONCLUSIVE, note=why, **common)
+    low, high = effect.ci(alpha)
+    verdict = gs.decide(low, high, d)
+    note = needed_note(effect, d, alpha) if verdict == gs.INCONCLUSIVE else ""
+    return RowVerdict(verdict=verdict, ratio=effect.ratio, ci_low=low, ci_high=high, note=note, **common)
+
+
+def _clocks(docs: Sequence[Mapping[str, Any]]) -> str:
+    """The SM clocks a run recorded: the run's, and each process's (env.processes) where listed."""
+    found = []
+    for doc in docs:
+        env = doc.get("env") or {}
+        processes = env.get("processes") if isinstance(env.get("processes"), list) else []
+        found += [env.get("sm_clock_mhz")] + [p.get("sm_clock_mhz") for p in processes if isinstance(p, Mapping)]
+    clocks = sorted({str(c) for c in found if c is not None})
+    return "/".join(clocks) + " MHz" if clocks else "not recorded"
+
+
+def _probe(docs: Sequence[Mapping[str, Any]]) -> float | None:
+    return geomean([(d.get("speed_probe") or {}).get("median") for d in docs])
+
+
+def header_lines(new_docs: Sequence[Mapping[str, Any]], base_docs: Sequence[Mapping[str, Any]],
+                 rows: Sequence[RowVerdict], design: str, alpha: float, delta_source: str) -> list[str]:
+    lines = []
+    if design == "paired":
+        ab = new_docs[0]["ab"]
+        lines.append(f"A/B run: B = {ab.get('b')!r} vs A = {ab.get('a')!r}, {ab.get('pairs')} pairs "
+                     f"(order {ab.get('order')}); paired t on per-pair log ratios")
+    else:
+        lines.append(f"independent runs: {len(new_docs)} new file(s) vs {len(base_docs)} baseline file(s); "
+                     "Welch t on per-process log values")
+    lines.append(f"CI {1 - 2 * alpha:.1%} (one-sided α = {alpha:.3g} per bound); δ {delta_source}")
+    if any(r.metric == "gpu_us" for r in rows):
+        base_clock = _clocks(new_docs) if design == "paired" else _clocks(base_docs)
+        lines.append(f"GPU rows (gpu_us): SM clock baseline {base_clock}, new {_clocks(new_docs)}")
+    probes = _probe(base_docs), _probe(new_docs)
+    if all(p is not None for p in probes):
+        lines.append(f"speed probe: baseline {probes[0]:.3f} µs, new {probes[1]:.3f} µs "
+                     f"(new/baseline {probes[1] / probes[0]:.3f})")  # type: ignore[operator]
+    return lines
+
+
+def design_of(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[str, Any]]) -> str:
+    """"paired" for A/B runs (no baseline), "independent" for plain runs (a baseline needed)."""
+    if not new_docs:
+        raise GateInputError("no new result files")
+    paired = [is_ab(d) for d in new_docs]
+    if any(paired) and not all(paired):
+        raise GateInputError("the new run mixes A/B files and plain result files")
+    if all(paired) and baseline_docs:
+        raise GateInputError("an A/B run is judged on its own pairs: give it no baseline")
+    if not all(paired) and not baseline_docs:
+        raise GateInputError("no baseline: give baseline result files, or an A/B file (run.py --ab) as the new run")
+    return "paired" if all(paired) else "independent"
+
+
+def input_warnings(new: Sequence[tuple[str, Mapping[str, Any]]], base: Sequence[tuple[str, Mapping[str, Any]]],
+                   allow_different_env: bool) -> list[str]:
+    """Environment differences (refused unless allowed) and incomplete runs."""
+    differences = env_differences(new[0][1], [*new[1:], *base])
+    if differences and not allow_different_env:
+        raise GateInputError(f"the runs are not comparable ({'; '.join(differences)}); "
+                             "pass --allow-different-env to judge them anyway")
+    incomplete = [f"{s} is {d.get('status')!r}, not complete" for s, d in [*new, *base]
+                  if d.get("status") not in (None, "complete")]
+    return [f"different environments, {w}" for w in differences] + incomplete
+
+
+def calibration_warnings(calibration: Mapping[str, Any], reference: Mapping[str, Any], design: str) -> list[str]:
+    """A calibration of another machine or design still applies, but say so."""
+    cal_env, ref = calibration.get("env") or {}, environment(reference)
+    diff = [k for k in ref if k in cal_env and cal_env[k] != ref[k]]
+    out = [f"the calibration was measured in another environment ({', '.join(diff)}): its δ may not fit this run"
+           ] if diff else []
+    if calibration.get("design", design) != design:
+        out.append(f"the calibration is for {calibration.get('design')} runs, this run is {design}: "
+                   "its δ assumes the other design")
+    return out
+
+
+def row_verdicts(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[tuple[Any, ...], RowRun],
+                 paired: bool, cal_rows: Mapping[str, Any], **judging: Any) -> list[RowVerdict]:
+    """One verdict per row of either side (rows n/a on both sides are left out), problems first."""
+    out = []
+    for key, new in new_rows.items():
+        base = base_rows.get(key)
+        label, rid = row_label(new.row), identity_text(key)
+        names = dict(label=label, row_id=rid, metric=new.row["metric"])
+        if new.status == FAILED:
+            out.append(RowVerdict(verdict=FAILED, note=str(new.reason or ""), **names))
+        elif new.status != "ok":
+            if base is not None and base.status == "ok":
+                out.append(RowVerdict(verdict=MISSING, note=f"{new.status} in new: {new.reason or ''}", **names))
+        elif not paired and (base is None or base.status != "ok"):
+            shown, value = one_side(new, judging["metric_mode"], cal_rows.get(rid))
+            why = "not in the baseline" if base is None else f"{base.status} in the baseline"
+            out.append(RowVerdict(verdict=NEW, note=why, new=value, **{**names, "metric": shown}))
+        else:
+            out.append(judge_row(label, rid, new, base, cal=cal_rows.get(rid), **judging))
+    for key, base in base_rows.items():
+        if key not in new_rows and base.status == "ok":
+            rid = identity_text(key)
+            shown, value = one_side(base, judging["metric_mode"], cal_rows.get(rid))
+            out.append(RowVerdict(verdict=MISSING, label=row_label(base.row), row_id=rid, metric=shown,
+                                  baseline=value, note="not in the new run"))
+    return sorted(out, key=lambda r: VERDICTS.index(r.verdict))  # stable: run order within a verdict
+
+
+def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[str, Any]] = (), *,
+         calibration: Mapping[str, Any] | None = None, delta: float | None = None, metric: str = "auto",
+         alpha: float | None = None, allow_different_env: bool = False,
+         new_sources: Sequence[str] | None = None, baseline_sources: Sequence[str] | None = None) -> GateResult:
+    """Judge every cpu_us / gpu_us row of `new_docs` (one run: its files pooled as processes) against
+    `baseline_docs` (pooled), or, when the new documents are A/B runs, side B against side A.
+
+    δ per row comes from `calibration` (a document written by analysis.calibrate), else `delta`,
+    else DEFAULT_DELTA. `alpha`: one-sided level of each CI bound (default: the
+    calibration's per-row α, else DEFAULT_ALPHA). Raises GateInputError for input it cannot judge."""
+    new_docs, baseline_docs = list(new_docs), list(baseline_docs)
+    if metric not in ("auto", RATIO, ABSOLUTE):
+        raise GateInputError(f"metric must be auto, ratio or absolute, not {metric!r}")
+    design = design_of(new_docs, baseline_docs)
+    new_sources = list(new_sources or [f"new[{i}]" for i in range(len(new_docs))])
+    baseline_sources = list(baseline_sources or [f"baseline[{i}]" for i in range(len(baseline_docs))])
+    warnings = input_warnings(list(zip(new_sources, new_docs)), list(zip(baseline_sources, baseline_docs)),
+                              allow_different_env)
+    if calibration is not None:
+        warnings += calibration_warnings(calibration, new_docs[0], design)
+    if alpha is None:
+        alpha = float(((calibration or {}).get("params") or {}).get("alpha_row") or DEFAULT_ALPHA)
+    if not 0 < alpha < 0.5:
+        raise GateInputError(f"alpha must lie in (0, 0.5), not {alpha}")
+    verdicts = row_verdicts(collect(new_docs), collect(baseline_docs) if design == "independent" else {},
+                            design == "paired", (calibration or {}).get("rows") or {},
+                            metric_mode=metric, delta=delta, alpha=alpha)
+    fallback = (f"{delta:.1%}" if delta is not None else
+                "default " + ", ".join(f"{v:.1%} ({m})" for m, v in DEFAULT_DELTA.items()))
+    delta_source = f"per row from the calibration, else {fallback}" if calibration is not None else fallback
+    header = header_lines(new_docs, baseline_docs, verdicts, design, alpha, delta_source)
+    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "" if x is None else f"{x:.{digits}f}"
+
+
+def table_rows(result: GateResult, hide_same: bool = False) -> list[list[str]]:
+    out = []
+    for r in result.rows:
+        if hide_same and r.verdict == gs.SAME:
+            continue
+        ci = "" if r.ci_low is None else f"[{r.ci_low:.3f}, {r.ci_high:.3f}]"
+        digits = 3 if r.metric.endswith("/floor") else 2
+        n = f"{r.n_baseline}/{r.n_new}" if r.n_baseline or r.n_new else ""
+        out.append([r.label, r.metric, _num(r.baseline, digits), _num(r.new, digits), _num(r.ratio), ci,
+                    "" if r.delta is None else f"±{r.delta:.1%}", r.verdict, n, r.note])
+    return out
+
+
+def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
+    ci_name = f"{1 - 2 * result.alpha:.0%} CI"
+    headers = ["row", "metric", "baseline", "new", "ratio", ci_name, "δ", "verdict", "n base/new", "note"]
+    rows = table_rows(result, hide_same)
+    if fmt == "md":
+        lines = [f"### Regression gate — {result.summary()}", ""]
+        lines += [f"- {h}" for h in result.header] + [f"- warning: {w}" for w in result.warnings] + [""]
+        lines.append(tabulate(rows, headers, tablefmt="github", disable_numparse=True) if rows else "_no rows_")
+        if hide_same and result.counts.get(gs.SAME):
+            lines.append(f"\n{result.counts[gs.SAME]} rows `same` not shown.")
+    else:
+        lines = [*result.header, *[f"warning: {w}" for w in result.warnings], ""]
+        lines.append(tabulate(rows, headers, tablefmt="simple", disable_numparse=True) if rows else "no rows")
+        if hide_same and result.counts.get(gs.SAME):
+            lines.append(f"({result.counts[gs.SAME]} rows same, not shown)")
+        lines += ["", result.summary()]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m analysis.gate", description=__doc__.splitlines()[0])
+    p.add_argument("new", type=Path, help="the new run: a result file or a folder of them")
+    p.add_argument("baseline", type=Path, nargs="*", help="baseline files or folders (pooled); none for an A/B file")
+    p.add_argument("--format", choices=("md", "txt"), default="txt")
+    p.add_argument("--calibration", type=Path, help="per-row noise and δ from python -m analysis.calibrate")
+    p.add_argument("--delta", type=float, help="the band ±δ of rows the calibration does not cover (default 0.05)")
+    p.add_argument("--alpha", type=float, help="one-sided level of each CI bound (default: calibrated, else 0.05)")
+    p.add_argument("--metric", choices=("auto", ABSOLUTE, RATIO), default="auto",
+                   help="CPU rows: ratio to the in-run floor (auto, ratio) or absolute µs")
+    p.add_argument("--allow-different-env", action="store_true",
+                   help="judge runs of different scenarios, devices, GPUs, drivers, torch builds or dtypes")
+    p.add_argument("--hide-same", action="store_true", help="leave rows judged `same` out of the table")
+    args = p.parse_args(argv)
+    if args.delta is not None and not args.delta > 0:
+        print(f"gate: error: --delta must be positive, not {args.delta}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        new = load_run(args.new)
+        base = [item for path in args.baseline for item in load_run(path)]
+        calibration = load_calibration(args.calibration) if args.calibration else None
+        result = gate([d for _, d in new], [d for _, d in base], calibration=calibration, delta=args.delta,
+                      metric=args.metric, alpha=args.alpha, allow_different_env=args.allow_different_env,
+                      new_sources=[s for s, _ in new], baseline_sources=[s for s, _ in base])
+    except (ResultFileError, GateInputError) as exc:
+        print(f"gate: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(render(result, args.format, args.hide_same))
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""Statistics of the regression gate: effects between runs judged across processes.
+
+All effects live on the log scale: a row's value in one process (its median, or its ratio to
+the in-run floor) is one observation, the effect of new vs baseline is the difference of the mean
+logs (the log of the ratio of geometric means), and its uncertainty comes from the spread of those
+per-process values, never from the samples inside one process (they share one process's state and
+are far tighter than two processes are to each other).
+
+* ``independent_effect``: Welch's t on the log values of two independent runs, optionally with
+  variance components known from a calibration (a side with one process, the run-to-run shift
+  that no number of processes averages away), combined with Welch–Satterthwaite degrees of freedom.
+* ``paired_effect``: a one-sample t on the per-pair log ratios of an A/B run.
+* ``decide``: the verdict of a CI against the equivalence band [1/(1+δ), 1+δ].
+* ``processes_needed``: how many processes (pairs) per side would decide an inconclusive row.
+* ``mde``, ``power``, ``detectable``: what a design can detect, for calibration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import scipy.optimize
+import scipy.stats
+
+REGRESSION, IMPROVEMENT, SAME, INCONCLUSIVE = "regression", "improvement", "same", "inconclusive"
+MAX_PROCESSES = 10_000  # beyond this "more processes" is no answer
+
+
+@dataclass(frozen=True)
+class Effect:
+    """log(new / baseline) with its standard error and degrees of freedom."""
+
+    log_ratio: float
+    se: float
+    df: float
+    paired: bool
+    per_process_var: float  # the variance of one process's log value (of one pair's log ratio, paired)
+    fixed_var: float = 0.0  # variance that more processes do not shrink (run-to-run shifts)
+    n: float = 0.0  # processes per side (pairs), as observed
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.log_ratio)
+
+    def ci(self, alpha: float) -> tuple[float, float]:
+        """The two-sided (1 - 2α) CI of the ratio: each bound is a one-sided level-α test."""
+        half = t_quantile(alpha, self.df) * self.se
+        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
+
+
+def t_quantile(alpha: float, df: float) -> float:
+    """The one-sided (1 - α) quantile of Student's t (the normal one for infinite df)."""
+    return float(scipy.stats.norm.ppf(1 - alpha) if math.isinf(df) else scipy.stats.t.ppf(1 - alpha, df))
+
+
+def log_values(values: Sequence[float | None]) -> np.ndarray:
+    """Logs of the usable (finite, positive) values."""
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    return np.log(x[np.isfinite(x) & (x > 0)])
+
+
+def satterthwaite(components: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(se, df) of a sum of independent variance components (variance, df each)."""
+    total = sum(v for v, _ in components)
+    if total <= 0:
+        return 0.0, math.inf
+    denom = sum(v * v / d for v, d in components if v > 0 and not math.isinf(d))
+    return math.sqrt(total), (total * total / denom if denom > 0 else math.inf)
+
+
+def _side(x: np.ndarray, sigma: float | None, sigma_df: float) -> tuple[float, float] | None:
+    """(variance of the side's mean log, its df): from the side's own spread with ≥ 2 processes,
+    else from a calibrated per-process σ; None when neither is there."""
+    if x.size >= 2:
+        return float(np.var(x, ddof=1)) / x.size, float(x.size - 1)
+    if x.size == 1 and sigma is not None:
+        return sigma * sigma, sigma_df
+    return None
+
+
+def independent_effect(new: Sequence[float], base: Sequence[float], *, sigma: float | None = None,
+                       sigma_df: float = math.inf, run_var: float = 0.0, run_df: float = math.inf) -> Effect | None:
+    """Welch's t on log values (new and base are raw positive values, one per process).
+
+    `sigma` (a calibrated per-process σ of the log value, with `sigma_df`) stands in for a side
+    with one process; `run_var` (with `run_df`) is the variance of a whole run's shift (calibrated),
+    added once for each side. None when the spread cannot be estimated."""
+    x, y = log_values(new), log_values(base)
+    sides = [_side(x, sigma, sigma_df), _side(y, sigma, sigma_df)]
+    if x.size == 0 or y.size == 0 or None in sides:
+        return None
+    fixed = 2 * run_var
+    se, df = satterthwaite([*sides, *([(fixed, run_df)] if fixed > 0 else [])])  # type: ignore[list-item]
+    per_process = (sides[0][0] * x.size + sides[1][0] * y.size) / 2  # type: ignore[index]
+    return Effect(float(x.mean() - y.mean()), se, df, False, per_process, fixed, (x.size + y.size) / 2)
+
+
+def paired_effect(new: Sequence[float | None], base: Sequence[float | None]) -> Effect | None:
+    """One-sample t on per-pair log ratios (pair i = new[i] and base[i], adjacent in time)."""
+    pairs = [(b, a) for b, a in zip(new, base) if b is not None and a is not None and b > 0 and a > 0]
+    d = np.log([b for b, _ in pairs]) - np.log([a for _, a in pairs]) if pairs else np.array([])
+    if d.size < 2:
+        return None
+    var = float(np.var(d, ddof=1))
+    return Effect(float(d.mean()), math.sqrt(var / d.size), float(d.size - 1), True, var, 0.0, float(d.size))
+
+
+def band(delta: float) -> tuple[float, float]:
+    """The equivalence band of the ratio: symmetric on the log scale."""
+    return 1 / (1 + delta), 1 + delta
+
+
+def decide(ci_low: float, ci_high: float, delta: float) -> str:
+    """regression: the whole CI above 1+δ (the slowdown is larger than δ, at level α);
+    improvement: the whole CI below 1/(1+δ); same: the whole CI inside the band (two one-sided
+    tests); inconclusive: anything else, including a CI that excludes 1 but reaches into the band."""
+    low, high = band(delta)
+    if ci_low > high:
+        return REGRESSION
+    if ci_high < low:
+        return IMPROVEMENT
+    if low <= ci_low and ci_high <= high:
+        return SAME
+    return INCONCLUSIVE
+
+
+def margin(effect: Effect, delta: float) -> float:
+    """How far the estimate sits from the nearest band edge (log scale): the CI half-width that
+    would decide the row if the estimate stayed where it is."""
+    return abs(abs(effect.log_ratio) - math.log1p(delta))
+
+
+def processes_needed(effect: Effect, delta: float, alpha: float) -> int | None:
+    """Processes per side (pairs) at which the CI would decide the row, assuming the estimate and
+    the spread stay as observed; None when no number would (estimate on a band edge, or a
+    run-to-run shift as large as the margin)."""
+    m = margin(effect, delta)
+    if m <= 0 or effect.per_process_var <= 0:
+        return None
+    factor = 1 if effect.paired else 2  # the variance of a difference of two means of n each
+    n = 2.0
+    for _ in range(20):  # t's quantile depends on n: iterate to the fixed point
+        df = n - 1 if effect.paired else 2 * (n - 1)
+        room = (m / t_quantile(alpha, df)) ** 2 - effect.fixed_var
+        if room <= 0:
+            return None
+        n_next = max(2.0, math.ceil(factor * effect.per_process_var / room))
+        if n_next > MAX_PROCESSES:
+            return None
+        if n_next == n:
+            break
+        n = n_next
+    return int(n)
+
+
+def mde(sigma: float, n: float, alpha: float, power: float, paired: bool = False) -> float:
+    """Minimum detectable effect on the log scale: (z_{1-α} + z_{power})·σ·sqrt(2/n) for two
+    independent runs of n processes each, ·σ/sqrt(n) for n pairs (σ: of one pair's log ratio)."""
+    z = scipy.stats.norm.ppf(1 - alpha) + scipy.stats.norm.ppf(power)
+    return float(z * sigma * (math.sqrt(1 / n) if paired else math.sqrt(2 / n)))
+
+
+def power(effect_log: float, delta: float, se: float, df: float, alpha: float) -> float:
+    """P(the gate calls `regression`) for a true effect (log scale): the CI's lower bound must
+    clear log(1+δ), so the statistic (estimate - log(1+δ))/se is a noncentral t."""
+    if se <= 0:
+        return float(effect_log > math.log1p(delta))
+    ncp = (effect_log - math.log1p(delta)) / se
+    crit = t_quantile(alpha, df)
+    if math.isinf(df):
+        return float(scipy.stats.norm.sf(crit - ncp))
+    return float(scipy.stats.nct.sf(crit, df, ncp))
+
+
+def detectable(delta: float, se: float, df: float, alpha: float, target: float) -> float:
+    """The smallest relative slowdown called `regression` with probability `target`."""
+    lo = math.log1p(delta)
+    hi = lo + 2 * (t_quantile(alpha, df) + t_quantile(1 - target, df)) * se + 1e-9
+    while power(hi, delta, se, df, alpha) < target:  # the t quantiles bound it; widen if not
+        hi = lo + 2 * (hi - lo)
+    return math.expm1(scipy.optimize.brentq(lambda e: power(e, delta, se, df, alpha) - target, lo, hi))

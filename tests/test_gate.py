@@ -1,0 +1,390 @@
+"""The regression gate (analysis.gate, analysis.gate_stats) on synthetic result files."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from analysis import gate, gate_stats as gs
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+ENV = {"time": "2026-12-01T00:00:00+00:00", "device": "cuda:0", "gpu_name": "NVIDIA H200",
+       "nvidia_driver": "580.159.04", "torch": "2.11.0+cu130", "torch_git": "70d99e998b4955e0049d13a98d77ae1b14db1f45", "sm_clock_mhz": "1980",
+       "git": {"sha": "0123456789abcdef", "dirty": False}}
+
+
+def make_row(op: str, variant: str, mode: str = "inference", *, metric: str = "cpu_us",
+             absolute: list[float] | None = None, ratio: list[float] | None = None, status: str = "ok",
+             a_absolute: list[float] | None = None, a_ratio: list[float] | None = None) -> dict[str, Any]:
+    """A result row with per-process medians (and ratios to the floor, and side A for A/B)."""
+    absolute = absolute or []
+    row: dict[str, Any] = {
+        "scenario": "boundary", "op": op, "variant": variant, "mode": mode, "device": "cuda:0", "shape": [4, 32],
+        "dtype": "float32", "axes": [], "driver": "python", "metric": metric, "unit": "us", "timer": "perf_counter_ns",
+        "status": status, "reason": "forward differs from the fp64 reference" if status == "failed" else None,
+        "median": float(np.median(absolute)) if absolute else None, "q1": None, "q3": None, "ci_low": None,
+        "ci_high": None, "samples": [], "ratio_median": float(np.median(ratio)) if ratio else None,
+    }
+    if absolute:
+        row["process_medians"] = list(absolute)
+    if ratio:
+        row["process_ratio_medians"] = list(ratio)
+    if a_absolute is not None:
+        row["a_process_medians"] = list(a_absolute)
+    if a_ratio is not None:
+        row["a_process_ratio_medians"] = list(a_ratio)
+    return row
+
+
+def make_doc(rows: list[dict[str, Any]], ab: dict[str, Any] | None = None, **env: Any) -> dict[str, Any]:
+    doc = {"schema_version": 2, "scenario": "boundary", "status": "complete", "config": {"dtype": "float32"},
+           "env": {**ENV, **env}, "rows": rows}
+    if ab is not None:
+        doc["ab"] = ab
+    return doc
+
+
+def noisy(rng: np.random.Generator, level: float, sigma: float, n: int) -> list[float]:
+    """n per-process values, log-normal around `level`."""
+    return list(level * np.exp(rng.normal(0, sigma, n)))
+
+
+def write(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def verdicts(result: gate.GateResult) -> dict[str, str]:
+    return {r.label: r.verdict for r in result.rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# The decision rule
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (0.99, 1.01, "same"),  # inside the band
+    (1.06, 1.20, "regression"),  # the whole CI above 1+δ
+    (1.02, 1.10, "inconclusive"),  # excludes 1, but the slowdown may be smaller than δ
+    (0.80, 0.94, "improvement"),
+    (0.90, 1.10, "inconclusive"),  # too wide to say anything
+    (1 / 1.05, 1.05, "same"),  # the band's edges belong to it
+])
+def test_decide_against_the_band(low: float, high: float, expected: str) -> None:
+    assert gs.decide(low, high, 0.05) == expected
+
+
+def test_welch_ci_is_scipys() -> None:
+    rng = np.random.default_rng(1)
+    new, base = noisy(rng, 1.1, 0.02, 5), noisy(rng, 1.0, 0.04, 7)
+    effect = gs.independent_effect(new, base)
+    ref = scipy.stats.ttest_ind(np.log(new), np.log(base), equal_var=False).confidence_interval(0.9)
+    assert effect is not None
+    assert effect.ci(0.05) == pytest.approx((math.exp(ref.low), math.exp(ref.high)), rel=1e-9)
+
+
+def test_paired_ci_is_scipys() -> None:
+    rng = np.random.default_rng(2)
+    a = noisy(rng, 1.0, 0.1, 6)
+    b = [x * 1.05 * math.exp(e) for x, e in zip(a, rng.normal(0, 0.01, 6))]
+    effect = gs.paired_effect(b, a)
+    ref = scipy.stats.ttest_rel(np.log(b), np.log(a)).confidence_interval(0.9)
+    assert effect is not None and effect.paired
+    assert effect.ci(0.05) == pytest.approx((math.exp(ref.low), math.exp(ref.high)), rel=1e-9)
+
+
+def test_processes_needed_is_the_smallest_n_that_decides() -> None:
+    # Estimate 1 % above 1, per-process σ 3 %: a `same` needs the CI half-width below log(1.05) - log(1.01).
+    effect = gs.Effect(math.log(1.01), 0.0, 4.0, False, per_process_var=0.03 ** 2, n=3)
+    n = gs.processes_needed(effect, 0.05, 0.05)
+    assert n is not None
+
+    def half(k: int) -> float:
+        return gs.t_quantile(0.05, 2 * (k - 1)) * 0.03 * math.sqrt(2 / k)
+
+    room = math.log(1.05) - math.log(1.01)
+    assert half(n) <= room < half(n - 1)
+
+
+def test_processes_needed_refuses_what_processes_cannot_fix() -> None:
+    on_edge = gs.Effect(math.log(1.05), 0.0, 4.0, False, per_process_var=0.03 ** 2)
+    run_noise = gs.Effect(0.0, 0.0, 4.0, False, per_process_var=0.03 ** 2, fixed_var=0.05 ** 2)
+    assert gs.processes_needed(on_edge, 0.05, 0.05) is None
+    assert gs.processes_needed(run_noise, 0.05, 0.05) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts of whole runs
+
+
+def two_runs(seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A baseline and a new run of 6 processes each: one row slower by 20 %, one unchanged, one too noisy
+    to say, one failed, one gone, one new, and a GPU row."""
+    rng = np.random.default_rng(seed)
+    n = 6
+    base = make_doc([
+        make_row("muladd", "raw", absolute=noisy(rng, 6.0, 0.01, n)),
+        make_row("muladd", "cpp", absolute=noisy(rng, 8.0, 0.01, n), ratio=noisy(rng, 1.30, 0.01, n)),
+        make_row("muladd", "custom_op", absolute=noisy(rng, 18.0, 0.01, n), ratio=noisy(rng, 3.0, 0.002, n)),
+        make_row("muladd", "triton_op", absolute=noisy(rng, 60.0, 0.2, n), ratio=noisy(rng, 10.0, 0.2, n)),
+        make_row("muladd", "stable", absolute=noisy(rng, 11.0, 0.01, n), ratio=noisy(rng, 1.8, 0.01, n)),
+        make_row("muladd", "define_impl", absolute=noisy(rng, 9.0, 0.01, n), ratio=noisy(rng, 1.5, 0.01, n)),
+        make_row("muladd", "raw", metric="gpu_us", absolute=noisy(rng, 0.95, 0.002, n)),
+    ])
+    new = make_doc([
+        make_row("muladd", "raw", absolute=noisy(rng, 6.0, 0.01, n)),
+        make_row("muladd", "cpp", absolute=noisy(rng, 9.6, 0.01, n), ratio=noisy(rng, 1.56, 0.01, n)),
+        make_row("muladd", "custom_op", absolute=noisy(rng, 18.0, 0.01, n), ratio=noisy(rng, 3.0, 0.002, n)),
+        make_row("muladd", "triton_op", absolute=noisy(rng, 60.0, 0.2, n), ratio=noisy(rng, 10.0, 0.2, n)),
+        make_row("muladd", "stable", status="failed"),
+        make_row("muladd", "nested_custom_op", absolute=noisy(rng, 24.0, 0.01, n), ratio=noisy(rng, 4.0, 0.01, n)),
+        make_row("muladd", "raw", metric="gpu_us", absolute=noisy(rng, 0.95, 0.002, n)),
+    ])
+    return base, new
+
+
+def test_verdicts_of_a_synthetic_pair_of_runs() -> None:
+    base, new = two_runs()
+    result = gate.gate([new], [base])
+    got = {(r.label, r.metric): r for r in result.rows}
+    assert got["muladd/cpp/inference", "cpu_us/floor"].verdict == "regression"
+    assert got["muladd/cpp/inference", "cpu_us/floor"].ratio == pytest.approx(1.2, rel=0.02)
+    assert got["muladd/custom_op/inference", "cpu_us/floor"].verdict == "same"
+    assert got["muladd/raw/inference", "cpu_us"].verdict == "same"  # the floor: no ratio, judged in µs
+    assert got["muladd/raw/inference", "gpu_us"].verdict == "same"
+    noisy_row = got["muladd/triton_op/inference", "cpu_us/floor"]
+    assert noisy_row.verdict == "inconclusive" and "processes per side would decide it" in noisy_row.note
+    assert got["muladd/stable/inference", "cpu_us"].verdict == "failed"
+    assert got["muladd/define_impl/inference", "cpu_us/floor"].verdict == "missing"
+    assert got["muladd/nested_custom_op/inference", "cpu_us/floor"].verdict == "new"
+    assert result.exit_code == gate.EXIT_FAIL
+    assert result.counts == {"failed": 1, "regression": 1, "missing": 1, "inconclusive": 1, "new": 1, "same": 3}
+    assert [r.verdict for r in result.rows][:2] == ["failed", "regression"]  # problems first
+
+
+def test_the_more_runs_estimate_decides_when_followed() -> None:
+    # A row with σ 4 % per process is inconclusive at 3 processes; at the number the gate asks for,
+    # drawn afresh from the same distributions, most draws are decided.
+    rng = np.random.default_rng(3)
+
+    def judge(n: int) -> gate.RowVerdict:
+        base = make_doc([make_row("o", "v", absolute=[1.0] * n, ratio=noisy(rng, 2.0, 0.04, n))])
+        new = make_doc([make_row("o", "v", absolute=[1.0] * n, ratio=noisy(rng, 2.0, 0.04, n))])
+        return gate.gate([new], [base]).rows[0]
+
+    first = judge(3)
+    found = re.search(r"≈(\d+) processes per side would decide it \((\d+) more\)", first.note)
+    assert first.verdict == "inconclusive" and found, first.note
+    asked = int(found.group(1))
+    assert asked > 3 and int(found.group(2)) == asked - 3
+    decided = [judge(asked).verdict for _ in range(40)]
+    assert decided.count("same") >= 20, decided
+
+
+def test_one_process_per_side_needs_a_calibration() -> None:
+    base = make_doc([make_row("o", "v", absolute=[10.0], ratio=[2.0])])
+    new = make_doc([make_row("o", "v", absolute=[10.0], ratio=[2.6])])
+    plain = gate.gate([new], [base]).rows[0]
+    assert plain.verdict == "inconclusive" and "--calibration" in plain.note
+    row_id = plain.row_id
+    calibration = {"kind": gate.CALIBRATION_KIND, "params": {"alpha_row": 0.01},
+                   "rows": {row_id: {"sigma_log_ratio": 0.01, "df_ratio": 40, "delta_ratio": 0.05,
+                                     "stable_absolute": False}}}
+    judged = gate.gate([new], [base], calibration=calibration).rows[0]
+    assert judged.verdict == "regression" and judged.delta == 0.05
+
+
+def test_cpu_rows_are_judged_on_the_ratio_unless_asked() -> None:
+    # The whole machine ran 30 % slower in the new run: every absolute median moved, the ratios did not.
+    rng = np.random.default_rng(4)
+    n = 5
+    base = make_doc([make_row("o", "cpp", absolute=noisy(rng, 8.0, 0.01, n), ratio=noisy(rng, 1.3, 0.005, n))])
+    new = make_doc([make_row("o", "cpp", absolute=noisy(rng, 10.4, 0.01, n), ratio=noisy(rng, 1.3, 0.005, n))])
+    assert gate.gate([new], [base]).rows[0].verdict == "same"
+    absolute = gate.gate([new], [base], metric="absolute").rows[0]
+    assert absolute.verdict == "regression" and absolute.metric == "cpu_us"
+    calibration = {"kind": gate.CALIBRATION_KIND, "rows": {absolute.row_id: {"stable_absolute": True}}}
+    assert gate.gate([new], [base], calibration=calibration).rows[0].metric == "cpu_us"
+
+
+def test_a_folder_is_one_run_of_its_files(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    folder = tmp_path / "new"
+    folder.mkdir()
+    for i in range(4):  # four single-process files make a 4-process run
+        write(folder / f"p{i}.json", make_doc([make_row("o", "v", absolute=noisy(rng, 5.0, 0.01, 1))]))
+    base = write(tmp_path / "base.json", make_doc([make_row("o", "v", absolute=noisy(rng, 5.0, 0.01, 4))]))
+    run = gate.load_run(folder)
+    result = gate.gate([d for _, d in run], [gate.load_run(base)[0][1]])
+    assert len(run) == 4 and result.rows[0].n_new == 4 and result.rows[0].verdict == "same"
+
+
+# ---------------------------------------------------------------------------------------------
+# A/B runs
+
+
+def ab_doc(rng: np.random.Generator, slowdown: float, pairs: int = 8) -> dict[str, Any]:
+    """An A/B run whose machine drifts by ±20 % between pairs (both sides of a pair alike)."""
+    drift = np.exp(rng.normal(0, 0.2, pairs))
+    a = list(5.0 * drift * np.exp(rng.normal(0, 0.005, pairs)))
+    b = list(5.0 * slowdown * drift * np.exp(rng.normal(0, 0.005, pairs)))
+    return make_doc([make_row("o", "cpp", absolute=b, a_absolute=a)],
+                    ab={"a": "", "b": "DBENCH_INJECT_NS=500", "pairs": pairs, "order": "ABBA" * (pairs // 2)})
+
+
+def test_ab_pairs_cancel_the_machine_drift() -> None:
+    rng = np.random.default_rng(6)
+    doc = ab_doc(rng, 1.10)
+    row = gate.gate([doc]).rows[0]
+    assert row.verdict == "regression" and row.ratio == pytest.approx(1.10, rel=0.01)
+    # The same numbers as two independent runs: the drift swamps the effect.
+    r = doc["rows"][0]
+    alone = gs.independent_effect(r["process_medians"], r["a_process_medians"])
+    assert alone is not None and gs.decide(*alone.ci(0.05), 0.05) == "inconclusive"
+    assert gate.gate([ab_doc(rng, 1.0)]).rows[0].verdict == "same"
+
+
+def test_ab_files_pool_their_pairs_file_by_file() -> None:
+    rng = np.random.default_rng(9)
+    first, second = ab_doc(rng, 1.10, pairs=4), ab_doc(rng, 1.10, pairs=4)
+    second["rows"][0]["a_process_medians"] = second["rows"][0]["a_process_medians"][:3]  # not paired: left out
+    assert gate.gate([first, second]).rows[0].n_new == 8 and gate.gate([first, second]).rows[0].n_baseline == 4
+    pooled = gate.gate([first, ab_doc(rng, 1.10, pairs=4)]).rows[0]
+    assert pooled.n_baseline == 8 and pooled.verdict == "regression"
+
+
+def test_calibrated_delta_wins_over_the_option_for_its_rows() -> None:
+    base, new = two_runs()
+    plain = {r.label: r for r in gate.gate([new], [base], delta=0.25).rows if r.metric.endswith("floor")}
+    assert plain["muladd/cpp/inference"].verdict == "same"  # 20 % slower, with the whole CI inside ±25 %
+    cal = {"kind": gate.CALIBRATION_KIND, "rows": {plain["muladd/cpp/inference"].row_id: {"delta_ratio": 0.03}}}
+    judged = {r.label: r for r in gate.gate([new], [base], delta=0.25, calibration=cal).rows}
+    assert judged["muladd/cpp/inference"].delta == 0.03 and judged["muladd/cpp/inference"].verdict == "regression"
+    assert judged["muladd/custom_op/inference"].delta == 0.25
+
+
+def test_ratio_mode_keeps_floors_in_microseconds() -> None:
+    base, new = two_runs()
+    metrics = {(r.label, r.metric) for r in gate.gate([new], [base], metric="ratio").rows}
+    assert ("muladd/raw/inference", "cpu_us") in metrics and ("muladd/cpp/inference", "cpu_us/floor") in metrics
+    with pytest.raises(gate.GateInputError, match="metric"):
+        gate.gate([new], [base], metric="cycles")
+
+
+def test_ab_row_failed_on_side_a_fails() -> None:
+    doc = ab_doc(np.random.default_rng(8), 1.0)
+    doc["rows"][0]["a_status"] = "failed"
+    result = gate.gate([doc])
+    assert result.rows[0].verdict == "failed" and result.exit_code == gate.EXIT_FAIL
+
+
+def test_ab_refuses_a_baseline_and_plain_needs_one() -> None:
+    rng = np.random.default_rng(7)
+    base, new = two_runs()
+    with pytest.raises(gate.GateInputError, match="no baseline"):
+        gate.gate([new])
+    with pytest.raises(gate.GateInputError, match="give it no baseline"):
+        gate.gate([ab_doc(rng, 1.0)], [base])
+
+
+# ---------------------------------------------------------------------------------------------
+# Environments and the command line
+
+
+def test_different_environments_are_refused_unless_allowed() -> None:
+    base, new = two_runs()
+    other = {**new, "env": {**new["env"], "torch_git": "ffffffff"}}
+    with pytest.raises(gate.GateInputError, match="torch_git"):
+        gate.gate([other], [base])
+    allowed = gate.gate([other], [base], allow_different_env=True)
+    assert any("torch_git" in w for w in allowed.warnings)
+    assert verdicts(allowed) == verdicts(gate.gate([new], [base]))
+
+
+def test_sm_clocks_of_both_runs_and_their_processes_are_shown() -> None:
+    base, new = two_runs()
+    new = {**new, "env": {**new["env"], "sm_clock_mhz": "1755",
+                          "processes": [{"sm_clock_mhz": "1755"}, {"sm_clock_mhz": "1980"}]}}
+    header = gate.gate([new], [base]).header
+    assert "GPU rows (gpu_us): SM clock baseline 1980 MHz, new 1755/1980 MHz" in header
+
+
+def test_an_incomplete_run_is_judged_with_a_warning() -> None:
+    base, new = two_runs()
+    result = gate.gate([{**new, "status": "interrupted"}], [base], new_sources=["new.json"])
+    assert any("new.json is 'interrupted'" in w for w in result.warnings)
+    assert "warning: new.json" in gate.render(result, "txt")
+
+
+@pytest.mark.parametrize("field", ["gpu_name", "nvidia_driver", "torch"])
+def test_each_environment_field_is_checked(field: str) -> None:
+    base, new = two_runs()
+    with pytest.raises(gate.GateInputError, match=field if field != "gpu_name" else "gpu"):
+        gate.gate([{**new, "env": {**new["env"], field: "other"}}], [base])
+
+
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = two_runs()
+    base_path, new_path = write(tmp_path / "base.json", base), write(tmp_path / "new.json", new)
+    assert gate.main([str(new_path), str(base_path), "--format", "md"]) == 1
+    out = capsys.readouterr().out
+    assert "| muladd/cpp/inference" in out and "FAIL: 8 rows" in out
+    assert gate.main([str(base_path), str(base_path)]) == 0
+    assert "PASS" in capsys.readouterr().out
+    other = write(tmp_path / "other.json", {**new, "env": {**new["env"], "torch": "2.12.0"}})
+    assert gate.main([str(other), str(base_path)]) == 2
+    assert "not comparable" in capsys.readouterr().err
+    assert gate.main([str(other), str(base_path), "--allow-different-env"]) == 1
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("", "empty file"),
+    ("{not json", "not valid JSON"),
+    ('{"rows": 3}', "not a result file"),
+    (None, "cannot read it"),
+])
+def test_cli_bad_input_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   content: str | None, message: str) -> None:
+    base = write(tmp_path / "base.json", two_runs()[0])
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    assert gate.main([str(base), str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(bad) in err and message in err
+
+
+def test_cli_empty_folder_and_bad_calibration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = write(tmp_path / "base.json", two_runs()[0])
+    (tmp_path / "empty").mkdir()
+    assert gate.main([str(tmp_path / "empty"), str(base)]) == 2
+    assert "no result files" in capsys.readouterr().err
+    assert gate.main([str(base), str(base), "--calibration", str(base)]) == 2
+    assert "not a calibration file" in capsys.readouterr().err
+
+
+def test_golden_markdown(tmp_path: Path) -> None:
+    """The committed example (README, 'The regression gate') is what the gate prints for the committed
+    synthetic files."""
+    base, new = (gate.load_run(GOLDEN / f"gate-{n}.json")[0][1] for n in ("base", "new"))
+    result = gate.gate([new], [base], new_sources=["gate-new.json"], baseline_sources=["gate-base.json"])
+    assert gate.render(result, "md") == (GOLDEN / "gate-new-vs-base.md").read_text()
+
+
+def test_the_module_runs_as_a_command() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "analysis.gate", str(GOLDEN / "gate-new.json"),
+                           str(GOLDEN / "gate-base.json"), "--hide-same"],
+                          cwd=GOLDEN.parent.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "muladd/cpp/inference" in done.stdout and "muladd/custom_op/inference" not in done.stdout
+    assert "(3 rows same, not shown)" in done.stdout and "FAIL: 8 rows" in done.stdout
