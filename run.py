@@ -2,11 +2,12 @@
 """Entry point: python run.py --scenario boundary [--device cpu|cuda] [...]
 
 Phases: check the command line (no torch yet), pick the device, then one of
-the three ways to run (sharded over processes, a scenario that makes its own
-table, or the interleaved rounds: build cases, CPU rounds, GPU pass, C++
-section, write, print). A result file is reserved before any work and
-rewritten after every round; whatever ends the run (its end, a failed case,
-Ctrl-C, SIGTERM, an error) leaves it with a final status.
+the four ways to run (repeated in fresh processes one after another, sharded
+over processes, a scenario that makes its own table, or the interleaved rounds:
+build cases, CPU rounds, GPU pass, C++ section, write, print), then, with
+--baseline, the gate. A result file is reserved before any work and rewritten
+after every round; whatever ends the run (its end, a failed case, Ctrl-C,
+SIGTERM, an error) leaves it with a final status.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.cli import UsageError  # noqa: E402  (torch-free)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
 
 
 def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
@@ -72,8 +74,9 @@ class GracefulStop:
         raise KeyboardInterrupt
 
 
-def resolve_device(args: argparse.Namespace) -> tuple[str, list[str]]:
-    """The device this process times on, and the shards' devices ([] unless --gpus / --shards)."""
+def resolve_device(args: argparse.Namespace, in_process: bool = True) -> tuple[str, list[str]]:
+    """The device this process times on, and the shards' devices ([] unless --gpus / --shards).
+    in_process False: child processes time it (--processes, --ab), so this one makes no CUDA context."""
     import torch
 
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -94,14 +97,14 @@ def resolve_device(args: argparse.Namespace) -> tuple[str, list[str]]:
         if index >= cuda_count:
             raise UsageError(f"argument --device: {device}: this machine has {cuda_count} CUDA device(s)")
         device = f"cuda:{index}"
-        if len(shard_devices) <= 1:
+        if len(shard_devices) <= 1 and in_process:
             # Time cuda:N from a thread whose current device is cuda:N: no device switch inside each
             # call, so a --gpus shard on cuda:3 measures what a one-GPU run on cuda:0 measures.
             torch.cuda.set_device(torch.device(device))
     return device, shard_devices
 
 
-def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> int:
+def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> Outcome:
     """Scenarios that make their own table (e.g. timer_validation)."""
     from bench import env as envmod
     from bench.results import reserve_result_path, write_result
@@ -121,7 +124,7 @@ def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: An
     write_result(json_path, {**doc, "status": "complete", "env": envmod.redact_paths(env), "rows": rows})
     code = scenario.custom_report(rows, console)
     console.print(f"wrote {shown(json_path)}")
-    return code
+    return code, json_path
 
 
 def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: dict[str, Any],
@@ -176,7 +179,7 @@ def plot(doc: dict[str, Any], json_path: Path, console: Any) -> None:
             console.print(f"figure: {shown(figure)}")
 
 
-def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> int:
+def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> Outcome:
     """The interleaved-rounds run of one process: the table's cases, timed and written."""
     import torch
 
@@ -201,6 +204,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                        max_seconds=args.time_budget)
     ops = args.ops or scenario.default_ops or OP_NAMES
     env = envmod.capture(device, {"pinned_cpu": pinned})
+    warn_env(env, console)
     stop = GracefulStop(console)
     json_path = reserve_result_path(out_folder(args, env), scenario.name, device)
     cases: list[Any] = []
@@ -237,7 +241,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         except NativeBuildMissing as exc:
             write_result(json_path, {**document("failed"), "error": str(exc)})
             console.print(f"[red]error:[/red] {exc}")
-            return EXIT_USAGE
+            return EXIT_USAGE, json_path
         console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({sum(c.runnable for c in cases)} timed) "
                       f"on {device}, {config.rounds} rounds{' max' if config.adaptive else ''}")
         outcome = run(cases + [probe], config, on_round=lambda n: (run_info.update(rounds_done=n),
@@ -294,24 +298,64 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     if failed:
         console.print(f"[red]{len(failed)} row(s) FAILED (listed above and under 'failures' in the result)[/red]")
     if status == "interrupted":
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED if failed else EXIT_OK
+        return EXIT_INTERRUPTED, json_path
+    return (EXIT_FAILED if failed else EXIT_OK), json_path
+
+
+def parser_options() -> list[str]:
+    """Every option string of run.py's parser (children's command lines resolve abbreviations with them)."""
+    from bench.cli import build_parser
+    from scenarios import SCENARIO_NAMES
+
+    return [s for a in build_parser(SCENARIO_NAMES)._actions for s in a.option_strings]
+
+
+def warn_env(env: dict[str, Any], console: Any) -> None:
+    """The machine's state that makes figures move (busy CPU, other GPU processes, throttling...)."""
+    from bench import env as envmod
+
+    for line in envmod.warnings(env):
+        console.print(f"[yellow]warning:[/yellow] {line}")
+
+
+def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: argparse.Namespace,
+                 console: Any) -> Outcome:
+    """--processes N / --ab A B: the scenario in fresh processes, one after another, merged into one file."""
+    from bench import env as envmod
+    from bench.processes import run_repeated as run_in_turn
+    from bench.results import load_result, reserve_result_path
+
+    if scenario.custom_run is not None or scenario.roofs:
+        why = "makes its own table" if scenario.custom_run else "derives its rates from the roofs its process measures"
+        raise UsageError(f"argument {'--ab' if args.ab else '--processes'}: scenario {scenario.name} {why}; "
+                         "run it in one process")
+    env = envmod.capture(device)
+    warn_env(env, console)
+    label = f"{device.replace(':', '')}-{'ab' if args.ab else f'x{args.processes}'}"
+    json_path = reserve_result_path(out_folder(args, env), scenario.name, label)
+    code = run_in_turn(argv=list(sys.argv[1:] if argv is None else argv), options=parser_options(),
+                       scenario=scenario, device=device, args=args, json_path=json_path, console=console,
+                       show=lambda doc, note: scenario.report(doc, console) if scenario.report is not None
+                       else show_tables(doc["rows"], doc["env"], console, note),
+                       sides=getattr(args, "ab_sides", None))
+    if args.plot:
+        plot(load_result(json_path), json_path, console)
+    return code, json_path
 
 
 def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | None, args: argparse.Namespace,
-                console: Any) -> int:
+                console: Any) -> Outcome:
     from bench import env as envmod
-    from bench.cli import build_parser
     from bench.results import load_result, reserve_result_path
     from bench.shard import ShardUsageError, run_sharded as run_shards
     from ops import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_NAMES
 
     if scenario.custom_run is not None:
         raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
     label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
     env = envmod.capture(shard_devices[0])
-    options = [s for a in build_parser(SCENARIO_NAMES)._actions for s in a.option_strings]
+    warn_env(env, console)
+    options = parser_options()
     json_path = reserve_result_path(out_folder(args, env), scenario.name, label)
     try:
         code = run_shards(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
@@ -323,7 +367,61 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
         raise UsageError(str(exc)) from None
     if args.plot:
         plot(load_result(json_path), json_path, console)
+    return code, json_path
+
+
+def gate(json_path: Path, args: argparse.Namespace, console: Any) -> int:
+    """--baseline: this run's result against the baseline files, by analysis.gate; its exit status.
+
+    The one place run.py meets the gate: it is imported here, lazily, so a checkout without it
+    runs everything else and says why it cannot gate (exit 2: nothing was compared)."""
+    from bench.results import ResultFileError, load_result
+
+    try:
+        from analysis import gate as gate_module
+    except ModuleNotFoundError as exc:
+        if exc.name != "analysis.gate":
+            raise
+        console.print("[red]--baseline: analysis.gate is not in this checkout, so the run was not gated[/red] "
+                      f"(its result: {shown(json_path)})")
+        return EXIT_USAGE
+    try:
+        new_docs = [load_result(json_path)]
+        baseline_docs = [load_result(p) for p in args.baseline_files]
+        verdict = gate_module.gate(new_docs, baseline_docs, new_sources=[str(shown(json_path))],
+                                   baseline_sources=[str(shown(p)) for p in args.baseline_files])
+    except (ResultFileError, ValueError) as exc:  # the gate's input errors are ValueErrors: not comparable
+        console.print(f"[red]gate: {exc}[/red]", soft_wrap=True)
+        return EXIT_USAGE
+    render = getattr(gate_module, "render", None)
+    if render is not None:
+        console.print(render(verdict, "txt"), markup=False, highlight=False, soft_wrap=True)
+    code = verdict if isinstance(verdict, int) else getattr(verdict, "exit_code", None)
+    if not isinstance(code, int):
+        raise TypeError(f"analysis.gate.gate returned {verdict!r}: expected an exit status")
     return code
+
+
+def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any) -> Outcome:
+    """Pick the device and the way to run; run it."""
+    from scenarios import SCENARIOS
+
+    repeated = args.processes is not None or args.ab is not None
+    device, shard_devices = resolve_device(args, in_process=not repeated)
+    scenario = SCENARIOS[args.scenario]
+    if scenario.requires_cuda and not device.startswith("cuda"):
+        import torch
+
+        console.print(f"scenario [bold]{scenario.name}[/bold] needs a CUDA device ({scenario.description}); "
+                      f"this machine has none (torch {torch.__version__}), so nothing was run.")
+        return EXIT_OK, None
+    if repeated:
+        return run_repeated(scenario, device, argv, args, console)
+    if len(shard_devices) > 1:
+        return run_sharded(scenario, shard_devices, argv, args, console)
+    if scenario.custom_run is not None:
+        return run_custom(scenario, device, args, console)
+    return run_rounds(scenario, device, args, console)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,25 +432,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, default_out=REPO_ROOT / "results",
                      scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS)
     try:
-        device, shard_devices = resolve_device(args)
         from rich.console import Console
-
-        from scenarios import SCENARIOS
 
         # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).
         console = Console(soft_wrap=not sys.stdout.isatty(), emoji=False)
-        scenario = SCENARIOS[args.scenario]
-        if scenario.requires_cuda and not device.startswith("cuda"):
-            import torch
-
-            console.print(f"scenario [bold]{scenario.name}[/bold] needs a CUDA device ({scenario.description}); "
-                          f"this machine has none (torch {torch.__version__}), so nothing was run.")
-            return EXIT_OK
-        if len(shard_devices) > 1:
-            return run_sharded(scenario, shard_devices, argv, args, console)
-        if scenario.custom_run is not None:
-            return run_custom(scenario, device, args, console)
-        return run_rounds(scenario, device, args, console)
+        code, json_path = dispatch(argv, args, console)
+        if args.baseline is None or json_path is None:
+            return code
+        if code not in (EXIT_OK, EXIT_FAILED):
+            console.print(f"[yellow]not gated: the run ended with exit {code}[/yellow]")
+            return code
+        return max(code, gate(json_path, args, console))  # a FAILED case is never gated away
     except UsageError as exc:
         print(f"run.py: error: {exc} (see run.py --help)", file=sys.stderr)
         return EXIT_USAGE

@@ -65,6 +65,8 @@ positive_int = _number(int, "a whole number >= 1", lambda v: v >= 1)
 count = _number(int, "a whole number >= 0", lambda v: v >= 0)
 positive_float = _number(float, "a number > 0", lambda v: v > 0)
 fraction = _number(float, "a number between 0 and 1 (exclusive)", lambda v: 0 < v < 1)
+at_least_two = _number(int, "a whole number >= 2", lambda v: v >= 2)
+AB_PAIRS = 4  # --ab default: 8 processes, ABBA ABBA
 
 
 def name_list(text: str) -> tuple[str, ...]:
@@ -126,6 +128,16 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
                             "per GPU, each pinned to its own cores; one merged result, rows tagged with gpu_index")
     shard.add_argument("--shards", type=positive_int, metavar="N",
                        help="the CPU form of --gpus: N processes on the CPU, each pinned to its own cores")
+    p.add_argument("--processes", type=at_least_two, metavar="N",
+                   help="run the scenario in N fresh processes, one after another, each with a share of the "
+                        "rounds; one result whose rows carry each process's median (process_medians)")
+    p.add_argument("--ab", nargs=2, metavar=("A", "B"),
+                   help="A/B run: the two sides as alternating fresh processes in ABBA order; a side is an "
+                        "interpreter path, env:KEY=VAL[,KEY=VAL], build:PATH, or parts joined by + "
+                        "(rows get the paired ratio B/A with a 95%% CI)")
+    p.add_argument("--pairs", type=positive_int, metavar="K", help=f"--ab: ABBA pairs (default {AB_PAIRS})")
+    p.add_argument("--baseline", type=Path, metavar="FILE|DIR",
+                   help="after the run, gate it against these result files (analysis.gate); exit with its code")
     p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
     p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
                    help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
@@ -139,7 +151,8 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--cpp-min-time", type=positive_float,
                    help="C++ driver seconds per repetition (default 0.1; --quick 0.01)")
     p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
-                "the result lists it); 2 bad command line; 130 interrupted (the result keeps every finished round)")
+                "the result lists it); 2 bad command line; 130 interrupted (the result keeps every finished round); "
+                "with --baseline, the gate's status when the run completed")
     return p
 
 
@@ -185,6 +198,40 @@ def check_out_dir(folder: Path, option: str = "--out") -> Path:
     return folder
 
 
+def check_baseline(path: Path) -> list[Path]:
+    """--baseline: a result file, or a folder with result files (*.json, not searched below it)."""
+    if not path.exists():
+        raise UsageError(f"argument --baseline: {path} does not exist")
+    files = [path] if path.is_file() else sorted(path.glob("*.json"))
+    if not files:
+        raise UsageError(f"argument --baseline: {path} holds no result files (*.json)")
+    return files
+
+
+def check_repeats(args: argparse.Namespace) -> None:
+    """--processes, --ab, --pairs: one way to repeat a run at a time, and sides that can run."""
+    from .sides import SideError, parse_side
+
+    sharded = "--gpus" if args.gpus is not None else "--shards" if args.shards is not None else None
+    if args.processes is not None and args.ab is not None:
+        raise UsageError("argument --processes: --ab runs its own processes (2 x --pairs); give one of them")
+    for option, given in (("--processes", args.processes), ("--ab", args.ab)):
+        if given is not None and sharded:
+            raise UsageError(f"argument {option}: not with {sharded} (repeated processes run one at a time, "
+                             "on one device)")
+    if args.ab is not None and args.baseline is not None:
+        raise UsageError("argument --baseline: an A/B run is judged on its own pairs (python -m analysis.gate "
+                         "on its result); give no baseline")
+    if args.pairs is not None and args.ab is None:
+        raise UsageError("argument --pairs: only with --ab")
+    if args.ab is not None:
+        try:
+            args.ab_sides = tuple(parse_side(spec) for spec in args.ab)
+        except SideError as exc:
+            raise UsageError(f"argument --ab: {exc}") from None
+        args.pairs = args.pairs or AB_PAIRS
+
+
 def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
           default_out: Path, scenario_variants: dict[str, tuple[str, ...]] | None = None,
           scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None) -> argparse.Namespace:
@@ -199,6 +246,9 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
             raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
         if args.gpus is not None and args.device not in (None, "cuda"):
             raise UsageError(f"argument --gpus: runs shard i on cuda:i; drop --device {args.device}")
+        check_repeats(args)
+        if args.baseline is not None:
+            args.baseline_files = check_baseline(args.baseline)
         check_out_dir(args.out or default_out)
     except UsageError as exc:
         parser.error(str(exc))

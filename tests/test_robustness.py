@@ -71,6 +71,21 @@ BAD_COMMAND_LINES = [
     (["--out", "/proc/no/such/folder"], "--out"),
     (["--cache", "hot"], "--cache"),
     (["--cache", "warm,warm"], "--cache"),
+    # repeated processes, A/B runs and the gate's baseline
+    (["--processes", "1"], "--processes"),
+    (["--processes", "0"], "--processes"),
+    (["--processes", "2", "--shards", "2"], "--processes"),
+    (["--processes", "2", "--gpus", "all"], "--processes"),
+    (["--processes", "2", "--ab", "env:", "env:"], "--processes"),
+    (["--ab", "env:", "env:X"], "--ab"),
+    (["--ab", "env:", "env:1X=2"], "--ab"),
+    (["--ab", "/no/such/python", "env:"], "--ab"),
+    (["--ab", "env:", "build:/no/such/build"], "--ab"),
+    (["--ab", "env:", "env:", "--shards", "2"], "--ab"),
+    (["--ab", "env:", "env:", "--pairs", "0"], "--pairs"),
+    (["--pairs", "2"], "--pairs"),
+    (["--baseline", "/no/such/results"], "--baseline"),
+    (["--baseline", "tests", "--ab", "env:", "env:"], "--baseline"),
 ]
 
 

@@ -8,6 +8,13 @@ from typing import Any
 from bench.identity import case_label, row_identity
 
 
+
+def merged_status(statuses: Sequence[str]) -> str:
+    """The status of a result merged from several runs (shards, processes): complete when all are,
+    incomplete when one failed, else interrupted."""
+    return ("complete" if all(s == "complete" for s in statuses)
+            else "incomplete" if "failed" in statuses else "interrupted")
+
 def _gpu_index(device: Any, env: Mapping[str, Any]) -> int | None:
     text = str(device or "")
     if not text.startswith("cuda"):
@@ -134,8 +141,7 @@ def merge_results(
     if warnings:
         env["shard_warnings"] = warnings
 
-    status = ("complete" if all(s == "complete" for s in statuses)
-              else "incomplete" if "failed" in statuses else "interrupted")
+    status = merged_status(statuses)
     return {
         "scenario": first.get("scenario"),
         "status": status,

@@ -1,4 +1,6 @@
-"""Running the shards: child processes, their progress, interrupts, and the merged result file."""
+"""Child processes of run.py (Child: start, watch, stop, classify; used by the shards and by the
+repeated processes of bench/processes.py) and the sharded run: all shards at once, their progress,
+interrupts, and the merged result file."""
 
 from __future__ import annotations
 
@@ -42,14 +44,21 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(line for line in out[-lines:])
 
 
-class _Shard:
-    def __init__(self, index: int, device: str, variants: tuple[str, ...], command: list[str],
-                 out_dir: Path, log: Path, cpp: bool) -> None:
-        self.index, self.device, self.variants, self.command = index, device, variants, command
-        self.out_dir, self.log, self.cpp = out_dir, log, cpp
+class Child:
+    """One child process of run.py: its command, where it writes, its log, and how it ended.
+
+    Shards (all at once) and repeated processes (one after another, bench/processes.py) both run
+    their children through this class and the functions below."""
+
+    def __init__(self, index: int, name: str, command: list[str], out_dir: Path, log: Path, *,
+                 describe: str = "", env: Mapping[str, str] | None = None, device: str = "",
+                 variants: tuple[str, ...] = (), cpp: bool = False) -> None:
+        self.index, self.name, self.command, self.out_dir, self.log = index, name, command, out_dir, log
+        self.describe, self.env = describe, dict(env or {})  # env: extra variables for this child only
+        self.device, self.variants, self.cpp = device, variants, cpp
         self.proc: subprocess.Popen[bytes] | None = None
         self.start = self.end = 0.0
-        self.status: str | None = None  # None while running
+        self.status: str | None = None  # None while running (or not started)
         self.result: Path | None = None
         self.mtime = 0.0
         self.rounds_done = 0
@@ -59,7 +68,39 @@ class _Shard:
         return (self.end or time.perf_counter()) - self.start if self.start else 0.0
 
     def label(self) -> str:
-        return f"shard {self.index} ({self.device})"
+        return self.name
+
+
+def _shard(index: int, device: str, variants: tuple[str, ...], command: list[str], out_dir: Path, log: Path,
+           cpp: bool) -> Child:
+    return Child(index, f"shard {index} ({device})", command, out_dir, log, device=device, variants=variants,
+                 cpp=cpp, describe=", ".join(variants) + (" + C++ driver" if cpp else ""))
+
+
+def start_child(child: Child, repo_root: Path = REPO_ROOT) -> None:
+    """Start `child`, its stdout and stderr into its log (the command line first)."""
+    child.out_dir.mkdir(parents=True, exist_ok=True)
+    child.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(child.log, "wb") as log:
+        log.write((" ".join(child.command) + "\n").encode())
+        log.flush()
+        child.start = time.perf_counter()
+        # Own session: a Ctrl-C at the terminal reaches the parent only, which
+        # forwards exactly one SIGTERM to each child (one graceful stop each).
+        child.proc = subprocess.Popen(child.command, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
+                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **child.env},
+                                      start_new_session=True)
+
+
+def kill_children(children: Sequence[Child], console: Any) -> None:
+    """A second Ctrl-C: kill what still runs, then classify every started child."""
+    for s in children:
+        if s.proc is not None and s.proc.poll() is None:
+            s.proc.kill()
+    for s in children:
+        if s.proc is not None:
+            s.proc.wait()
+            finish_child(s, console, interrupted=True)
 
 
 def run_sharded(
@@ -125,12 +166,12 @@ def run_sharded(
                               f"are allowed: use fewer shards, a smaller --pin-cores, or --no-pin")
 
     work = json_path.parent / f"{json_path.stem}.shards"
-    shards: list[_Shard] = []
+    shards: list[Child] = []
     for i, (device, subset) in enumerate(zip(devices, plan)):
         out_dir = work / f"shard-{i}"
         with_cpp = cpp and i == 0
         command = shard_command(argv, i, n, device, out_dir, subset, cpp=with_cpp, options=options)
-        shards.append(_Shard(i, device, subset, command, out_dir, work / f"shard-{i}.log", with_cpp))
+        shards.append(_shard(i, device, subset, command, out_dir, work / f"shard-{i}.log", with_cpp))
     where = "GPUs" if on_gpu else "CPU processes"
     console.print(f"[bold]{scenario.name}[/bold]: {n} shards on {n} {where} ({', '.join(devices)}), "
                   f"{rounds} rounds; logs and shard results in {work}")
@@ -140,21 +181,12 @@ def run_sharded(
                       f"{' + C++ driver' if s.cpp else ''}{f' · cores {cores}' if cores else ''}")
 
     work.mkdir(parents=True, exist_ok=True)
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     start = time.perf_counter()
     interrupted = False
     previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         for s in shards:
-            s.out_dir.mkdir(parents=True, exist_ok=True)
-            with open(s.log, "wb") as log:
-                log.write((" ".join(s.command) + "\n").encode())
-                log.flush()
-                s.start = time.perf_counter()
-                # Own session: a Ctrl-C at the terminal reaches the parent only, which
-                # forwards exactly one SIGTERM to each child (one graceful stop each).
-                s.proc = subprocess.Popen(s.command, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
-                                          env=child_env, start_new_session=True)
+            start_child(s, repo_root)
         if pin_cores > 0 and allowed:  # after the spawns: children inherit the full set and pin themselves
             spare = sorted(set(allowed) - {c for s in shards for c in shard_cores(allowed, s.index, pin_cores)})
             if spare:
@@ -165,21 +197,15 @@ def run_sharded(
         with Progress(*columns, console=console, auto_refresh=False, transient=True) as progress:
             tasks = {s.index: progress.add_task(f"{s.label()} starting", total=rounds) for s in shards}
             try:
-                _wait(shards, progress, tasks, console)
+                wait_children(shards, progress, tasks, console)
             except KeyboardInterrupt:
                 interrupted = True
                 console.print("[yellow]interrupted: stopping the shards (Ctrl-C again to kill them)[/yellow]")
-                _stop(shards, console)
-                _wait(shards, progress, tasks, console, interrupted=True)
+                stop_children(shards, console)
+                wait_children(shards, progress, tasks, console, interrupted=True)
     except KeyboardInterrupt:  # second Ctrl-C (or one during the spawns)
         interrupted = True
-        for s in shards:
-            if s.proc is not None and s.proc.poll() is None:
-                s.proc.kill()
-        for s in shards:
-            if s.proc is not None:
-                s.proc.wait()
-            _finish(s, console, interrupted=True)
+        kill_children(shards, console)
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
     wall = time.perf_counter() - start
@@ -196,15 +222,15 @@ def run_sharded(
             "returncode": None if s.proc is None else s.proc.returncode,
             "cpp": s.cpp,
             "command": " ".join(["run.py", *s.command[2:]]),
-            "log": _rel(s.log, repo_root),
-            "result": _rel(s.result, repo_root) if s.result else None,
+            "log": rel(s.log, repo_root),
+            "result": rel(s.result, repo_root) if s.result else None,
         })
     if all(d is None for d in docs):
-        console.print(f"[red]no shard wrote a result; nothing merged[/red] (the shards' logs: {_rel(work, repo_root)})")
+        console.print(f"[red]no shard wrote a result; nothing merged[/red] (the shards' logs: {rel(work, repo_root)})")
         write_result(json_path, {"scenario": scenario.name, "status": "failed", "config": {"shards": n},
                                  "env": {"command": " ".join(["run.py", *argv]), "shards": meta},
                                  "error": "no shard wrote a result", "rows": []})
-        return _exit_code(shards, interrupted, [])
+        return exit_code(shards, interrupted, [])
     merged = merge_results(docs, meta)
     merged["config"]["wall_seconds"] = round(wall, 2)
     merged["env"]["command"] = " ".join(["run.py", *argv])
@@ -219,16 +245,16 @@ def run_sharded(
     per_shard = ", ".join(f"{s.index}: {s.seconds:.1f} s" for s in shards)
     console.print(f"{merged['status']}: {n} shards, {merged['config']['rounds_done']} rounds, "
                   f"wall-clock {wall:.1f} s for the sharded run (shards {per_shard})")
-    console.print(f"wrote {_rel(json_path, repo_root)} and {csv_path.name}")
-    return _exit_code(shards, interrupted, merged["rows"])
+    console.print(f"wrote {rel(json_path, repo_root)} and {csv_path.name}")
+    return exit_code(shards, interrupted, merged["rows"])
 
 
-def _rel(path: Path, root: Path) -> str:
+def rel(path: Path, root: Path) -> str:
     path = Path(path)
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def _exit_code(shards: Sequence[_Shard], interrupted: bool, rows: Sequence[Mapping[str, Any]]) -> int:
+def exit_code(shards: Sequence[Child], interrupted: bool, rows: Sequence[Mapping[str, Any]]) -> int:
     failed = [s for s in shards if s.status == "failed"]
     if failed:
         codes = [s.proc.returncode for s in failed if s.proc is not None and s.proc.returncode not in (0, 130, None)]
@@ -238,7 +264,7 @@ def _exit_code(shards: Sequence[_Shard], interrupted: bool, rows: Sequence[Mappi
     return 1 if any(r.get("status") == "failed" for r in rows) else 0
 
 
-def _poll_progress(s: _Shard, progress: Any, task: Any) -> None:
+def poll_progress(s: Child, progress: Any, task: Any) -> None:
     path = latest_result(s.out_dir)
     if path is None:
         return
@@ -258,7 +284,7 @@ def _poll_progress(s: _Shard, progress: Any, task: Any) -> None:
     progress.update(task, completed=s.rounds_done, total=total, description=f"{s.label()} {phase}")
 
 
-def _finish(s: _Shard, console: Any, interrupted: bool = False) -> None:
+def finish_child(s: Child, console: Any, interrupted: bool = False) -> None:
     """Classify a child that has exited and print its line."""
     if s.status is not None:
         return
@@ -277,13 +303,13 @@ def _finish(s: _Shard, console: Any, interrupted: bool = False) -> None:
     colour = {"complete": "green", "interrupted": "yellow", "failed": "red"}[s.status]
     what = f"{rounds} rounds" if rounds is not None else "no result"
     console.print(f"[{colour}]{s.label()} {s.status}[/{colour}] (exit {rc}): {what} in {s.seconds:.1f} s"
-                  f" — {', '.join(s.variants)}{' + C++ driver' if s.cpp else ''}")
+                  + (f" — {s.describe}" if s.describe else ""))
     if s.status == "failed":
         console.print(f"[red]{s.label()} failed; last lines of {s.log}:[/red]")
         console.print(log_tail(s.log), markup=False, highlight=False)
 
 
-def _wait(shards: Sequence[_Shard], progress: Any, tasks: Mapping[int, Any], console: Any,
+def wait_children(shards: Sequence[Child], progress: Any, tasks: Mapping[int, Any], console: Any,
           interrupted: bool = False, poll_seconds: float = 0.5) -> None:
     while True:
         running = 0
@@ -292,10 +318,10 @@ def _wait(shards: Sequence[_Shard], progress: Any, tasks: Mapping[int, Any], con
                 continue
             if s.proc.poll() is None:
                 running += 1
-                _poll_progress(s, progress, tasks[s.index])
+                poll_progress(s, progress, tasks[s.index])
             else:
-                _poll_progress(s, progress, tasks[s.index])
-                _finish(s, console, interrupted)
+                poll_progress(s, progress, tasks[s.index])
+                finish_child(s, console, interrupted)
                 progress.update(tasks[s.index], description=f"{s.label()} {s.status}")
         progress.refresh()
         if not running:
@@ -303,7 +329,7 @@ def _wait(shards: Sequence[_Shard], progress: Any, tasks: Mapping[int, Any], con
         time.sleep(poll_seconds)
 
 
-def _stop(shards: Sequence[_Shard], console: Any, grace_seconds: float = 30.0) -> None:
+def stop_children(shards: Sequence[Child], console: Any, grace_seconds: float = 30.0) -> None:
     """SIGTERM to every running child: run.py turns it into KeyboardInterrupt, so the child drops its
     unfinished round and writes what it has (before run.py installs that handler, SIGTERM just ends it)."""
     for s in shards:

@@ -1,0 +1,227 @@
+"""Repeated runs: the scenario in several fresh processes, one after another (run.py --processes N, --ab).
+
+On a shared host whole processes land in slow or fast states, so one process's medians are one
+draw of that offset. Here each child is a complete, fresh run.py process of the scenario that
+runs a share of the rounds (and of the GPU rounds and C++ repetitions), so N processes cost about
+what one run does, plus N start-ups and warm-ups. The children run one at a time, so none competes
+with another for the cores or the GPU, and a slowdown of the machine lands on whichever children
+it overlaps (in an A/B run, on both sides of the pairs it overlaps: bench/ab.py).
+
+Each child writes into <result stem>.processes/process-<i>/ and logs to process-<i>.log (both
+kept); the parent merges their results into one file (bench/process_merge.py) and prints it.
+Ctrl-C or SIGTERM stops the running child after its current round (one SIGTERM, as for shards),
+starts no further one, and writes the merge of what finished, status ``interrupted`` (exit 130).
+A child that fails ends the sequence: the others would fail alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .ab import Slot, abba, merge_ab, order_text, print_ab_table
+from .process_merge import merge_processes
+from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
+from .shard.plan import shard_cores
+from .shard.process import (
+    Child,
+    exit_code,
+    kill_children,
+    latest_result,
+    read_doc,
+    rel,
+    start_child,
+    stop_children,
+    wait_children,
+)
+from .sides import Side
+
+# What the parent sets for each child (a value follows each): its share of the run, its seed, where.
+CHILD_OPTIONS = ("--rounds", "--gpu-rounds", "--cpp-repetitions", "--time-budget", "--seed", "--device", "--out",
+                 "--gpus", "--shards")
+
+
+def share(total: int, parts: int) -> int:
+    """Each of `parts` processes' share of `total` rounds (or repetitions): at least one."""
+    return max(1, math.ceil(total / parts))
+
+
+def child_argv(argv: Sequence[str], options: Iterable[str], args: Any, *, per_side: int, seed: int,
+               device: str, out_dir: Path) -> list[str]:
+    """The child's arguments: the parent's, less the parent-only options and --plot (the parent
+    plots the merged result), with the child's share of the rounds, its seed, device and folder."""
+    kept = strip_options(argv, {**PARENT_ONLY_OPTIONS, **{o: 1 for o in CHILD_OPTIONS}, "--plot": 0}, options)
+    extra = ["--rounds", str(share(args.rounds, per_side)), "--gpu-rounds", str(share(args.gpu_rounds, per_side)),
+             "--cpp-repetitions", str(share(args.cpp_repetitions, per_side)), "--seed", str(seed),
+             "--device", device, "--out", str(out_dir)]
+    if args.time_budget:
+        extra += ["--time-budget", repr(args.time_budget / per_side)]
+    return [*kept, *extra]
+
+
+def slots(processes: int | None, pairs: int | None) -> list[Slot]:
+    return abba(pairs) if pairs else [Slot(i, None, i) for i in range(processes or 0)]
+
+
+def _name(slot: Slot, total: int) -> str:
+    side = f" ({slot.side.upper()}, pair {slot.pair + 1})" if slot.side else ""
+    return f"process {slot.index + 1} of {total}{side}"
+
+
+def _parent_cores(args: Any) -> tuple[set[int], set[int]] | None:
+    """(every allowed core, the cores off the ones the children pin to) when there are such cores:
+    this (polling) process waits on those, and goes back to all of them only to start a child,
+    which inherits the set and pins itself within it."""
+    pin = 0 if args.no_pin else args.pin_cores
+    if pin <= 0 or not hasattr(os, "sched_getaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    try:
+        cores = shard_cores(allowed, args.pin_offset, min(pin, len(allowed)) if args.pin_offset == 0 else pin)
+    except ValueError:
+        return None  # the child says why it cannot pin
+    spare = set(allowed) - set(cores)
+    return (set(allowed), spare) if spare else None
+
+
+def _run_in_turn(children: Sequence[Child], rounds: int, console: Any, repo_root: Path,
+                 cores: tuple[set[int], set[int]] | None, on_done: Callable[[], None]) -> bool:
+    """Run the children one after another with a progress bar each, on_done() after each one;
+    True when interrupted."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    interrupted = False
+    previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, auto_refresh=False, transient=True) as progress:
+            for child in children:
+                if cores:
+                    os.sched_setaffinity(0, cores[0])
+                start_child(child, repo_root)
+                if cores:
+                    os.sched_setaffinity(0, cores[1])
+                tasks = {child.index: progress.add_task(f"{child.label()} starting", total=rounds)}
+                try:
+                    wait_children([child], progress, tasks, console)
+                except KeyboardInterrupt:
+                    interrupted = True
+                    console.print(f"[yellow]interrupted: stopping {child.label()} and starting no other "
+                                  "(Ctrl-C again to kill it)[/yellow]")
+                    stop_children([child], console)
+                    wait_children([child], progress, tasks, console, interrupted=True)
+                progress.remove_task(tasks[child.index])
+                on_done()
+                if interrupted or child.status == "failed":
+                    break
+    except KeyboardInterrupt:  # a second Ctrl-C
+        interrupted = True
+        kill_children(children, console)
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+    return interrupted
+
+
+def _meta(child: Child, slot: Slot, seed: int, sides: Mapping[str, Side] | None, root: Path) -> dict[str, Any]:
+    result = latest_result(child.out_dir)
+    return {
+        "index": slot.index, **({"side": slot.side, "pair": slot.pair} if slot.side else {}),
+        "pid": None if child.proc is None else child.proc.pid,
+        "seed": seed,
+        "status": child.status or "not run",
+        "returncode": None if child.proc is None else child.proc.returncode,
+        "seconds": round(child.seconds, 2),
+        "command": " ".join(["run.py", *child.command[2:]]),
+        **({"side_env": dict(sides[slot.side].env)} if sides and slot.side else {}),
+        "log": rel(child.log, root),
+        "result": rel(result, root) if result else None,
+    }
+
+
+def run_repeated(
+    *,
+    argv: Sequence[str],
+    options: Iterable[str],
+    scenario: Any,
+    device: str,
+    args: Any,
+    json_path: Path,
+    console: Any,
+    show: Callable[[dict[str, Any], str], None],
+    sides: tuple[Side, Side] | None = None,
+    repo_root: Path = REPO_ROOT,
+) -> int:
+    """--processes N (sides None) or --ab (sides = (A, B), args.pairs pairs): run, merge, write, print.
+    show(document, note) prints a --processes run's tables (run.py: the scenario's own report or the table)."""
+    from .results import write_result
+
+    plan = slots(None if sides else args.processes, args.pairs if sides else None)
+    per_side = args.pairs if sides else args.processes
+    by_side = {"a": sides[0], "b": sides[1]} if sides else None
+    work = json_path.parent / f"{json_path.stem}.processes"
+    children, seeds = [], []
+    for slot in plan:
+        seed = args.seed + slot.pair  # both sides of a pair visit the cases in the same orders
+        side = by_side[slot.side] if by_side and slot.side else None
+        command = [side.python if side else sys.executable, str(RUN_PY),
+                   *child_argv(argv, options, args, per_side=per_side, seed=seed, device=device,
+                               out_dir=work / f"process-{slot.index}")]
+        children.append(Child(slot.index, _name(slot, len(plan)), command, work / f"process-{slot.index}",
+                              work / f"process-{slot.index}.log", env=side.env if side else None, device=device,
+                              describe=f"side {side.spec}" if side else ""))
+        seeds.append(seed)
+    rounds = share(args.rounds, per_side)
+    what = (f"A/B, {args.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
+            if sides else f"{len(plan)} processes")
+    console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, one after another, {rounds} rounds each; "
+                  f"logs and each process's result in {rel(work, repo_root)}")
+    command = " ".join(["run.py", *argv])
+
+    def document(final: bool) -> dict[str, Any]:
+        """The merge of what the children wrote so far (status running until the end)."""
+        from .env import redact_paths
+
+        docs = [read_doc(latest_result(c.out_dir)) for c in children]
+        metas = [_meta(c, s, seed, by_side, repo_root) for c, s, seed in zip(children, plan, seeds)]
+        if all(d is None for d in docs):
+            return {"scenario": scenario.name, "status": "failed" if final else "running",
+                    "config": {"processes": len(plan)}, "env": {"command": command, "processes": metas},
+                    **({"error": "no process wrote a result"} if final else {}), "rows": []}
+        merged = merge_ab(docs, metas, plan, (sides[0].spec, sides[1].spec), args.pairs) if sides \
+            else merge_processes(docs, metas)
+        merged["config"].update(rounds=args.rounds, seed=args.seed,
+                                wall_seconds=round(sum(c.seconds for c in children), 2))
+        merged["env"]["command"] = command
+        if not final:
+            merged["status"] = "running"
+        return redact_paths(merged)
+
+    write_result(json_path, document(final=False))  # a valid file from the start, rewritten after each process
+    interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(args),
+                               on_done=lambda: write_result(json_path, document(final=False)))
+    merged = document(final=True)
+    csv_path = write_result(json_path, merged)
+    if not merged["rows"] and merged["status"] == "failed":
+        console.print(f"[red]no process wrote a result; nothing merged[/red] (their logs: {rel(work, repo_root)})")
+        return exit_code(children, interrupted, [])
+    if sides:
+        print_ab_table(merged, console)
+    else:
+        show(merged, f"{scenario.table_note} Each figure is the median of {len(plan)} processes' medians; "
+             "~ marks a row whose process medians spread by more than 10 %.".strip())
+    from .probe import instability_note
+
+    unstable = instability_note(merged.get("speed_probe"))
+    if unstable:
+        console.print(f"[yellow]warning:[/yellow] {unstable}")
+    probes = ", ".join("—" if p.get("probe") is None else f"{p['probe']:.3f}" for p in merged["env"]["processes"])
+    console.print(f"speed probe per process (µs, in time order): {probes}")
+    console.print(f"{merged['status']}: {sum(c.status is not None for c in children)} of {len(plan)} processes, "
+                  f"{merged['config']['rounds_done']} rounds in all, {merged['config']['wall_seconds']:.1f} s")
+    console.print(f"wrote {rel(json_path, repo_root)} and {csv_path.name}")
+    return exit_code(children, interrupted, merged["rows"])

@@ -1,0 +1,181 @@
+"""run.py --ab A B --pairs K: the sides, the ABBA order, the paired ratio, the merged file (CPU)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from bench.ab import abba, ab_fields, merge_ab, order_text, paired_ratio
+from bench.results import REQUIRED_ROW_FIELDS, load_result
+from bench.sides import BUILD_ENV, SideError, parse_side
+
+ROOT = Path(__file__).resolve().parent.parent
+# On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
+SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--no-cpp", "--quick", "--rounds", "2",
+         "--device", "cpu"]
+
+
+def run_py(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, check=False)
+
+
+# ---------------------------------------------------------------------------
+# Sides.
+
+
+def test_env_sides() -> None:
+    assert parse_side("env:").env == {} and parse_side("env:").python == sys.executable
+    assert parse_side("env:DBENCH_INJECT_NS=300").env == {"DBENCH_INJECT_NS": "300"}
+    assert parse_side("env:A=1,B=x=y,C=").env == {"A": "1", "B": "x=y", "C": ""}
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("", "empty side"),
+    ("env:A", "malformed env: item 'A'"),
+    ("env:1A=2", "malformed env"),
+    ("env:A=1,", "malformed env: item ''"),
+    ("env:A=1+env:A=2", "A given twice"),
+    ("/no/such/python", "does not exist"),
+    ("no-such-interpreter-here", "not on the PATH"),
+    ("build:/no/such/build", "does not exist"),
+    ("build:", "needs a folder"),
+    (f"{sys.executable}+python:{sys.executable}", "two interpreters"),
+])
+def test_bad_sides_say_why(spec: str, message: str) -> None:
+    with pytest.raises(SideError, match=message):
+        parse_side(spec)
+
+
+def test_interpreter_and_build_sides(tmp_path: Path) -> None:
+    not_a_build = tmp_path / "b"
+    not_a_build.mkdir()
+    with pytest.raises(SideError, match="not a build folder"):
+        parse_side(f"build:{not_a_build}")
+    (not_a_build / "lib").mkdir()
+    side = parse_side(f"{sys.executable}+build:{not_a_build}+env:X=1")
+    assert side.python == str(Path(sys.executable).absolute())
+    assert side.env == {BUILD_ENV: str(not_a_build.resolve()), "X": "1"} and side.build == str(not_a_build.resolve())
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\n")
+    with pytest.raises(SideError, match="not executable"):
+        parse_side(str(script))
+    plus = tmp_path / "venv-2.11+cu130"  # a '+' in a path is not a part separator
+    plus.mkdir()
+    exe = plus / "python"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert parse_side(str(exe)).python == str(exe)
+    assert parse_side("python3").python.endswith("python3")
+
+
+# ---------------------------------------------------------------------------
+# Order and statistics.
+
+
+def test_abba_order() -> None:
+    slots = abba(4)
+    assert order_text(slots) == "ABBAABBA"
+    assert [s.index for s in slots] == list(range(8))
+    for side in "ab":
+        assert [s.pair for s in slots if s.side == side] == [0, 1, 2, 3]
+    for p in range(4):  # the two processes of a pair are adjacent in time
+        a, b = (next(s.index for s in slots if s.side == x and s.pair == p) for x in "ab")
+        assert abs(a - b) == 1
+    assert order_text(abba(1)) == "AB"
+    with pytest.raises(ValueError):
+        abba(0)
+
+
+def test_paired_ratio_is_the_geometric_mean_with_a_t_interval() -> None:
+    a = [10.0, 12.0, 9.0, 11.0]
+    b = [11.0, 13.5, 9.6, 12.4]
+    logs = np.log(np.array(b) / np.array(a))
+    half = scipy.stats.t.ppf(0.975, 3) * logs.std(ddof=1) / math.sqrt(4)
+    got = paired_ratio(a, b)
+    assert got["median"] == pytest.approx(math.exp(logs.mean()))
+    assert got["ci_low"] == pytest.approx(math.exp(logs.mean() - half))
+    assert got["ci_high"] == pytest.approx(math.exp(logs.mean() + half)) and got["pairs"] == 4
+    assert paired_ratio([2.0, None], [3.0, 5.0]) == {"median": 1.5, "ci_low": None, "ci_high": None, "pairs": 1}
+    assert paired_ratio([None], [1.0])["median"] is None
+    same = paired_ratio([1.0, 2.0], [1.1, 2.2])
+    assert same["ci_low"] == pytest.approx(1.1) and same["ci_high"] == pytest.approx(1.1)
+
+
+def test_ab_fields_of_a_row_only_one_side_has() -> None:
+    fields = ab_fields(None, {"process_medians": [1.0, 2.0], "process_ratio_medians": [None, None]}, 2)
+    assert fields["a_status"] == "not run" and fields["a_process_medians"] == [None, None]
+    assert fields["ab_ratio_median"] is None and fields["ab_pairs"] == 0
+
+
+def _row(variant: str, median: float) -> dict[str, Any]:
+    return {"scenario": "boundary", "op": "noop", "variant": variant, "mode": "inference", "device": "cpu",
+            "driver": "python", "metric": "cpu_us", "unit": "us", "timer": "t", "status": "ok", "reason": None,
+            "median": median, "q1": median, "q3": median, "ci_low": median, "ci_high": median, "samples": [median],
+            "ratio_median": None, "delta_median": None}
+
+
+def test_merge_pairs_element_i_of_both_sides() -> None:
+    slots = abba(2)  # A B B A
+    medians = {(0, "a"): 1.0, (0, "b"): 1.5, (1, "b"): 2.4, (1, "a"): 2.0}
+    docs = [{"scenario": "boundary", "config": {"rounds_done": 1}, "env": {"device": "cpu"},
+             "speed_probe": {"samples": [1.0]}, "rows": [_row("raw", medians[(s.pair, s.side)])]} for s in slots]
+    metas = [{"index": s.index, "side": s.side, "pair": s.pair, "status": "complete"} for s in slots]
+    doc = merge_ab(docs, metas, slots, ("env:", "env:X=1"), 2)
+    assert doc["ab"] == {"a": "env:", "b": "env:X=1", "pairs": 2, "order": "ABBA"} and doc["status"] == "complete"
+    (row,) = doc["rows"]
+    assert row["a_process_medians"] == [1.0, 2.0] and row["process_medians"] == [1.5, 2.4]
+    assert row["ab_ratio_median"] == pytest.approx(math.sqrt(1.5 * 1.2))
+    assert [p["side"] for p in doc["env"]["processes"]] == ["a", "b", "b", "a"]
+
+
+# ---------------------------------------------------------------------------
+# End to end (CPU).
+
+
+def test_ab_run_writes_the_paired_fields_in_abba_order(tmp_path: Path) -> None:
+    proc = run_py(*SMALL, "--ab", "env:", "env:FOO=1", "--pairs", "2", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = tmp_path.glob("*.json")
+    assert path.name.startswith("boundary-cpu-ab-")
+    doc = load_result(path)
+    assert doc["status"] == "complete"
+    assert doc["ab"] == {"a": "env:", "b": "env:FOO=1", "pairs": 2, "order": "ABBA"}
+    assert doc["config"]["processes"] == 4
+    processes = doc["env"]["processes"]
+    assert [(p["side"], p["pair"]) for p in processes] == [("a", 0), ("b", 0), ("b", 1), ("a", 1)]
+    assert [p["side_env"] for p in processes] == [{}, {"FOO": "1"}, {"FOO": "1"}, {}]
+    ok = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert len(ok) == 2
+    for row in doc["rows"]:
+        assert all(f in row for f in REQUIRED_ROW_FIELDS)
+        for field in ("process_medians", "process_ratio_medians", "a_process_medians", "a_process_ratio_medians"):
+            assert len(row[field]) == 2, field
+    for row in ok:
+        assert 0 < row["ab_ratio_ci_low"] <= row["ab_ratio_median"] <= row["ab_ratio_ci_high"]
+        ratios = [b / a for a, b in zip(row["a_process_medians"], row["process_medians"])]
+        assert row["ab_ratio_median"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]), rel=1e-4)
+    assert "A/B: B/A per row" in proc.stdout and "noop/cpp/inference" in proc.stdout
+
+
+def test_a_side_that_fails_ends_the_run_with_its_reason(tmp_path: Path) -> None:
+    """The side's environment reaches its processes: a build folder without the libraries fails B."""
+    empty_build = tmp_path / "empty-build"
+    (empty_build / "lib").mkdir(parents=True)
+    out = tmp_path / "out"
+    proc = run_py(*SMALL, "--ab", "env:", f"build:{empty_build}", "--pairs", "2", "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # the child's status: native build missing
+    assert "process 2 of 4 (B, pair 1) failed" in proc.stdout and "empty-build" in proc.stdout
+    (path,) = out.glob("*.json")
+    doc = load_result(path)
+    assert doc["status"] == "incomplete"
+    assert [p["status"] for p in doc["env"]["processes"]] == ["complete", "failed", "not run", "not run"]
+    assert os.path.basename(doc["env"]["processes"][1]["side_env"]["DBENCH_BUILD_DIR"]) == "empty-build"

@@ -1,0 +1,253 @@
+"""run.py --processes N / --baseline: option checks, the children's command lines, the merge, end to end (CPU)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import cli
+from bench.process_merge import merge_processes, merge_row
+from bench.processes import child_argv, share, slots
+from bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
+
+ROOT = Path(__file__).resolve().parent.parent
+# On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
+SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--no-cpp", "--device", "cpu"]
+
+
+def run_py(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, check=False)
+
+
+# ---------------------------------------------------------------------------
+# The command line (checked before torch, exit 2, one line naming the option).
+
+# Bad --processes / --ab / --pairs / --baseline values are in test_robustness.py's BAD_COMMAND_LINES.
+
+
+def test_a_baseline_folder_needs_result_files(tmp_path: Path) -> None:
+    with pytest.raises(cli.UsageError, match="holds no result files"):
+        cli.check_baseline(tmp_path)
+    (tmp_path / "a.json").write_text("{}")
+    assert cli.check_baseline(tmp_path) == [tmp_path / "a.json"]
+    assert cli.check_baseline(tmp_path / "a.json") == [tmp_path / "a.json"]
+
+
+def test_repeat_options_are_checked_before_torch_is_imported() -> None:
+    code = ("import sys, runpy; sys.argv = ['run.py', '--scenario', 'boundary', '--ab', 'env:', 'env:X'];\n"
+            "try:\n    runpy.run_path('run.py', run_name='__main__')\n"
+            "except SystemExit as e:\n    print('torch' in sys.modules, e.code)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.stdout.split() == ["False", "2"], proc.stdout + proc.stderr
+
+
+def test_plain_runs_keep_their_defaults() -> None:
+    args = cli.apply_defaults(cli.build_parser(["boundary"]).parse_args(["--scenario", "boundary"]))
+    assert args.processes is None and args.ab is None and args.pairs is None and args.baseline is None
+
+
+# ---------------------------------------------------------------------------
+# The children.
+
+
+def _args(**kw: Any) -> argparse.Namespace:
+    base = dict(rounds=30, gpu_rounds=8, cpp_repetitions=9, time_budget=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_each_child_runs_a_share_without_the_parent_only_options() -> None:
+    argv = ["--scenario", "boundary", "--processes", "4", "--rounds", "30", "--baseline", "b.json", "--plot",
+            "--seed", "3", "--ops", "noop", "--out", "x", "--device", "cpu"]
+    got = child_argv(argv, [], _args(), per_side=4, seed=5, device="cpu", out_dir=Path("o"))
+    assert got == ["--scenario", "boundary", "--ops", "noop", "--rounds", "8", "--gpu-rounds", "2",
+                   "--cpp-repetitions", "3", "--seed", "5", "--device", "cpu", "--out", "o"]
+    ab = child_argv(["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "2", "--time-budget", "10"], [],
+                    _args(time_budget=10.0), per_side=2, seed=0, device="cuda:0", out_dir=Path("o"))
+    assert "--ab" not in ab and "--pairs" not in ab and "env:X=1" not in ab
+    assert ab[ab.index("--time-budget") + 1] == "5.0" and ab[ab.index("--rounds") + 1] == "15"
+
+
+def test_shares_and_slots() -> None:
+    assert [share(30, n) for n in (1, 2, 4, 7, 40)] == [30, 15, 8, 5, 1]
+    assert [(s.index, s.side, s.pair) for s in slots(3, None)] == [(0, None, 0), (1, None, 1), (2, None, 2)]
+
+
+def test_shard_children_never_gate_or_repeat() -> None:
+    from bench.shard import shard_command
+
+    cmd = shard_command(["--scenario", "boundary", "--baseline", "b", "--shards", "2"], 0, 2, "cpu", "o", ("raw",),
+                        python="py", script="run.py")
+    assert "--baseline" not in cmd and "b" not in cmd
+
+
+# ---------------------------------------------------------------------------
+# The merge.
+
+
+def _row(variant: str, samples: list[float], ratio: float | None = None, status: str = "ok") -> dict[str, Any]:
+    med = sorted(samples)[len(samples) // 2] if samples else None
+    return {"scenario": "boundary", "op": "noop", "variant": variant, "mode": "inference", "device": "cpu",
+            "driver": "python", "metric": "cpu_us", "unit": "us", "timer": "t", "status": status, "reason": None,
+            "median": med, "q1": med, "q3": med, "ci_low": med, "ci_high": med, "samples": samples,
+            "ratio_median": ratio, "delta_median": None if ratio is None else 0.1, "baseline": None}
+
+
+def _doc(rows: list[dict[str, Any]], probe: float) -> dict[str, Any]:
+    return {"scenario": "boundary", "status": "complete", "config": {"rounds": 3, "rounds_done": 3, "seconds": 1.0,
+                                                                     "stop_reason": "rounds"},
+            "env": {"device": "cpu", "time": "t", "torch": "x"},
+            "speed_probe": {"median": probe, "samples": [probe] * 3},
+            "rows": rows}
+
+
+def test_a_merged_row_is_the_median_of_the_process_medians() -> None:
+    per = [_row("cpp", [1.0, 1.1, 1.2], 2.0), None, _row("cpp", [3.0, 3.1, 3.2], 2.2),
+           _row("cpp", [2.0, 2.1, 2.2], 2.1)]
+    row = merge_row(per)
+    assert row["process_medians"] == [1.1, None, 3.1, 2.1] and row["median"] == pytest.approx(2.1)
+    assert row["process_ratio_medians"] == [2.0, None, 2.2, 2.1] and row["ratio_median"] == pytest.approx(2.1)
+    assert row["process_n"] == [3, 0, 3, 3] and row["n"] == 9 and row["samples"][:3] == [1.0, 1.1, 1.2]
+    assert row["ci_low"] == pytest.approx(1.1) and row["ci_high"] == pytest.approx(3.1)  # the range below 6
+    failed = merge_row([_row("cpp", [1.0]), {**_row("cpp", []), "status": "failed", "reason": "boom"}])
+    assert failed["status"] == "failed" and "process 1: boom" in failed["reason"]
+
+
+def test_merge_processes_keeps_every_row_and_process(tmp_path: Path) -> None:
+    docs = [_doc([_row("raw", [1.0]), _row("cpp", [2.0], 2.0)], 3.0), None,
+            _doc([_row("raw", [1.2]), _row("cpp", [2.6], 2.1)], 3.5)]
+    meta = [{"index": 0, "pid": 11, "status": "complete"}, {"index": 1, "pid": None, "status": "not run"},
+            {"index": 2, "pid": 13, "status": "complete"}]
+    doc = merge_processes(docs, meta)
+    assert doc["status"] == "interrupted" and doc["config"]["processes"] == 3 and doc["config"]["rounds_done"] == 6
+    assert [p["pid"] for p in doc["env"]["processes"]] == [11, None, 13]
+    assert [p["probe"] for p in doc["env"]["processes"]] == [3.0, None, 3.5]
+    assert all({"time", "sm_clock_mhz", "probe", "pid"} <= set(p) for p in doc["env"]["processes"])
+    assert [r["variant"] for r in doc["rows"]] == ["raw", "cpp"]
+    assert doc["rows"][1]["process_medians"] == [2.0, None, 2.6]
+    assert doc["speed_probe"]["n"] == 6
+    write_result(tmp_path / "m.json", doc)
+    assert load_result(tmp_path / "m.json")["rows"][0]["process_medians"] == [1.0, None, 1.2]
+
+
+# ---------------------------------------------------------------------------
+# End to end (CPU).
+
+
+def test_two_processes_write_one_file_with_each_process_median(tmp_path: Path) -> None:
+    proc = run_py(*SMALL, "--quick", "--rounds", "2", "--processes", "2", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = tmp_path.glob("*.json")
+    assert path.name.startswith("boundary-cpu-x2-")
+    doc = load_result(path)
+    assert doc["status"] == "complete" and doc["config"]["processes"] == 2 and doc["config"]["rounds_done"] == 2
+    assert [p["status"] for p in doc["env"]["processes"]] == ["complete", "complete"]
+    assert len({p["pid"] for p in doc["env"]["processes"]}) == 2
+    ok = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert {(r["variant"], r["mode"]) for r in ok} == {("raw", "inference"), ("cpp", "inference")}
+    for row in doc["rows"]:
+        assert all(f in row for f in REQUIRED_ROW_FIELDS)
+        assert len(row["process_medians"]) == 2 and len(row["process_ratio_medians"]) == 2
+    cpp = next(r for r in ok if r["variant"] == "cpp")
+    assert None not in cpp["process_ratio_medians"] and cpp["ratio_median"] is not None
+    assert "process 2 of 2 complete" in proc.stdout and "noop: CPU µs/call" in proc.stdout
+
+
+def test_interrupting_a_repeated_run_leaves_a_valid_file(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(ROOT / "run.py"), *SMALL, "--rounds", "300000", "--block-ms", "0.2", "--processes", "3",
+           "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:  # the first process has checkpointed a round
+            done = []
+            for p in tmp_path.glob("*.processes/process-0/*.json"):
+                try:
+                    done.append(json.loads(p.read_text())["config"].get("rounds_done", 0))
+                except ValueError:
+                    pass
+            if done and max(done) >= 1:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the first process did not start")
+        (running,) = tmp_path.glob("*.json")  # valid from the start, rewritten after each process
+        assert load_result(running)["status"] == "running"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    (path,) = tmp_path.glob("*.json")
+    doc = load_result(path)
+    assert doc["status"] == "interrupted" and doc["config"]["rounds_done"] >= 1
+    assert [p["status"] for p in doc["env"]["processes"]] == ["interrupted", "not run", "not run"]
+    row = next(r for r in doc["rows"] if r["variant"] == "raw" and r["mode"] == "inference")
+    assert row["process_medians"][0] is not None and row["process_medians"][1:] == [None, None]
+
+
+def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.py's one adapter to analysis.gate: a checkout without it runs, then says it could not gate."""
+    from rich.console import Console
+
+    sys.path.insert(0, str(ROOT))
+    import run
+
+    result = tmp_path / "r.json"
+    write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
+    args = argparse.Namespace(baseline=result, baseline_files=[result])
+    console = Console(record=True, width=200)
+    import analysis
+
+    monkeypatch.delattr(analysis, "gate", raising=False)  # as if analysis/gate.py were not there
+    monkeypatch.setitem(sys.modules, "analysis.gate", None)
+    assert run.gate(result, args, console) == run.EXIT_USAGE
+    assert "analysis.gate is not in this checkout" in console.export_text()
+
+    seen: dict[str, Any] = {}
+
+    def fake_gate(new_docs: list[dict[str, Any]], baseline_docs: list[dict[str, Any]], **_: Any) -> int:
+        seen.update(new=new_docs, base=baseline_docs)
+        if not baseline_docs[0]["rows"]:
+            raise ValueError("the runs are not comparable")
+        return 1
+
+    monkeypatch.setitem(sys.modules, "analysis.gate", type(sys)("analysis.gate"))
+    sys.modules["analysis.gate"].gate = fake_gate  # type: ignore[attr-defined]
+    monkeypatch.setattr(analysis, "gate", sys.modules["analysis.gate"], raising=False)
+    assert run.gate(result, args, console) == 1
+    assert len(seen["new"]) == 1 and len(seen["base"]) == 1
+    empty = tmp_path / "empty.json"
+    write_result(empty, {"scenario": "boundary", "env": {}, "rows": []})
+    assert run.gate(result, argparse.Namespace(baseline=empty, baseline_files=[empty]), console) == run.EXIT_USAGE
+    assert "not comparable" in console.export_text()
+
+
+def test_baseline_gates_the_finished_run(tmp_path: Path) -> None:
+    """End to end with the real gate: a 2-process run judged against a 1-process baseline."""
+    pytest.importorskip("analysis.gate")
+    first = run_py(*SMALL, "--quick", "--rounds", "3", "--out", str(tmp_path / "base"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    (base,) = (tmp_path / "base").glob("*.json")
+    bad = run_py(*SMALL, "--baseline", str(tmp_path / "nothing"), "--out", str(tmp_path / "new"))
+    assert bad.returncode == 2 and "argument --baseline" in bad.stderr and not (tmp_path / "new").exists()
+    gated = run_py(*SMALL, "--quick", "--rounds", "3", "--processes", "2", "--baseline",
+                   str(tmp_path / "base"), "--out", str(tmp_path / "new"))
+    assert gated.returncode in (0, 1), gated.stdout + gated.stderr  # the gate's verdict on 2 processes vs 1
+    assert re.search(r"(PASS|FAIL): \d+ rows", gated.stdout), gated.stdout
+
+
+def test_a_scenario_with_its_own_roofs_is_refused_before_any_work(tmp_path: Path) -> None:
+    proc = run_py("--scenario", "roofline", "--device", "cpu", "--processes", "2", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "argument --processes: scenario roofline" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
