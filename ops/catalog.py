@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from . import chain
-from .contract import Args, OpContract, OpKernels, Shape, Work, elementwise_work, none_for_scalars
+from .contract import Args, OpContract, OpKernels, Shape, Work, elementwise_work
 from .specs import OP_NAMES
 
 L2NORM_EPS = 1e-6
@@ -32,16 +32,18 @@ def _muladd_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor
     return grad * b, grad * a, grad
 
 
-def _l2norm_save(ctx: Any, inputs: Args, output: Tensor) -> None:
-    x, eps = inputs
+def _save_x_and_scalar(ctx: Any, inputs: Args, output: Tensor) -> None:
+    """For ops f(x, scalar) whose gradient is one call of a backward kernel (l2norm, chain)."""
+    x, scalar = inputs
     ctx.save_for_backward(x)
-    ctx.eps = eps
+    ctx.scalar = scalar
 
 
-def _l2norm_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
-    assert kernels.bwd is not None, "l2norm's backward needs its backward kernel"
+def _backward_kernel(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+    """grad_x = backward_kernel(grad, x, scalar); no gradient for the scalar."""
+    assert kernels.bwd is not None, "this op's backward needs its backward kernel"
     (x,) = ctx.saved_tensors
-    return none_for_scalars(L2NORM, [kernels.bwd(grad, x, ctx.eps)])
+    return kernels.bwd(grad, x, ctx.scalar), None
 
 
 def _l2norm_check(x: Tensor, eps: float) -> None:
@@ -96,8 +98,8 @@ L2NORM = OpContract(
     scalars=(L2NORM_EPS,),
     differentiable=("x",),
     reference=_l2norm_reference,
-    save=_l2norm_save,
-    backward=_l2norm_backward,
+    save=_save_x_and_scalar,
+    backward=_backward_kernel,
     backward_op="l2norm_backward",
     check_args=_l2norm_check,
     double_backward=False,  # l2norm_backward is a kernel without a derivative
@@ -169,26 +171,14 @@ MM = OpContract(
     work=_mm_work,
 )
 
-def _chain_save(ctx: Any, inputs: Args, output: Tensor) -> None:
-    x, k = inputs
-    ctx.save_for_backward(x)
-    ctx.k = k
-
-
-def _chain_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
-    assert kernels.bwd is not None, "chain's backward needs its backward kernel"
-    (x,) = ctx.saved_tensors
-    return none_for_scalars(CHAIN, [kernels.bwd(grad, x, ctx.k)])
-
-
 CHAIN = OpContract(
     name="chain",
     tensor_args=("x",),
     scalars=(chain.DEFAULT_LENGTH,),
     differentiable=("x",),
     reference=chain.reference,
-    save=_chain_save,
-    backward=_chain_backward,
+    save=_save_x_and_scalar,
+    backward=_backward_kernel,
     backward_op="chain_backward",
     check_args=chain.check_length,
     double_backward=False,  # chain_backward is a kernel without a derivative

@@ -180,7 +180,3 @@ class OpContract:
 
 def backward_fake(grad: Tensor, x: Tensor, *_: Any) -> Tensor:
     return x.new_empty(x.shape)
-
-
-def none_for_scalars(contract: OpContract, grads: Sequence[Tensor | None]) -> tuple[Tensor | None, ...]:
-    return (*grads, *([None] * len(contract.scalars)))
