@@ -1,0 +1,278 @@
+"""The instruction-count channel (bench/instructions): dump parser, checker verdicts and exit codes,
+the expected file's update, and a small real collection under callgrind when valgrind is installed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.instructions import EXPECTED_PATH, METRIC, SCHEMA, UNIT
+from bench.instructions.__main__ import main
+from bench.instructions.callgrind import CallgrindFormatError, libc_variants, parse_dump, read_dumps
+from bench.instructions.check import compare, load, updated_expected
+from bench.instructions.environment import child_environment, glibc_tunables
+from bench.instructions.inject import iterations_for, padded, parse_injections
+
+# The header and a few cost lines of a real dump (--dump-line=no --dump-instr=no), trimmed.
+FIXTURE_DUMP = """\
+# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 14071
+cmd:  python3 -m bench.instructions.child --ops muladd
+part: 3
+
+desc: Timerange: Basic block 0 - 28232935
+desc: Trigger: Client Request
+
+positions: line
+events: Ir
+summary: 42163964
+
+
+ob=(8) libpython3.11.so.1.0
+fl=(14) Objects/longobject.c
+fn=(1084) PyLong_AsLong
+0 3
+cfn=(78) __memset_sse2_unaligned
+calls=6 0
+0 51
+fn=(1090) _PyObject_Malloc
+cfn=(480) __memcmp_sse2
+calls=1 0
+0 9
+cfn=(1084)
+calls=2 0
+0 4
+
+totals: 42163964
+"""
+
+
+def test_parse_dump_reads_part_events_and_totals() -> None:
+    dump = parse_dump(FIXTURE_DUMP)
+    assert dump.part == 3 and dump.events == ("Ir",) and dump.instructions == 42163964
+
+
+def test_parse_dump_refuses_other_files() -> None:
+    with pytest.raises(CallgrindFormatError, match="x.txt: not a callgrind dump"):
+        parse_dump("hello\n", "x.txt")
+    with pytest.raises(CallgrindFormatError, match="no Ir event"):
+        parse_dump("events: Dr Dw\nsummary: 1 2\n")
+
+
+def test_libc_variants_are_read_from_function_names() -> None:
+    assert libc_variants(FIXTURE_DUMP) == {"__memset_sse2_unaligned", "__memcmp_sse2"}
+
+
+def test_read_dumps_orders_by_part_and_skips_other_files(tmp_path: Path) -> None:
+    for part, total in ((2, 20), (1, 10), (10, 100)):
+        (tmp_path / f"cg.out.{part}").write_text(FIXTURE_DUMP.replace("part: 3", f"part: {part}")
+                                                 .replace("42163964", str(total)))
+    (tmp_path / "cg.out").write_text("events: Ir\nsummary: 0\n")  # the dump at exit
+    (tmp_path / "cg.out.log").write_text("not a dump")
+    dumps, variants = read_dumps(tmp_path, "cg.out")
+    assert [(d.part, d.instructions) for d in dumps] == [(1, 10), (2, 20), (10, 100)]
+    assert "__memcmp_sse2" in variants
+
+
+def test_child_environment_is_fixed_and_masks_the_cpu(tmp_path: Path) -> None:
+    env = child_environment(tmp_path)
+    assert env["PYTHONHASHSEED"] == "0" and env["ATEN_CPU_CAPABILITY"] == "default"
+    assert env["GLIBC_TUNABLES"].startswith("glibc.malloc.mxfast=0:glibc.cpu.hwcaps=-AVX512F,")
+    assert "-AVX2," in env["GLIBC_TUNABLES"] and "x86_rep_movsb_threshold=2048" in env["GLIBC_TUNABLES"]
+    assert glibc_tunables(mask_cpu=False) == "glibc.malloc.mxfast=0"
+
+
+def test_injection_pads_every_call() -> None:
+    calls: list[int] = []
+    wrapped = padded(lambda: calls.append(1) or 7, 10)
+    assert wrapped() == 7 and calls == [1]
+    assert parse_injections("a/b/inference=10;c/d/fwd_bwd=0") == {"a/b/inference": 10, "c/d/fwd_bwd": 0}
+    assert iterations_for(10_000.0, 0.0) == 0
+    with pytest.raises(ValueError, match="LABEL=ITERATIONS"):
+        parse_injections("a/b/inference=x")
+
+
+# ---------------------------------------------------------------------------
+# The checker, on synthetic files.
+
+
+def _row(variant: str, mode: str, count: float | None, **extra: Any) -> dict[str, Any]:
+    return {"scenario": "boundary", "op": "muladd", "variant": variant, "mode": mode, "device": "cpu",
+            "shape": [4, 32], "dtype": "float32", "axes": [], "driver": "python", "metric": METRIC, "unit": UNIT,
+            "status": None if count is not None else "n/a", "instructions": count, **extra}
+
+
+def _document(rows: list[dict[str, Any]], **top: Any) -> dict[str, Any]:
+    return {"schema": SCHEMA, "config": {"ops": ["muladd"], "variants": ["raw", "cpp"], "calls": 1000, "warmup": 10,
+                                         "mask_cpu": True, "device": "cpu", "dtype": "float32"},
+            "env": {"torch": "2.13.0", "python": "3.11.7", "valgrind": "valgrind-3.19.0", "glibc": "glibc-2.36"},
+            "rows": rows, **top}
+
+
+EXPECTED_ROWS = [_row("raw", "inference", 10_000.0), _row("cpp", "inference", 20_000.0, margin=0.05),
+                 _row("raw", "fwd_bwd", None)]
+
+
+def _write(path: Path, document: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _files(tmp_path: Path, actual_rows: list[dict[str, Any]], **env: Any) -> list[str]:
+    expected = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS, default_margin=0.01))
+    actual_doc = _document(actual_rows)
+    actual_doc["env"].update(env)
+    actual = _write(tmp_path / "actual.json", actual_doc)
+    return ["check", "--expected", str(expected), "--actual", str(actual)]
+
+
+def test_within_margins_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # raw +0.99 % (margin 1 %), cpp -4.9 % (its own margin 5 %), the n/a row n/a on both sides.
+    rows = [_row("raw", "inference", 10_099.0), _row("cpp", "inference", 19_020.0), _row("raw", "fwd_bwd", None)]
+    assert main(_files(tmp_path, rows)) == 0
+    assert "2 rows: 2 within their margin, 0 not" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("count, status", [(10_101.0, "REGRESSION"), (9_899.0, "IMPROVEMENT")])
+def test_beyond_margin_fails_either_way(tmp_path: Path, capsys: pytest.CaptureFixture[str], count: float,
+                                        status: str) -> None:
+    rows = [_row("raw", "inference", count), _row("cpp", "inference", 20_000.0), _row("raw", "fwd_bwd", None)]
+    assert main(_files(tmp_path, rows)) == 1
+    out = capsys.readouterr().out
+    assert f"{status}" in out and "muladd/raw/inference" in out and "muladd/cpp/inference" not in out
+    assert "--update-expected --write" in out
+
+
+def test_missing_new_and_failed_rows_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [_row("cpp", "inference", None, status="failed"), _row("stable", "inference", 30_000.0)]
+    assert main(_files(tmp_path, rows)) == 1
+    out = capsys.readouterr().out
+    assert "MISSING     muladd/raw/inference" in out and "FAILED      muladd/cpp/inference" in out
+    assert "NEW         muladd/stable/inference" in out
+
+
+def test_other_torch_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [_row("raw", "inference", 10_000.0), _row("cpp", "inference", 20_000.0)]
+    assert main(_files(tmp_path, rows, torch="2.14.0")) == 0
+    assert "note: torch: expected '2.13.0', this run '2.14.0'" in capsys.readouterr().err
+
+
+def test_rows_match_on_identity_not_order(tmp_path: Path) -> None:
+    rows = [_row("cpp", "inference", 20_000.0), _row("raw", "inference", 10_000.0)]
+    expected = _document(EXPECTED_ROWS)
+    assert all(v.ok for v in compare(expected, _document(rows)))
+    shifted = copy.deepcopy(rows)
+    shifted[1]["shape"] = [8, 32]  # another case: identity includes the shape
+    assert {v.status for v in compare(expected, _document(shifted))} == {"ok", "missing", "new"}
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read the expected file"),
+    ("{", "not valid JSON"),
+    (json.dumps({"rows": []}), "not an instruction-count file"),
+    (json.dumps(_document([{"metric": "cpu_us"}])), "row 0 is not an instruction-count row"),
+    (json.dumps(_document([_row("raw", "inference", -3.0)])), "bad count -3.0"),
+    (json.dumps(_document([_row("raw", "inference", 3.0, margin=2)])), "bad margin 2"),
+])
+def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
+                           message: str) -> None:
+    expected = tmp_path / "expected.json"
+    if content is not None:
+        expected.write_text(content)
+    actual = _write(tmp_path / "actual.json", _document(EXPECTED_ROWS))
+    assert main(["check", "--expected", str(expected), "--actual", str(actual)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_command_line_exits_2(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["collect", "--calls", "0"])
+    assert exc.value.code == 2
+    assert main(["collect", "--ops", "nosuchop", "--out", str(tmp_path / "x.json")]) == 2
+    assert main(["check", "--write", "--actual", str(_write(tmp_path / "a.json", _document([])))]) == 2
+
+
+def test_update_expected_prints_and_writes_keeping_margins(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [_row("raw", "inference", 12_000.0, total=12_000_000, calls=1000), _row("cpp", "inference", 21_000.0)]
+    args = _files(tmp_path, rows) + ["--update-expected"]
+    before = (tmp_path / "expected.json").read_text()
+    assert main(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert (tmp_path / "expected.json").read_text() == before  # printed, not written
+    assert printed["schema"] == SCHEMA and printed["default_margin"] == 0.01
+    by_variant = {r["variant"]: r for r in printed["rows"]}
+    assert by_variant["raw"]["instructions"] == 12_000.0 and "margin" not in by_variant["raw"]
+    assert "total" not in by_variant["raw"]
+    assert by_variant["cpp"]["margin"] == 0.05  # the widened margin is kept
+    assert main(args + ["--write"]) == 0
+    assert load(tmp_path / "expected.json", "expected") == printed
+    assert main(["check", "--expected", str(tmp_path / "expected.json"), "--actual", str(tmp_path / "actual.json")]) == 0
+    assert updated_expected(_document(rows), None)["default_margin"] == 0.01
+
+
+def test_committed_expected_file_is_valid() -> None:
+    document = load(EXPECTED_PATH, "expected")
+    timed = [r for r in document["rows"] if r["instructions"] is not None]
+    assert len(timed) >= 25 and document["config"]["calls"] >= 10_000
+    assert all(0 < r.get("margin", document["default_margin"]) <= 0.05 for r in timed)
+
+
+# ---------------------------------------------------------------------------
+# A real collection (CI installs valgrind; scripts/setup.sh does it as root).
+
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+                                    reason="valgrind is not installed (scripts/setup.sh installs it as root)")
+
+
+@needs_valgrind
+def test_real_collection_is_repeatable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "counts.json"
+    assert main(["collect", "--ops", "muladd", "--variants", "raw,cpp", "--calls", "2000", "--warmup", "20",
+                 "--out", str(out)]) == 0
+    document = load(out, "counts")
+    timed = {r["variant"]: r for r in document["rows"] if r["instructions"] is not None}
+    assert set(timed) == {"raw", "cpp"} and all(r["mode"] == "inference" for r in timed.values())
+    assert 1_000 < timed["raw"]["instructions"] < timed["cpp"]["instructions"]  # the dispatcher costs
+    assert abs(timed["raw"]["total"] / 2000 - timed["raw"]["instructions"]) <= 0.05
+    assert document["env"]["cpu_capability_seen"] == "DEFAULT"
+    assert not any("avx" in v for v in document["env"]["libc_variants"]), document["env"]["libc_variants"]
+    assert len([r for r in document["rows"] if r["status"] == "n/a"]) == 4  # raw and cpp have no autograd
+    # A second collection, with the first as the expected file, is within ±1 % (in fact equal or nearly).
+    expected = tmp_path / "expected.json"
+    assert main(["check", "--expected", str(expected), "--actual", str(out), "--update-expected", "--write"]) == 0
+    assert main(["check", "--expected", str(expected)]) == 0
+    assert "2 rows: 2 within their margin, 0 not" in capsys.readouterr().out
+
+
+def test_spread_of_aa_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _write(tmp_path / "a.json", _document([_row("raw", "inference", 10_000.0), _row("cpp", "inference", 20_000.0)]))
+    b = _write(tmp_path / "b.json", _document([_row("raw", "inference", 10_010.0), _row("cpp", "inference", 20_000.0)]))
+    assert main(["spread", str(a), str(b)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("muladd/raw/inference") and "0.1000%" in out[0]
+    assert out[-1] == "2 rows: spread median 0.1000%, max 0.1000%"
+    assert main(["spread", str(a)]) == 2
+
+
+def test_staging_copies_the_code_to_a_fixed_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.instructions import staging
+
+    repo = tmp_path / "checkout"
+    for rel in ("bench/a.py", "bench/sub/b.py", "ops/c.py", "scenarios/d.py", "ops/kernels/k.cpp", "build/lib/x.so",
+                "bench/__pycache__/a.cpython-311.pyc"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(rel)
+    monkeypatch.setattr(staging, "STAGE", tmp_path / "stage")
+    with staging.staged(repo, repo / "build") as (src, out):
+        assert src == tmp_path / "stage" / "src" and out.is_dir() and not any(out.iterdir())
+        copied = sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
+        assert copied == ["bench/a.py", "bench/sub/b.py", "build/lib/x.so", "ops/c.py", "scenarios/d.py"]
+    assert not out.exists()

@@ -1,0 +1,101 @@
+"""The GitHub Actions workflows: actionlint (with shellcheck on the run: scripts, when installed)
+and the steps the nightly job must have."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (requirements.txt)")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
+NIGHTLY = REPO_ROOT / ".github" / "workflows" / "nightly.yml"
+
+
+def _actionlint() -> str | None:
+    found = shutil.which("actionlint")
+    if found:
+        return found
+    beside = Path(sysconfig.get_path("scripts")) / "actionlint"  # pip's scripts folder, off PATH
+    return str(beside) if beside.exists() else None
+
+
+def test_there_are_workflows() -> None:
+    assert NIGHTLY in WORKFLOWS
+
+
+@pytest.mark.skipif(_actionlint() is None,
+                    reason="actionlint is not installed (scripts/setup.sh installs it with pip)")
+def test_actionlint_passes() -> None:
+    actionlint = _actionlint()
+    assert actionlint is not None
+    out = subprocess.run([actionlint, "-no-color", *map(str, WORKFLOWS)], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _nightly() -> dict[str, Any]:
+    document = yaml.safe_load(NIGHTLY.read_text())
+    assert isinstance(document, dict)
+    return document
+
+
+def _steps() -> list[dict[str, Any]]:
+    jobs = _nightly()["jobs"]
+    assert len(jobs) == 1
+    return next(iter(jobs.values()))["steps"]
+
+
+def _step(fragment: str) -> dict[str, Any]:
+    matches = [s for s in _steps() if fragment in s.get("run", "")]
+    assert matches, f"no step runs {fragment!r}"
+    return matches[0]
+
+
+def test_nightly_triggers_and_runner() -> None:
+    document = _nightly()
+    triggers = document.get("on", document.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert "schedule" in triggers and triggers["schedule"][0]["cron"]
+    assert "workflow_dispatch" in triggers
+    assert {"env_a", "env_b", "pairs", "baseline"} <= set(triggers["workflow_dispatch"]["inputs"])
+    job = next(iter(document["jobs"].values()))
+    assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
+
+
+def test_nightly_steps_that_matter() -> None:
+    steps = _steps()
+    uses = [s.get("uses", "") for s in steps]
+    assert uses[0].startswith("actions/checkout@")
+    assert any("bash scripts/setup.sh" in s.get("run", "") for s in steps)
+    ab = _step("--ab")["run"]
+    assert "run.py --scenario boundary --ab" in ab and "--pairs" in ab and "--out" in ab
+    fallback = _step("run.py --scenario boundary --processes 4")
+    assert "--baseline" in fallback["run"] and fallback.get("if")
+    gate = _step("analysis.gate")["run"]
+    assert gate.count('>> "$GITHUB_STEP_SUMMARY"') >= 2 and "--format md" in gate
+    instructions = _step("bench.instructions check")
+    assert "cancelled()" in instructions.get("if", "")
+    upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@v4")]
+    assert len(upload) == 1 and "results/nightly" in upload[0]["with"]["path"]
+    assert "cancelled()" in upload[0].get("if", "")  # the files are kept when the gate fails
+    names = [s.get("name", "") for s in steps]
+    assert names.index(next(n for n in names if "Gate" in n)) < uses.index(upload[0]["uses"])
+
+
+def test_ci_runs_the_readme_command_then_the_instruction_check() -> None:
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
+    command = "bash scripts/setup.sh && python3 -m pytest -q tests && ctest --test-dir build --output-on-failure"
+    assert command in readme and command in ci
+    assert ci.index(command) < ci.index("python3 -m bench.instructions check")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
