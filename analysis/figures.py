@@ -270,7 +270,7 @@ def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: 
 
 
 LAUNCH_HIGHLIGHT = ("raw", "cpp", "custom_op", "function_raw", "triton_op", "aten")
-OP_MARKERS = {"noop": "o", "muladd": "s", "l2norm": "^", "mm": "D"}
+OP_MARKERS = {"noop": "o", "muladd": "s", "l2norm": "^", "mm": "D", "chain": "v"}
 
 
 def _roofline_points(frame: pd.DataFrame) -> pd.DataFrame:
@@ -373,6 +373,38 @@ def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
     return fig
 
 
+def offsets_chart(frame: pd.DataFrame) -> Figure:
+    """int64 / int32 time per call against size, one line per kernel (op and mode), a panel per
+    dtype, with the ±5 % band the offsets question is asked against."""
+    from analysis.kernels import offsets_frame, timed_metric
+
+    data = offsets_frame(frame)
+    data = data[data["status"] == "ok"]
+    if data.empty:
+        raise ValueError("no timed offsets rows in this frame")
+    dtypes = list(dict.fromkeys(data["dtype"]))
+    fig, axes = _panels(len(dtypes), 10, width=6.4)
+    for ax, dtype in zip(axes, dtypes):
+        g = data[data["dtype"] == dtype]
+        for i, ((op, mode), line) in enumerate(g.groupby(["op", "mode"], sort=False)):
+            line = line.sort_values("size")
+            ax.plot(line["size"], line["ratio"], marker=OP_MARKERS.get(op, "o"), ms=5, lw=1.4,
+                    color=f"C{i}", label=f"{op} {mode}")
+        ax.axhspan(0.95, 1.05, color=FLOOR, alpha=0.08, lw=0)
+        ax.axhline(1.0, color=FLOOR, lw=1, ls="--")
+        ticks = sorted(g["size"].astype(float).unique())
+        ax.set(xscale="log", xlabel="bytes per tensor",
+               ylabel=f"int64 / int32 ({'GPU' if timed_metric(frame) == 'gpu_us' else 'CPU'} time per call)")
+        ax.set_xticks(ticks, [size_text(t, "B") for t in ticks], fontsize=8)
+        ax.minorticks_off()
+        ax.set_title(f"{dtype}; shaded: ±5 %", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)), frameon=False, fontsize=9)
+    _titled(fig, "offsets: what forcing 64-bit offset arithmetic costs each kernel", frame)
+    return fig
+
+
 FUSION_STYLES = {"unfused": "-", "fused": "-", "aten": "--", "compiled": "-.", "triton": (0, (1, 1))}
 FUSION_COLORS = {"unfused": SERIES_COLORS[0], "fused": SERIES_COLORS[1], "aten": SERIES_COLORS[2],
                  "compiled": SERIES_COLORS[3], "triton": "#8172B3"}
@@ -461,8 +493,9 @@ FIGURES: dict[str, dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]]]
 WHOLE_FIGURES: dict[str, dict[str, Callable[[pd.DataFrame], Figure]]] = {
     "roofline": {"roofline": roofline_chart},
     "fusion": {"fusion": fusion_chart},
+    "offsets": {"offsets": offsets_chart},
 }
-KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "fusion", "history")
+KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "fusion", "offsets", "history")
 
 
 def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem: str,

@@ -251,6 +251,11 @@ def test_offsets_on_the_cpu(tmp_path: Path) -> None:
     assert huge["reason"].str.contains("GPU only").all()
     na = frame[(frame["status"] == "n/a") & (frame["index"] != "auto")]
     assert set(na["op"]) == {"muladd"} and na["reason"].str.contains("no backward kernel").all()
+    from analysis.figures import offsets_chart
+
+    (panel,) = offsets_chart(frame).axes  # --quick: float32 only
+    assert len(panel.lines) == 3 + 1  # muladd forward, chain forward and backward, and the 1.0 line
+    assert list(tmp_path.glob("*-offsets.png"))
 
 
 def test_fusion_on_the_cpu(tmp_path: Path) -> None:
