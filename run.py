@@ -427,10 +427,11 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any)
 def main(argv: Sequence[str] | None = None) -> int:
     from bench import cli
     from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+    from scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
 
     args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, default_out=REPO_ROOT / "results",
-                     scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS)
+                     scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS,
+                     scenario_ops=SCENARIO_OPS)
     try:
         from rich.console import Console
 

@@ -234,14 +234,17 @@ def check_repeats(args: argparse.Namespace) -> None:
 
 def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
           default_out: Path, scenario_variants: dict[str, tuple[str, ...]] | None = None,
-          scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None) -> argparse.Namespace:
+          scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None,
+          scenario_ops: dict[str, tuple[str, ...]] | None = None) -> argparse.Namespace:
     """Parse and check the whole command line; exits 2 with one line on the first problem.
-    scenario_variants / scenario_defaults: a scenario's own variant names and run defaults."""
+    scenario_variants / scenario_defaults / scenario_ops: a scenario's own variant names, run
+    defaults and the ops it takes."""
     parser = build_parser(scenarios)
     args = parser.parse_args(argv)
     args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario))
     try:
-        check_names(args, scenarios, ops, (scenario_variants or {}).get(args.scenario, variants))
+        check_names(args, scenarios, (scenario_ops or {}).get(args.scenario, ops),
+                    (scenario_variants or {}).get(args.scenario, variants))
         if args.shards is not None and args.device not in (None, "cpu"):
             raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
         if args.gpus is not None and args.device not in (None, "cuda"):

@@ -16,6 +16,12 @@ SCENARIO_VARIANTS: dict[str, tuple[str, ...]] = {
     "offsets": ("raw",),
     "fusion": ("unfused", "fused", "aten", "compiled", "triton"),
 }
+# Scenarios that take only some ops (the others take every op of ops.specs): offsets has no index
+# axis for mm (its kernel always addresses in int64), fusion is about the chain alone.
+SCENARIO_OPS: dict[str, tuple[str, ...]] = {
+    "offsets": ("noop", "muladd", "l2norm", "chain"),
+    "fusion": ("chain",),
+}
 # Run defaults that differ from bench/cli.py DEFAULTS, per scenario: option -> (full run, --quick).
 # The kernel scenarios have hundreds of cases whose GPU time repeats within 0.5 %: fewer rounds.
 SCENARIO_DEFAULTS: dict[str, dict[str, tuple[object, object]]] = {
@@ -25,7 +31,7 @@ SCENARIO_DEFAULTS: dict[str, dict[str, tuple[object, object]]] = {
     "fusion": {"rounds": (8, 3), "gpu_rounds": (5, 2)},
 }
 
-__all__ = ["SCENARIO_DEFAULTS", "SCENARIO_NAMES", "SCENARIO_VARIANTS", "SCENARIOS", "Scenario", "Selection"]
+__all__ = ["SCENARIO_DEFAULTS", "SCENARIO_NAMES", "SCENARIO_OPS", "SCENARIO_VARIANTS", "SCENARIOS", "Scenario", "Selection"]
 
 
 def _registry() -> dict[str, Any]:
@@ -40,6 +46,7 @@ def _registry() -> dict[str, Any]:
     registry = {s.name: s for s in (BOUNDARY, COMPILE, TIMER_VALIDATION, ROOFLINE, LAUNCH, OFFSETS, FUSION)}
     assert tuple(registry) == SCENARIO_NAMES, "SCENARIO_NAMES must list the registered scenarios, in order"
     assert all(registry[n].variants == v for n, v in SCENARIO_VARIANTS.items()), "SCENARIO_VARIANTS out of step"
+    assert all(set(registry[n].default_ops or ()) <= set(o) for n, o in SCENARIO_OPS.items()), "SCENARIO_OPS out of step"
     return registry
 
 

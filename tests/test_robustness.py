@@ -412,3 +412,18 @@ def test_a_scenario_with_variants_of_its_own_names_them(capsys: pytest.CaptureFi
                      SCENARIO_VARIANTS, SCENARIO_DEFAULTS)
     assert (args.rounds, args.gpu_rounds) == tuple(v[0] for v in (SCENARIO_DEFAULTS["launch"]["rounds"],
                                                                   SCENARIO_DEFAULTS["launch"]["gpu_rounds"]))
+
+
+@pytest.mark.parametrize(("scenario", "ops", "valid"), [
+    ("offsets", "mm", "noop, muladd, l2norm, chain"),  # mm's kernel has no int32/int64 choice
+    ("fusion", "muladd", "chain"),
+])
+def test_a_scenario_that_takes_some_ops_refuses_the_others_before_torch(scenario: str, ops: str, valid: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", (
+        "import sys, run\n"
+        f"try:\n    run.main(['--scenario', '{scenario}', '--ops', '{ops}'])\n"
+        "except SystemExit as e:\n    print('torch' in sys.modules, e.code)\n")],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["False", "2"], proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and f"argument --ops: unknown op '{ops}'; valid ops: {valid}" in err[0], err
