@@ -150,7 +150,7 @@ def merge_ab(docs: Sequence[Mapping[str, Any] | None], metas: Sequence[Mapping[s
     from .identity import row_identity
     from .process_merge import merge_processes, merge_rows, process_entry
     from .results import mark_gpu_bound
-    from .shard.merge import _row_order
+    from .shard.merge import row_order
 
     def side(name: str) -> tuple[list[Mapping[str, Any] | None], list[Mapping[str, Any]]]:
         picked = sorted((s.pair, i) for i, s in enumerate(slots) if s.side == name)
@@ -172,7 +172,7 @@ def merge_ab(docs: Sequence[Mapping[str, Any] | None], metas: Sequence[Mapping[s
                          "process_medians": [None] * pairs, "process_ratio_medians": [None] * pairs,
                          "process_delta_medians": [None] * pairs, "status": "not run", "reason": "not in side B",
                          **ab_fields(a_row, None, pairs)})
-    rows = _row_order(rows)
+    rows = row_order(rows)
     mark_gpu_bound(rows)
     statuses = [str(m.get("status") or "failed") for m in metas]
     a_probe = [x for d in a_docs if d is not None for x in ((d.get("speed_probe") or {}).get("samples") or [])]

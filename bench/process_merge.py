@@ -25,7 +25,7 @@ from typing import Any
 from . import stats
 from .identity import row_identity
 from .rows import num
-from .shard.merge import _row_order, merged_status
+from .shard.merge import row_order, merged_status
 
 PER_PROCESS = {"median": "process_medians", "ratio_median": "process_ratio_medians",
                "delta_median": "process_delta_medians"}
@@ -76,7 +76,7 @@ def merge_rows(docs: Sequence[Mapping[str, Any] | None]) -> list[dict[str, Any]]
     for i, doc in enumerate(docs):
         for r in (doc or {}).get("rows", []):
             by_identity.setdefault(row_identity(r), [None] * len(docs))[i] = r
-    rows = _row_order([merge_row(per) for per in by_identity.values()])
+    rows = row_order([merge_row(per) for per in by_identity.values()])
     mark_gpu_bound(rows)
     return rows
 

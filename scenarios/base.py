@@ -136,9 +136,14 @@ def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
             for g, w in zip(got, want):
                 torch.testing.assert_close(g.double().cpu(), w.cpu(), **tol)
     except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return f"pre-flight check failed: {first[:200]}"
+        return f"pre-flight check failed: {first_line(exc)}"
     return None
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """What a failed check says in a row: the exception's first line (its type when it has none)."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
 
 
 def case_grid(

@@ -38,8 +38,7 @@ from ops import OPS
 from ops import chain as chain_def
 
 from .base import Axis, Scenario, Selection, case_key, device_sync
-from .kernels import InputPool, check_against, console_report, elements_for
-from .offsets import check_exact
+from .kernels import InputPool, check_against, check_exact, console_report, elements_for
 
 VARIANTS = ("unfused", "fused", "aten", "compiled", "triton")
 LENGTHS = tuple(range(1, chain_def.MAX_LENGTH + 1))

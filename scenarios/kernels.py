@@ -11,7 +11,7 @@ from torch import Tensor
 from bench.runner import Case
 from ops import InputSpec, OpContract
 
-from .base import Point, Selection
+from .base import Point, Selection, first_line
 
 MIN_FLUSH_BYTES = 256 << 20
 # ||out - ref|| / ||ref|| bounds per dtype (half types: fp32 accumulation, rounded output).
@@ -65,17 +65,34 @@ def l2_flush(device: str) -> Callable[[], None]:
 def check_against(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tensor], dtype: torch.dtype) -> None:
     """The case's output at its full size against `expected()` (PyTorch's own op on the same inputs):
     a mismatch makes the case FAILED (never timed); its call is set only when it passes."""
-    try:
-        got, want = call(), expected()
-        if got.shape != want.shape:
-            raise AssertionError(f"shape {list(got.shape)} instead of {list(want.shape)}")
+    def close(got: Tensor, want: Tensor) -> None:
         # Norm-wise (an elementwise rtol fails on a product's cancelled entries); NaN never passes.
         rel = float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
         if not rel < REL_ERROR[dtype]:
             raise AssertionError(f"relative error {rel:.2e}, bound {REL_ERROR[dtype]:.0e}")
-    except Exception as exc:  # noqa: BLE001
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        case.error = f"full-size check against PyTorch failed: {first[:200]}"
+
+    _checked(case, call, expected, close, "full-size check against PyTorch failed")
+
+
+def check_exact(case: Case, call: Callable[[], Tensor], twin: Callable[[], Tensor], what: str) -> None:
+    """`call` must equal `twin()` bit for bit (e.g. int64 offsets against int32, unfused against
+    fused); only then is the case timed."""
+    def equal(got: Tensor, want: Tensor) -> None:
+        if not torch.equal(got, want):
+            raise AssertionError(f"differs from {what} ({int((got != want).sum())} elements)")
+
+    _checked(case, call, twin, equal, "exactness check failed")
+
+
+def _checked(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tensor],
+             compare: Callable[[Tensor, Tensor], None], failure: str) -> None:
+    try:
+        got, want = call(), expected()
+        if got.shape != want.shape:
+            raise AssertionError(f"shape {list(got.shape)} instead of {list(want.shape)}")
+        compare(got, want)
+    except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
+        case.error = f"{failure}: {first_line(exc)}"
         return
     case.call = call
 

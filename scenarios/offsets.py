@@ -34,7 +34,7 @@ from bench.runner import Case
 from ops import OPS, OpContract
 
 from .base import Axis, Scenario, Selection, case_key, device_sync
-from .kernels import InputPool, check_against, console_report, elements_for, shape_for
+from .kernels import InputPool, check_against, check_exact, console_report, elements_for, shape_for
 
 INDEXES = ("int32", "int64")
 DEFAULT_OPS = ("noop", "muladd", "l2norm", "chain")
@@ -88,19 +88,6 @@ def expected(contract: OpContract, mode: str, args: tuple[Any, ...], grad: Tenso
     x_rg = x.detach().requires_grad_(True)
     (gx,) = torch.autograd.grad(contract.aten(x_rg, *scalars), x_rg, grad)
     return gx
-
-
-def check_exact(case: Case, call: Callable[[], Tensor], twin: Callable[[], Tensor], what: str) -> None:
-    """`call` must equal `twin` bit for bit; only then is the case timed."""
-    try:
-        got, want = call(), twin()
-        if got.shape != want.shape or not torch.equal(got, want):
-            bad = int((got != want).sum()) if got.shape == want.shape else -1
-            raise AssertionError(f"differs from {what} ({bad} elements)")
-    except Exception as exc:  # noqa: BLE001  # a mismatch disqualifies the case
-        case.error = f"exactness check failed: {str(exc).strip().splitlines()[0][:200]}"
-        return
-    case.call = call
 
 
 def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, tensors: list[Tensor],

@@ -27,7 +27,7 @@ def _gpu_index(device: Any, env: Mapping[str, Any]) -> int | None:
 
 
 
-def _row_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def row_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One-process order: Python CPU rows, Python GPU rows, then other drivers; op, variant, mode within."""
     from ops.variants import MODES, VARIANT_NAMES
 
@@ -148,7 +148,7 @@ def merge_results(
         "config": config,
         "env": env,
         "speed_probe": first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
-        "rows": _row_order(rows),
+        "rows": row_order(rows),
         "duplicate_baseline_rows": duplicates,
     }
 
