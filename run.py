@@ -16,10 +16,12 @@ import argparse
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent
+STARTED = time.monotonic()  # the phase timings count from here (interpreter start-up excluded)
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.cli import UsageError  # noqa: E402  (torch-free)
@@ -183,6 +185,14 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     """The interleaved-rounds run of one process: the table's cases, timed and written."""
     import torch
 
+    phases: dict[str, float] = {}  # seconds per phase, in order (config.phase_seconds)
+    last = [STARTED]
+
+    def phase(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - last[0], 2)
+        last[0] = now
+
     from bench import env as envmod
     from bench.gputimer import gpu_rows, make_gpu_timer
     from bench.probe import instability_note, probe_case, probe_summary
@@ -223,7 +233,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
             "scenario": scenario.name,
             "status": status,
             "config": {**vars(config), "dtype": args.dtype, **({"cache": list(args.cache)} if scenario.roofs else {}),
-                       **run_info},
+                       **run_info, "phase_seconds": dict(phases)},
             "env": envmod.redact_paths(env),
             "speed_probe": probe_summary(probe.samples),
             **measured,
@@ -231,6 +241,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         }
 
     status = "complete"
+    phase("start")  # imports (torch, the suite), pinning, environment capture
     try:
         write_result(json_path, document("running"))
         sel = Selection(ops=ops, variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
@@ -244,10 +255,12 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
             return EXIT_USAGE, json_path
         console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({sum(c.runnable for c in cases)} timed) "
                       f"on {device}, {config.rounds} rounds{' max' if config.adaptive else ''}")
+        phase("build")  # the native build's loading, the cases and their pre-flight checks
         outcome = run(cases + [probe], config, on_round=lambda n: (run_info.update(rounds_done=n),
                                                                     write_result(json_path, document("running"))))
         run_info.update(stop_reason=outcome.stop_reason, seconds=round(outcome.seconds, 2),
                         timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
+        phase("cpu_rounds")
         if outcome.stop_reason == "interrupted":
             raise KeyboardInterrupt
         if scenario.roofs and not device.startswith("cuda"):
@@ -268,9 +281,11 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                     timer.close()
                 if interrupted:
                     raise KeyboardInterrupt
+            phase("gpu_pass")
         cpp_ops = [op for op in ops if OPS[op].boundary]  # the C++ driver times the boundary ops
         if scenario.name == "boundary" and not args.no_cpp and cpp_ops:
             extra_rows.extend(cpp_section(device, cpp_ops, args, env, console))
+            phase("cpp_driver")
     except KeyboardInterrupt:
         status = "interrupted"
         run_info["stop_reason"] = "interrupted"

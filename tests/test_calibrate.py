@@ -177,3 +177,30 @@ def test_claimed_power_is_the_simulated_power() -> None:
         caught += gs.decide(*effect.ci(alpha), delta) == "regression"
     # Welch's df is a little below the pooled 2(n - 1): allow that beside four binomial errors.
     assert caught / trials == pytest.approx(0.8, abs=4 * math.sqrt(0.8 * 0.2 / trials) + 0.03)
+
+
+def test_calibration_script_end_to_end_on_the_cpu(tmp_path: Path) -> None:
+    """scripts/gate_calibration.sh with tiny runs: A/A and injected A/B files, then a calibration the
+    gate reads and the evaluation of the injected `cpp` rows (their spin makes them slower)."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "DEVICE": "cpu", "PAIRS": "2", "INJECT_NS": "20000",
+           "RUN_ARGS": "--ops noop --variants raw,cpp --no-cpp --quick --rounds 4"}
+    proc = subprocess.run(["bash", str(root / "scripts" / "gate_calibration.sh"), str(tmp_path), "2", "1"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("done in") == 3 and "FAILED" not in proc.stdout
+    aa, injected = sorted((tmp_path / "aa").glob("*.json")), sorted((tmp_path / "injected").glob("*.json"))
+    assert len(aa) == 2 and len(injected) == 1
+    assert json.loads(injected[0].read_text())["ab"]["b"] == "env:DBENCH_INJECT_NS=20000"
+    calibration = json.loads((tmp_path / "gate-calibration.json").read_text())
+    assert calibration["design"] == "paired" and any('"cpp"' in key for key in calibration["rows"])
+    text = (tmp_path / "calibration.txt").read_text()
+    assert "injected:" in text and "false-alarm rate" in text
+    # A 20 µs spin on a call of a few µs shows in every injected row's paired ratio; two pairs give
+    # one degree of freedom, so the verdict may stay inconclusive, never same or improvement.
+    result = gate.gate([doc for _, doc in gate.load_run(injected[0])], calibration=calibration)
+    cpp = [r for r in result.rows if "/cpp/" in r.label]
+    assert cpp and all(r.ratio > 2 and r.verdict in (gs.REGRESSION, gs.INCONCLUSIVE) for r in cpp)

@@ -52,6 +52,9 @@ def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:
     (json_path,) = tmp_path.glob("boundary-cpu-*.json")
     doc = load_result(json_path)
     assert doc["status"] == "complete" and doc["config"]["rounds_done"] == 3
+    phases = doc["config"]["phase_seconds"]  # where the run's time went (no GPU pass, no C++ here)
+    assert list(phases) == ["start", "build", "cpu_rounds"] and all(v >= 0 for v in phases.values())
+    assert phases["cpu_rounds"] >= 0.9 * doc["config"]["seconds"]
     env = doc["env"]
     for key in ("time", "git", "command", "torch", "torch_git", "cuda_runtime", "cuda_driver", "python", "hostname", "cpu_model"):
         assert key in env

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -140,14 +141,16 @@ def test_within_margins_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "2 rows: 2 within their margin, 0 not" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("count, status", [(10_101.0, "REGRESSION"), (9_899.0, "IMPROVEMENT")])
-def test_beyond_margin_fails_either_way(tmp_path: Path, capsys: pytest.CaptureFixture[str], count: float,
-                                        status: str) -> None:
+@pytest.mark.parametrize("count, status, code, strict_code", [(10_101.0, "REGRESSION", 1, 1),
+                                                              (9_899.0, "IMPROVEMENT", 0, 1)])
+def test_beyond_margin_rise_fails_fall_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str], count: float,
+                                                   status: str, code: int, strict_code: int) -> None:
     rows = [_row("raw", "inference", count), _row("cpp", "inference", 20_000.0), _row("raw", "fwd_bwd", None)]
-    assert main(_files(tmp_path, rows)) == 1
+    assert main(_files(tmp_path, rows)) == code
     out = capsys.readouterr().out
     assert f"{status}" in out and "muladd/raw/inference" in out and "muladd/cpp/inference" not in out
-    assert "--update-expected --write" in out
+    assert "--update-expected --write" in out and "2 rows: 1 within their margin, 1 not" in out
+    assert main([*_files(tmp_path, rows), "--strict"]) == strict_code
 
 
 def test_missing_new_and_failed_rows_fail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -276,3 +279,79 @@ def test_staging_copies_the_code_to_a_fixed_place(tmp_path: Path, monkeypatch: p
         copied = sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
         assert copied == ["bench/a.py", "bench/sub/b.py", "build/lib/x.so", "ops/c.py", "scenarios/d.py"]
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------
+# The power study (bench/instructions/power.py), with a synthetic collector.
+
+
+def _fake_collector(expected: dict[str, Any], shift: dict[int, float]) -> Any:
+    """A collector that moves every row by shift[heap_pad] and adds each injected pad's planned cost."""
+    from bench.instructions.power import planned_fraction
+
+    calls = []
+
+    def collect(config: Any, worker: int) -> dict[str, Any]:
+        calls.append(config)
+        pads = dict(config.inject)
+        rows = []
+        for r in expected["rows"]:
+            count = r["instructions"]
+            if count is not None:
+                label = f"{r['op']}/{r['variant']}/{r['mode']}"
+                extra = planned_fraction(count, pads[label]) if label in pads else 0.0
+                count = count * (1 + shift.get(config.heap_pad, 0.0) + extra)
+            rows.append({**r, "instructions": count})
+        return _document(rows, env={"source_digest": "abc", "wall_s": 1.0})
+
+    collect.calls = calls  # type: ignore[attr-defined]
+    return collect
+
+
+def test_power_study_counts_false_alarms_and_detections(tmp_path: Path) -> None:
+    from bench.instructions import power
+
+    expected = _document([_row("raw", "inference", 10_000.0), _row("cpp", "inference", 400_000.0, margin=0.03),
+                          _row("raw", "fwd_bwd", None)], default_margin=0.01)
+    # Layout 300 moves rows by +1.5 %: beyond raw's ±1 % (a false alarm), inside cpp's ±3 %.
+    collect = _fake_collector(expected, {300: 0.015, 2500: 0.0})
+    seen: list[dict[str, Any]] = []
+    doc = power.run(expected, power.plan((300, 2500), (0.02, 0.05)), on_result=seen.append, collect_fn=collect)
+    assert power.run(expected, power.plan((300, 2500), (0.02, 0.05)), collect_fn=collect, jobs=2) == \
+        {**doc, "time": ANY}, "two at a time: the same document, trials in planned order"
+    assert [s["status"] for s in seen] == ["running", "running", "running", "complete"]
+    assert [c.heap_pad for c in collect.calls[:4]] == [300, 2500, power.INJECTED_LAYOUT, power.INJECTED_LAYOUT]
+    assert collect.calls[0].inject == () and len(collect.calls[2].inject) == 2
+    own, flat = doc["summary"]["own_margins"], doc["summary"]["flat_margin"]
+    assert (own["false_alarms"], own["aa_trials"]) == (1, 4) and (flat["false_alarms"], flat["aa_trials"]) == (2, 4)
+    # raw (10 000 a call): the pad's fixed 2 000 is +20 %, so raw is no trial of +2 % or +5 %.
+    assert own["detection"]["2%"] == {"detected": 0, "trials": 1, "rate": 0.0, "overshot_rows": 1,
+                                      "overshot_detected": 1}
+    assert flat["detection"]["2%"]["detected"] == 1  # +2 % clears ±1 % but not cpp's own ±3 %
+    assert own["detection"]["5%"]["detected"] == 1 and own["detection"]["5%"]["trials"] == 1
+    injected_raw = next(r for r in doc["trials"][3]["rows"] if r["row"] == "muladd/raw/inference")
+    assert injected_raw["on_target"] is False and injected_raw["injected"] == pytest.approx(0.2)
+
+
+def test_power_refuses_bad_plans_before_collecting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.instructions import power
+
+    with pytest.raises(ValueError, match="distinct"):
+        power.plan((300, 300), (0.05,))
+    with pytest.raises(ValueError, match="fractions"):
+        power.plan((300,), (1.5,))
+    expected = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS))
+    assert main(["power", "--expected", str(expected), "--out", str(tmp_path / "p.json"), "--effects", "0"]) == 2
+    assert "effects must be fractions" in capsys.readouterr().err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_sibling_stages_keep_the_path_length() -> None:
+    from bench.instructions import staging
+
+    for i in (1, 9):
+        sibling = staging.sibling_stage(i)
+        assert sibling.parent == staging.STAGE.parent and sibling != staging.STAGE
+        assert len(str(sibling)) == len(str(staging.STAGE))
+    with pytest.raises(ValueError):
+        staging.sibling_stage(10)

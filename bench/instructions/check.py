@@ -1,9 +1,11 @@
 """Compare a collection with the expected file: one verdict per row, and the file to commit instead.
 
-A row fails when its count moved beyond its margin either way: a regression, or an improvement
-that the expected file must be updated to keep (otherwise a later regression of the same size
-would pass unnoticed). Rows present on one side only fail too; rows that are n/a on both sides
-are not compared.
+A row fails when its count rose beyond its margin (a regression), when it is present on one side
+only, or when it FAILED; rows that are n/a on both sides are not compared. A count that fell beyond
+its margin (an improvement) is printed with the hint to re-record the file, which keeps the gain
+(until then a later regression of the same size would pass unnoticed), but passes unless strict:
+CI must not go red because a change made a call cheaper, and the CI machine is not the machine
+that recorded the file.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def fails(self, strict: bool = False) -> bool:
+        """Whether this verdict fails the check (an improvement only when strict)."""
+        return self.status not in ("ok", "improvement") or (strict and self.status == "improvement")
 
     @property
     def change(self) -> float | None:

@@ -90,9 +90,10 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
     ]
 
 
-def collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
+def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None = None) -> dict[str, Any]:
     """One run under callgrind; returns the counts document (rows keyed like result rows).
-    keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate)."""
+    keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate); stage: where
+    the code is staged (default staging.STAGE)."""
     check_names(config)
     valgrind = shutil.which("valgrind")
     if valgrind is None or shutil.which("callgrind_control") is None:
@@ -100,7 +101,7 @@ def collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
     start = time.monotonic()
     digests = code_digests(REPO_ROOT)
     build_dir = Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
-    with staged(REPO_ROOT, build_dir) as (src, out_dir):
+    with staged(REPO_ROOT, build_dir, stage) as (src, out_dir):
         manifest_path = out_dir / "manifest.json"
         cmd = valgrind_command(valgrind, out_dir, config, manifest_path)
         # The child's environment names the staged code only (no DBENCH_BUILD_DIR: src/build).

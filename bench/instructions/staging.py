@@ -20,6 +20,14 @@ from pathlib import Path
 # Not $TMPDIR: the path must not vary. DBENCH_INSTRUCTIONS_STAGE runs collections side by side
 # (another path of the same length keeps the layout; the expected file is made at the default).
 STAGE = Path(os.environ.get("DBENCH_INSTRUCTIONS_STAGE", "/tmp/dbench-instructions"))
+
+
+def sibling_stage(index: int) -> Path:
+    """A stage beside STAGE with a name of the same length (worker `index` >= 1 of parallel
+    collections): the same path lengths, so the same allocation sizes."""
+    if not 1 <= index <= 9:
+        raise ValueError(f"at most 9 sibling stages (got {index})")
+    return STAGE.with_name(STAGE.name[:-1] + str(index))
 PACKAGES = ("bench", "ops", "scenarios")
 
 
@@ -33,16 +41,17 @@ def _copy_package(src: Path, dst: Path) -> None:
 
 
 @contextlib.contextmanager
-def staged(repo_root: Path, build_dir: Path) -> Iterator[tuple[Path, Path]]:
+def staged(repo_root: Path, build_dir: Path, stage: Path | None = None) -> Iterator[tuple[Path, Path]]:
     """(src, out): the copied code (cwd of the child) and an empty folder for its dumps."""
-    STAGE.mkdir(parents=True, exist_ok=True)
-    with open(STAGE / "lock", "w") as lock:
+    stage = STAGE if stage is None else stage
+    stage.mkdir(parents=True, exist_ok=True)
+    with open(stage / "lock", "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print("[instructions] waiting for another collection to finish", file=sys.stderr, flush=True)
             fcntl.flock(lock, fcntl.LOCK_EX)
-        src, out = STAGE / "src", STAGE / "out"
+        src, out = stage / "src", stage / "out"
         for folder in (src, out):
             shutil.rmtree(folder, ignore_errors=True)
         for package in PACKAGES:
