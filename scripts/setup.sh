@@ -48,7 +48,7 @@ if ! command -v actionlint >/dev/null && [ ! -x "$("$PY" -c 'import sysconfig; p
 fi
 
 # Native tools: cmake, a C++ compiler, ninja, GTest and Google Benchmark (Debian names); valgrind
-# for the instruction-count check (.ci/run), shellcheck for actionlint's check of run: scripts.
+# (and jemalloc) for the instruction-count check (.ci/run), shellcheck for actionlint's check of run: scripts.
 need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v g++ >/dev/null || need_apt+=(g++)
@@ -58,6 +58,8 @@ command -v ninja >/dev/null || need_apt+=(ninja-build)
 # Optional: a host without a package mirror (a GPU box with its own image) goes on without them.
 want_apt=()
 command -v valgrind >/dev/null || want_apt+=(valgrind)
+# jemalloc: the instruction counts are taken under it (bench/instructions/environment.py).
+ls /usr/lib/*/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 >/dev/null 2>&1 || want_apt+=(libjemalloc2)
 command -v shellcheck >/dev/null || want_apt+=(shellcheck)
 if [ $((${#need_apt[@]} + ${#want_apt[@]})) -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

@@ -231,20 +231,31 @@ def test_committed_expected_file_is_valid() -> None:
 # ---------------------------------------------------------------------------
 # A real collection (CI installs valgrind; scripts/setup.sh does it as root).
 
-needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
-                                    reason="valgrind is not installed (scripts/setup.sh installs it as root)")
+def _jemalloc_missing() -> bool:
+    from bench.instructions.environment import jemalloc
+
+    return jemalloc() is None
+
+
+needs_valgrind = pytest.mark.skipif(
+    shutil.which("valgrind") is None or shutil.which("callgrind_control") is None or _jemalloc_missing(),
+    reason="valgrind or jemalloc is not installed (scripts/setup.sh installs both as root)")
 
 
 @needs_valgrind
 def test_real_collection_is_repeatable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "counts.json"
-    assert main(["collect", "--ops", "muladd", "--variants", "raw,cpp", "--calls", "2000", "--warmup", "20",
-                 "--out", str(out)]) == 0
+    assert main(["collect", "--ops", "muladd", "--variants", "raw,cpp", "--calls", "2001", "--layouts", "3",
+                 "--warmup", "20", "--out", str(out)]) == 0
     document = load(out, "counts")
+    assert document["config"]["layouts"] == 3
     timed = {r["variant"]: r for r in document["rows"] if r["instructions"] is not None}
     assert set(timed) == {"raw", "cpp"} and all(r["mode"] == "inference" for r in timed.values())
     assert 1_000 < timed["raw"]["instructions"] < timed["cpp"]["instructions"]  # the dispatcher costs
-    assert abs(timed["raw"]["total"] / 2000 - timed["raw"]["instructions"]) <= 0.05
+    for row in timed.values():  # 667 calls in each of 3 builds; the row is their median
+        assert row["calls"] == 2001 and len(row["layout_counts"]) == 3
+        assert row["instructions"] == pytest.approx(sorted(row["layout_counts"])[1], abs=0.051)
+        assert abs(row["total"] / 2001 - sum(row["layout_counts"]) / 3) <= 0.05
     assert document["env"]["cpu_capability_seen"] == "DEFAULT"
     assert not any("avx" in v for v in document["env"]["libc_variants"]), document["env"]["libc_variants"]
     assert len([r for r in document["rows"] if r["status"] == "n/a"]) == 4  # raw and cpp have no autograd
@@ -320,7 +331,7 @@ def test_power_study_counts_false_alarms_and_detections(tmp_path: Path) -> None:
     assert power.run(expected, power.plan((300, 2500), (0.02, 0.05)), collect_fn=collect, jobs=2) == \
         {**doc, "time": ANY}, "two at a time: the same document, trials in planned order"
     assert [s["status"] for s in seen] == ["running", "running", "running", "complete"]
-    assert [c.heap_pad for c in collect.calls[:4]] == [300, 2500, power.INJECTED_LAYOUT, power.INJECTED_LAYOUT]
+    assert [c.heap_pad for c in collect.calls[:4]] == [300, 2500, power.INJECTED_PAD, power.INJECTED_PAD]
     assert collect.calls[0].inject == () and len(collect.calls[2].inject) == 2
     own, flat = doc["summary"]["own_margins"], doc["summary"]["flat_margin"]
     assert (own["false_alarms"], own["aa_trials"]) == (1, 4) and (flat["false_alarms"], flat["aa_trials"]) == (2, 4)
@@ -355,3 +366,38 @@ def test_sibling_stages_keep_the_path_length() -> None:
         assert len(str(sibling)) == len(str(staging.STAGE))
     with pytest.raises(ValueError):
         staging.sibling_stage(10)
+
+
+def test_layouts_are_checked_and_old_files_read_as_one_build(tmp_path: Path) -> None:
+    from bench.instructions.collect import Config, check_names
+
+    with pytest.raises(ValueError, match="layouts"):
+        check_names(Config(calls=4, layouts=5))
+    with pytest.raises(ValueError, match="layouts"):
+        check_names(Config(layouts=0))
+    assert Config(calls=10_000, layouts=3).calls_per_layout == 3333
+    old = _document([])["config"]  # written before builds per case existed
+    assert "layouts" not in old and Config.from_dict(old).layouts == 1
+    with pytest.raises(SystemExit):  # argparse: must be >= 1
+        main(["collect", "--layouts", "0", "--out", str(tmp_path / "x.json")])
+
+
+def test_the_measured_process_preloads_jemalloc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.instructions import collect as collect_mod
+    from bench.instructions.environment import child_environment, jemalloc
+
+    assert "LD_PRELOAD" not in child_environment(tmp_path)
+    assert child_environment(tmp_path, allocator="/lib/x.so")["LD_PRELOAD"] == "/lib/x.so"
+    lib = tmp_path / "libjemalloc.so.2"
+    lib.write_bytes(b"")
+    monkeypatch.setenv("DBENCH_JEMALLOC", str(lib))
+    assert jemalloc() == str(lib)
+    monkeypatch.setenv("DBENCH_JEMALLOC", str(tmp_path / "absent.so"))
+    assert jemalloc() is None
+    # Without jemalloc the collection refuses (it never falls back to glibc's malloc, whose counts differ).
+    monkeypatch.setattr(collect_mod.shutil, "which", lambda name: f"/usr/bin/{name}")
+    with pytest.raises(collect_mod.CollectError, match="libjemalloc2"):
+        collect_mod.collect(collect_mod.Config(variants=("raw",), calls=10))
+    with pytest.raises(ValueError, match="allocator"):
+        collect_mod.check_names(collect_mod.Config(allocator="tcmalloc"))
+    assert collect_mod.Config.from_dict(_document([])["config"]).allocator == "glibc"  # files from before it

@@ -19,7 +19,7 @@ from .check import InputError, compare, env_differences, load, updated_expected
 from .spread import spreads
 from . import power
 from .staging import sibling_stage
-from .collect import DEFAULT_CALLS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
+from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
 
 UPDATE_HINT = "python3 -m bench.instructions check --update-expected --write"
 
@@ -57,7 +57,7 @@ def _fractions(text: str) -> tuple[float, ...]:
 
 def run_power(args: argparse.Namespace) -> int:
     expected = load(args.expected, "expected")
-    trials = power.plan(args.layouts, args.effects)  # bad values fail here, before any collection
+    trials = power.plan(args.heap_pads, args.effects)  # bad values fail here, before any collection
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def started(i: int, trial: power.Trial) -> None:
@@ -83,8 +83,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--ops", type=_names, default=DEFAULT_OPS, help=f"default {','.join(DEFAULT_OPS)}")
     c.add_argument("--variants", type=_names, default=None, help="default: every variant")
     c.add_argument("--calls", type=_positive, default=DEFAULT_CALLS, help=f"timed calls per case (default {DEFAULT_CALLS})")
-    c.add_argument("--warmup", type=_positive, default=DEFAULT_WARMUP, help=f"untimed calls first (default {DEFAULT_WARMUP})")
+    c.add_argument("--warmup", type=_positive, default=DEFAULT_WARMUP,
+                   help=f"untimed calls first, per build (default {DEFAULT_WARMUP})")
+    c.add_argument("--layouts", type=_positive, default=DEFAULT_LAYOUTS,
+                   help=f"builds of the cases at other heap places; a row is their median (default {DEFAULT_LAYOUTS})")
     c.add_argument("--no-mask-cpu", action="store_true", help="leave glibc's CPU feature selection alone")
+    c.add_argument("--allocator", choices=("jemalloc", "glibc"), default="jemalloc",
+                   help="malloc of the measured process (default jemalloc; glibc's moves counts with the heap layout)")
     c.add_argument("--keep-dumps", type=Path, help="copy callgrind's dump files to this folder")
     k = sub.add_parser("check", help="collect (or read --actual) and compare with the expected file")
     k.add_argument("--expected", type=Path, default=EXPECTED_PATH, help="the committed expected counts")
@@ -99,8 +104,8 @@ def parser() -> argparse.ArgumentParser:
                                      "(one collection per trial, about 6 minutes each)")
     w.add_argument("--expected", type=Path, default=EXPECTED_PATH)
     w.add_argument("--out", type=Path, required=True, help="the study's JSON (rewritten after each collection)")
-    w.add_argument("--layouts", type=_pads, default=power.DEFAULT_LAYOUTS,
-                   help=f"heap pads of the A/A collections (default {','.join(map(str, power.DEFAULT_LAYOUTS))})")
+    w.add_argument("--heap-pads", type=_pads, default=power.DEFAULT_PADS,
+                   help=f"heap pads of the A/A collections (default {','.join(map(str, power.DEFAULT_PADS))})")
     w.add_argument("--effects", type=_fractions, default=power.DEFAULT_EFFECTS,
                    help=f"injected costs, fractions of each row (default {','.join(map(str, power.DEFAULT_EFFECTS))})")
     w.add_argument("--jobs", type=_positive, default=1, help="collections at a time (one core each; at most 9)")
@@ -176,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "collect":
             config = Config(ops=args.ops, variants=args.variants, calls=args.calls, warmup=args.warmup,
-                            mask_cpu=not args.no_mask_cpu)
+                            layouts=args.layouts, mask_cpu=not args.no_mask_cpu, allocator=args.allocator)
             _dump(_collect(config, args.keep_dumps), args.out)
             return 0
         if args.command == "spread":

@@ -112,9 +112,11 @@ def env_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[st
     e, a = expected.get("env", {}), actual.get("env", {})
     out = [f"{k}: expected {e.get(k)!r}, this run {a.get(k)!r}" for k in ("torch", "python", "valgrind", "glibc")
            if e.get(k) != a.get(k)]
-    if expected.get("config", {}).get("calls") != actual.get("config", {}).get("calls"):
-        out.append(f"calls per case: expected {expected.get('config', {}).get('calls')}, "
-                   f"this run {actual.get('config', {}).get('calls')}")
+    defaults = {"layouts": 1, "allocator": "glibc"}  # what files from before those options were
+    for key, what in (("calls", "calls per case"), ("layouts", "builds per case"), ("allocator", "allocator")):
+        e_val, a_val = (doc.get("config", {}).get(key, defaults.get(key)) for doc in (expected, actual))
+        if e_val != a_val:
+            out.append(f"{what}: expected {e_val}, this run {a_val}")
     return out
 
 

@@ -1,11 +1,13 @@
 """The process that runs under callgrind (started by collect.py; not meant to be run by hand).
 
-It builds the boundary scenario's CPU cases, switches callgrind's instrumentation on once the
-imports and registrations are done (they are not measured, and run several times faster without
-it), then, case by case: warm-up calls, a full garbage collection, and the timed calls with
-callgrind's collection toggled on around them only, the collector off. Each case ends in a dump
-(`torch._C._valgrind_toggle_and_dump_stats`), so dump k holds case k alone. A manifest, written
-last, names the case of each dump.
+It builds the boundary scenario's CPU cases `--layouts` times, each build after another batch of
+small objects kept alive, so that each build's objects lie elsewhere in the heap (a count depends
+on where the hot objects land: see environment.py). Then it switches callgrind's instrumentation
+on (imports, registrations and builds are not measured, and run several times faster without it)
+and, case by case and build by build: warm-up calls, a full garbage collection, and the timed
+calls with callgrind's collection toggled on around them only, the collector off. Each ends in a
+dump (`torch._C._valgrind_toggle_and_dump_stats`): after the calibration dump, dumps
+1 + k·L + j hold case k in build j. A manifest, written last, names the cases.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 CALIBRATION = "loop"  # dump 1: the timing loop around a call that does nothing
+LAYOUT_STEP = 1237  # small objects kept alive before each further build (about 150 kB)
 
 
 def instrumentation_on() -> None:
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.instructions.child")
     p.add_argument("--ops", required=True)
     p.add_argument("--variants", required=True)
-    p.add_argument("--calls", type=int, required=True)
+    p.add_argument("--calls", type=int, required=True, help="timed calls per case and build")
+    p.add_argument("--layouts", type=int, default=1, help="builds of the cases, each timed")
     p.add_argument("--warmup", type=int, required=True)
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--instrumentation-on", action="store_true", help="valgrind runs with --instr-atstart=no")
@@ -78,26 +82,35 @@ def main(argv: list[str] | None = None) -> int:
     heap_pad = [bytearray(24 + i % 200) for i in range(args.heap_pad)]
     sel = Selection(ops=tuple(args.ops.split(",")), variants=tuple(args.variants.split(",")),
                     device="cpu", dtype=torch.float32, seed=0, explicit_ops=True)
-    cases = build(sel)
-    timed = [c for c in cases if c.runnable]
     injections = parse_injections(args.inject)
-    unknown = set(injections) - {c.label for c in timed}
-    if unknown:
-        raise SystemExit(f"error: --inject names cases that are not timed: {', '.join(sorted(unknown))}")
-    for case in timed:
-        if case.label in injections and case.call is not None:
-            case.call = padded(case.call, injections[case.label])
+    builds, spacers = [], []
+    for j in range(args.layouts):
+        spacers.append([bytearray(24 + i % 200) for i in range(j * LAYOUT_STEP)])
+        cases = build(sel)
+        timed = [c for c in cases if c.runnable]
+        unknown = set(injections) - {c.label for c in timed}
+        if unknown:
+            raise SystemExit(f"error: --inject names cases that are not timed: {', '.join(sorted(unknown))}")
+        for case in timed:
+            if case.label in injections and case.call is not None:
+                case.call = padded(case.call, injections[case.label])
+        if builds and [c.label for c in timed] != [c.label for c in builds[0]]:
+            raise SystemExit("error: the builds of the cases differ in which cases are timed")
+        builds.append(timed)
+    timed = builds[0]
     gc.collect()
     gc.freeze()  # the imports' objects out of every later collection: each case's gc.collect stays short
     if args.instrumentation_on:
         instrumentation_on()
     measure(_nothing, args.calls, args.warmup)
-    for i, case in enumerate(timed, 1):
-        assert case.call is not None
+    for i, case in enumerate(timed):
         # Progress before the case, and no timings: a string whose length varies from run to run
         # would move later allocations, and with them hash-table collisions (see environment.py).
-        print(f"[{i}/{len(timed)}] {case.label}", file=sys.stderr, flush=True)
-        measure(case.call, args.calls, args.warmup)
+        print(f"[{i + 1}/{len(timed)}] {case.label}", file=sys.stderr, flush=True)
+        for built in builds:
+            call = built[i].call
+            assert call is not None
+            measure(call, args.calls, args.warmup)
     manifest = {
         "calibration": CALIBRATION,
         "cases": [{"key": c.key, "status": "timed" if c.runnable else "failed" if c.error else "n/a",
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "num_threads": torch.get_num_threads(),
         "injected": injections,
         "heap_pad": len(heap_pad),
+        "layouts": len(builds),
         "aslr_disabled": aslr_disabled(os.getpid()),
     }
     args.manifest.write_text(json.dumps(manifest, indent=1) + "\n")

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -16,7 +17,8 @@ from typing import Any
 from . import METRIC, REPO_ROOT, SCHEMA, UNIT
 from .callgrind import read_dumps
 from .staging import staged
-from .environment import child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu, valgrind_version
+from .environment import (child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu,
+                          jemalloc, valgrind_version)
 
 # One op of the boundary scenario's default ones, with every variant and mode (31 timed cases): at
 # 10 000 calls per case the full set (noop, muladd, l2norm: 93 cases) takes about 17 minutes under
@@ -24,6 +26,11 @@ from .environment import child_environment, code_digests, disable_aslr, glibc_tu
 DEFAULT_OPS: tuple[str, ...] = ("muladd",)
 DEFAULT_CALLS = 10_000
 DEFAULT_WARMUP = 200
+# The cases are built this many times in the process, each build elsewhere in the heap, and each
+# timed for calls / layouts calls; a row's count is the median over the builds (child.py).
+# Five builds did not steady the counts under glibc's malloc (7 false alarms in 93 A/A row-trials
+# against 3 with one build: results/cpu-instructions/power-glibc-5builds.json), so one is the default.
+DEFAULT_LAYOUTS = 1
 DUMP_STEM = "callgrind.out"
 
 
@@ -35,9 +42,11 @@ class CollectError(RuntimeError):
 class Config:
     ops: tuple[str, ...] = DEFAULT_OPS
     variants: tuple[str, ...] | None = None  # None: every variant of the factory
-    calls: int = DEFAULT_CALLS
-    warmup: int = DEFAULT_WARMUP
+    calls: int = DEFAULT_CALLS  # per case, over all its builds
+    warmup: int = DEFAULT_WARMUP  # per case and build
+    layouts: int = DEFAULT_LAYOUTS
     mask_cpu: bool = True  # glibc hwcaps and cache tunables (environment.py)
+    allocator: str = "jemalloc"  # "jemalloc" (preloaded; required) or "glibc" (experiments only)
     instr_atstart: bool = False  # instrument from the start (no callgrind_control; imports ~4x slower)
     inject: tuple[tuple[str, int], ...] = ()  # power tests only: (case label, pad iterations)
     heap_pad: int = 0  # sensitivity tests only: small objects kept alive before the cases are built
@@ -49,12 +58,18 @@ class Config:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ops": list(self.ops), "variants": list(self.resolved_variants()), "calls": self.calls,
-                "warmup": self.warmup, "mask_cpu": self.mask_cpu, "device": "cpu", "dtype": "float32"}
+                "warmup": self.warmup, "layouts": self.layouts, "mask_cpu": self.mask_cpu,
+                "allocator": self.allocator, "device": "cpu", "dtype": "float32"}
+
+    @property
+    def calls_per_layout(self) -> int:
+        return self.calls // self.layouts
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Config":
         return Config(ops=tuple(d["ops"]), variants=tuple(d["variants"]), calls=int(d["calls"]),
-                      warmup=int(d.get("warmup", DEFAULT_WARMUP)), mask_cpu=bool(d.get("mask_cpu", True)))
+                      warmup=int(d.get("warmup", DEFAULT_WARMUP)), layouts=int(d.get("layouts", 1)),
+                      mask_cpu=bool(d.get("mask_cpu", True)), allocator=str(d.get("allocator", "glibc")))
 
 
 def check_names(config: Config) -> None:
@@ -69,6 +84,19 @@ def check_names(config: Config) -> None:
                          f" (valid ops: {','.join(OP_NAMES)}; variants: {','.join(VARIANT_NAMES)})")
     if config.calls < 1 or config.warmup < 0:
         raise ValueError(f"calls must be >= 1 and warmup >= 0 (got {config.calls}, {config.warmup})")
+    if not 1 <= config.layouts <= config.calls:
+        raise ValueError(f"layouts must be between 1 and the calls per case (got {config.layouts})")
+    if config.allocator not in ("jemalloc", "glibc"):
+        raise ValueError(f"allocator must be jemalloc or glibc (got {config.allocator!r})")
+
+
+def _package_version(package: str) -> str | None:
+    """The Debian package's version (None where dpkg-query is absent or does not know it)."""
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Path) -> list[str]:
@@ -83,7 +111,8 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
         f"--log-file={out_dir / 'valgrind.log'}",
         python, "-m", "bench.instructions.child",
         "--ops", ",".join(config.ops), "--variants", ",".join(config.resolved_variants()),
-        "--calls", str(config.calls), "--warmup", str(config.warmup), "--manifest", str(manifest),
+        "--calls", str(config.calls_per_layout), "--layouts", str(config.layouts), "--warmup", str(config.warmup),
+        "--manifest", str(manifest),
         *([] if config.instr_atstart else ["--instrumentation-on"]),
         *(["--heap-pad", str(config.heap_pad)] if config.heap_pad else []),
         *(["--inject", ";".join(f"{label}={n}" for label, n in config.inject)] if config.inject else []),
@@ -98,6 +127,10 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
     valgrind = shutil.which("valgrind")
     if valgrind is None or shutil.which("callgrind_control") is None:
         raise CollectError("valgrind (with callgrind_control) is not installed: apt-get install valgrind")
+    allocator = jemalloc() if config.allocator == "jemalloc" else None
+    if config.allocator == "jemalloc" and allocator is None:
+        raise CollectError("jemalloc is not installed (the counts are taken under it): apt-get install libjemalloc2, "
+                           "or name the library in DBENCH_JEMALLOC")
     start = time.monotonic()
     digests = code_digests(REPO_ROOT)
     build_dir = Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
@@ -105,7 +138,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
         manifest_path = out_dir / "manifest.json"
         cmd = valgrind_command(valgrind, out_dir, config, manifest_path)
         # The child's environment names the staged code only (no DBENCH_BUILD_DIR: src/build).
-        env = child_environment(src, config.mask_cpu)
+        env = child_environment(src, config.mask_cpu, allocator)
         env.pop("DBENCH_BUILD_DIR", None)
         proc = subprocess.run(cmd, cwd=src, env=env, stdin=subprocess.DEVNULL, preexec_fn=disable_aslr)
         if proc.returncode != 0 or not manifest_path.exists():
@@ -120,17 +153,20 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
         raise CollectError("the native build changed during the collection: run it again")
     dumps = [d for d in dumps if d.part > 0]
     timed = [c for c in manifest["cases"] if c["status"] == "timed"]
-    if len(dumps) != len(timed) + 1:
-        raise CollectError(f"expected {len(timed) + 1} callgrind dumps (calibration + {len(timed)} cases), "
-                           f"found {len(dumps)}")
+    layouts, per_layout = config.layouts, config.calls_per_layout
+    if len(dumps) != len(timed) * layouts + 1:
+        raise CollectError(f"expected {len(timed) * layouts + 1} callgrind dumps (calibration + {len(timed)} cases "
+                           f"x {layouts} builds), found {len(dumps)}")
     calibration, case_dumps = dumps[0], dumps[1:]
     rows = []
     counts = iter(case_dumps)
     for case in manifest["cases"]:
         row = {**case["key"], "driver": "python", "metric": METRIC, "unit": UNIT}
         if case["status"] == "timed":
-            total = next(counts).instructions
-            row.update(status=None, instructions=round(total / config.calls, 1), total=total, calls=config.calls)
+            totals = [next(counts).instructions for _ in range(layouts)]
+            per_call = [round(t / per_layout, 1) for t in totals]
+            row.update(status=None, instructions=round(statistics.median(t / per_layout for t in totals), 1),
+                       layout_counts=per_call, total=sum(totals), calls=per_layout * layouts)
         else:
             row.update(status=case["status"], reason=case["reason"], instructions=None)
         rows.append(row)
@@ -144,7 +180,9 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             "aslr_disabled": manifest.get("aslr_disabled"), "cpu_capability_seen": manifest["cpu_capability"], "torch_threads": manifest["num_threads"],
             "glibc_tunables": glibc_tunables(config.mask_cpu), "aten_cpu_capability": "default",
             "pythonhashseed": 0, "libc_variants": sorted(variants),
-            "loop_instructions_per_call": round(calibration.instructions / config.calls, 1),
+            "allocator": {"name": config.allocator, "library": allocator,
+                          "version": _package_version("libjemalloc2") if allocator else None},
+            "loop_instructions_per_call": round(calibration.instructions / per_layout, 1),
             "wall_s": round(time.monotonic() - start, 1),
             **({"injected": manifest["injected"]} if manifest.get("injected") else {}),
             **({"heap_pad": manifest["heap_pad"]} if manifest.get("heap_pad") else {}),

@@ -14,7 +14,14 @@ host supports; AVX-512 is never offered), not the host's. On top of that:
     blocks (c10's 64-byte aligned tensors), CPython's type-attribute cache (indexed by the
     attribute name's address) and every pointer-keyed hash table: up to 1.7 % per row between
     two runs of 2000 calls; with it off, 0 to 0.8 % between runs of 10 000 calls;
-  * the code runs from one fixed path (staging.py): a checkout elsewhere moved rows by up to 2.8 %.
+  * the code runs from one fixed path (staging.py): a checkout elsewhere moved rows by up to 2.8 %;
+  * jemalloc instead of glibc's malloc (LD_PRELOAD). What was left after all of the above was
+    glibc's malloc: c10 allocates every tensor 64-byte aligned, and glibc's memalign path splits
+    and coalesces chunks, so its work per call depends on what lies in the bins, i.e. on every
+    allocation before the cases. Between runs whose only difference was 300 or 2500 extra small
+    objects kept alive, `raw/inference` moved by 2.9 % and the whole difference was in
+    `_int_malloc`, `unlink_chunk` and `_int_free`; with jemalloc (size classes, a per-thread
+    cache) the same runs agree within 0.05 %.
 The host's CPU model and flags are recorded all the same, and the glibc variants that ran are read
 from the dumps, so a file says whether the masking held.
 """
@@ -46,6 +53,19 @@ CACHE_TUNABLES: dict[str, int] = {
 
 ADDR_NO_RANDOMIZE = 0x0040000
 
+# Debian's libjemalloc2 (scripts/setup.sh installs it as root); DBENCH_JEMALLOC names another.
+JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
+                  "/usr/lib64/libjemalloc.so.2", "/usr/lib/libjemalloc.so.2")
+
+
+def jemalloc() -> str | None:
+    """The jemalloc library the measured process preloads, or None when there is none."""
+    named = os.environ.get("DBENCH_JEMALLOC")
+    for path in ([named] if named else JEMALLOC_PATHS):
+        if Path(path).is_file():
+            return path
+    return None
+
 
 def disable_aslr() -> None:
     """preexec_fn of the measured process: its address space, and valgrind's, without randomisation.
@@ -74,9 +94,9 @@ def glibc_tunables(mask_cpu: bool = True) -> str:
     return ":".join(items)
 
 
-def child_environment(repo_root: Path, mask_cpu: bool = True) -> dict[str, str]:
+def child_environment(repo_root: Path, mask_cpu: bool = True, allocator: str | None = None) -> dict[str, str]:
     """The whole environment of the measured process: fixed, so two machines give it the same bytes
-    (except the paths, which CI's clone may place elsewhere)."""
+    (except the paths, which CI's clone may place elsewhere). allocator: a malloc to preload."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/nonexistent",
@@ -97,6 +117,8 @@ def child_environment(repo_root: Path, mask_cpu: bool = True) -> dict[str, str]:
         env["PATH"] = f"{Path(valgrind).parent}:{env['PATH']}"
     if "DBENCH_BUILD_DIR" in os.environ:
         env["DBENCH_BUILD_DIR"] = os.environ["DBENCH_BUILD_DIR"]
+    if allocator:
+        env["LD_PRELOAD"] = allocator
     return env
 
 

@@ -31,9 +31,9 @@ from .check import compare
 from .collect import Config, collect
 from .inject import PAD_FIXED, PAD_PER_ITERATION, iterations_for
 
-DEFAULT_LAYOUTS: tuple[int, ...] = (300, 2500, 8000)  # the expected file's margins came from 1000 and 5000
+DEFAULT_PADS: tuple[int, ...] = (300, 2500, 8000)  # none of them is the expected file's (0)
 DEFAULT_EFFECTS: tuple[float, ...] = (0.01, 0.02, 0.05)
-INJECTED_LAYOUT = 1700  # heap pad of the injected collections: one more layout
+INJECTED_PAD = 1700  # heap pad of the injected collections: one more layout
 FLAT_MARGIN = 0.01
 
 
@@ -44,12 +44,12 @@ class Trial:
     effect: float  # 0 for A/A
 
 
-def plan(layouts: tuple[int, ...], effects: tuple[float, ...]) -> list[Trial]:
-    if any(p < 0 for p in layouts) or len(set(layouts)) != len(layouts):
-        raise ValueError(f"layouts must be distinct heap pads >= 0 (got {layouts})")
+def plan(pads: tuple[int, ...], effects: tuple[float, ...]) -> list[Trial]:
+    if any(p < 0 for p in pads) or len(set(pads)) != len(pads):
+        raise ValueError(f"heap pads must be distinct and >= 0 (got {pads})")
     if any(not 0 < e < 1 for e in effects):
         raise ValueError(f"effects must be fractions in (0, 1) (got {effects})")
-    return [Trial("aa", p, 0.0) for p in layouts] + [Trial("injected", INJECTED_LAYOUT, e) for e in effects]
+    return [Trial("aa", p, 0.0) for p in pads] + [Trial("injected", INJECTED_PAD, e) for e in effects]
 
 
 # A row is a trial of an effect when the pad can add about that much: the wrapper alone costs
