@@ -228,6 +228,12 @@ class GateResult:
         return f"{'PASS' if self.passed else 'FAIL'}: {len(self.rows)} rows — {counts}"
 
 
+def level_text(alpha: float) -> str:
+    """The two-sided level 1 - 2α, with the digits it needs: 90%, 99.98% (never a rounded 100%)."""
+    level = 100 * (1 - 2 * alpha)
+    return f"{level:.0f}%" if abs(level - round(level)) < 1e-9 else f"{level:.{max(1, 1 - math.floor(math.log10(100 - level)))}f}%"
+
+
 def geomean(values: Sequence[float | None]) -> float | None:
     x = gs.log_values(values)
     return float(math.exp(x.mean())) if x.size else None
@@ -332,7 +338,7 @@ def header_lines(new_docs: Sequence[Mapping[str, Any]], base_docs: Sequence[Mapp
     else:
         lines.append(f"independent runs: {len(new_docs)} new file(s) vs {len(base_docs)} baseline file(s); "
                      "Welch t on per-process log values")
-    lines.append(f"CI {1 - 2 * alpha:.1%} (one-sided α = {alpha:.3g} per bound); δ {delta_source}")
+    lines.append(f"CI {level_text(alpha)} (one-sided α = {alpha:.3g} per bound); δ {delta_source}")
     if any(r.metric == "gpu_us" for r in rows):
         base_clock = _clocks(new_docs) if design == "paired" else _clocks(base_docs)
         lines.append(f"GPU rows (gpu_us): SM clock baseline {base_clock}, new {_clocks(new_docs)}")
@@ -465,7 +471,7 @@ def table_rows(result: GateResult, hide_same: bool = False) -> list[list[str]]:
 
 
 def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
-    ci_name = f"{1 - 2 * result.alpha:.0%} CI"
+    ci_name = f"{level_text(result.alpha)} CI"
     headers = ["row", "metric", "baseline", "new", "ratio", ci_name, "δ", "verdict", "n base/new", "note"]
     rows = table_rows(result, hide_same)
     if fmt == "md":

@@ -141,19 +141,23 @@ def processes_needed(effect: Effect, delta: float, alpha: float) -> int | None:
     if m <= 0 or effect.per_process_var <= 0:
         return None
     factor = 1 if effect.paired else 2  # the variance of a difference of two means of n each
-    n = 2.0
-    for _ in range(20):  # t's quantile depends on n: iterate to the fixed point
+
+    def decides(n: int) -> bool:
         df = n - 1 if effect.paired else 2 * (n - 1)
-        room = (m / t_quantile(alpha, df)) ** 2 - effect.fixed_var
-        if room <= 0:
-            return None
-        n_next = max(2.0, math.ceil(factor * effect.per_process_var / room))
-        if n_next > MAX_PROCESSES:
-            return None
-        if n_next == n:
-            break
-        n = n_next
-    return int(n)
+        return t_quantile(alpha, df) * math.sqrt(factor * effect.per_process_var / n + effect.fixed_var) <= m
+
+    # Both t's quantile and the variance of the mean fall as n grows, so `decides` is monotone:
+    # double to a bracket, then bisect. (At a per-row α of 1e-4, n = 2 has one degree of freedom
+    # and a quantile in the thousands: a search that starts there must not stop there.)
+    if not decides(MAX_PROCESSES):
+        return None
+    low, high = 1, 2  # decides(low) is False (n = 1 has no spread), decides(high) unknown
+    while not decides(high):
+        low, high = high, min(2 * high, MAX_PROCESSES)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if decides(mid) else (mid, high)
+    return high
 
 
 def mde(sigma: float, n: float, alpha: float, power: float, paired: bool = False) -> float:

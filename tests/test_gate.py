@@ -113,6 +113,20 @@ def test_processes_needed_is_the_smallest_n_that_decides() -> None:
     assert half(n) <= room < half(n - 1)
 
 
+def test_processes_needed_at_a_per_row_alpha_of_a_big_table() -> None:
+    # 4 pairs, per-pair σ 5 %, estimate at 1.0, δ 5 %, α 0.01/114 rows: with n = 2 the t quantile is
+    # in the thousands; the answer is the smallest n whose CI fits the band, not "no number would".
+    effect = gs.Effect(0.0, 0.05 / 2, 3.0, True, per_process_var=0.05 ** 2, n=4)
+    alpha = 0.01 / 114
+    n = gs.processes_needed(effect, 0.05, alpha)
+    assert n is not None
+
+    def half(k: int) -> float:
+        return gs.t_quantile(alpha, k - 1) * 0.05 / math.sqrt(k)
+
+    assert half(n) <= math.log(1.05) < half(n - 1)
+
+
 def test_processes_needed_refuses_what_processes_cannot_fix() -> None:
     on_edge = gs.Effect(math.log(1.05), 0.0, 4.0, False, per_process_var=0.03 ** 2)
     run_noise = gs.Effect(0.0, 0.0, 4.0, False, per_process_var=0.03 ** 2, fixed_var=0.05 ** 2)
@@ -388,3 +402,10 @@ def test_the_module_runs_as_a_command() -> None:
     assert done.returncode == 1, done.stderr
     assert "muladd/cpp/inference" in done.stdout and "muladd/custom_op/inference" not in done.stdout
     assert "(3 rows same, not shown)" in done.stdout and "FAIL: 8 rows" in done.stdout
+
+
+def test_ci_level_is_never_rounded_to_100_percent() -> None:
+    from analysis.gate import level_text
+
+    assert level_text(0.05) == "90%" and level_text(0.025) == "95%"
+    assert level_text(0.01 / 114) == "99.982%" and level_text(0.0049) == "99.02%"
