@@ -53,7 +53,7 @@ def plan(pads: tuple[int, ...], effects: tuple[float, ...]) -> list[Trial]:
 
 
 # A row is a trial of an effect when the pad can add about that much: the wrapper alone costs
-# PAD_FIXED, which on the cheapest rows (8 000 instructions a call) is a 25 % slowdown.
+# PAD_FIXED, which on the cheapest row (about 7 200 instructions a call) is a 28 % slowdown.
 ON_TARGET = 1.25
 
 
