@@ -186,12 +186,13 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     import torch
 
     phases: dict[str, float] = {}  # seconds per phase, in order (config.phase_seconds)
-    last = [STARTED]
+    last = STARTED
 
     def phase(name: str) -> None:
+        nonlocal last
         now = time.monotonic()
-        phases[name] = round(now - last[0], 2)
-        last[0] = now
+        phases[name] = round(now - last, 2)
+        last = now
 
     from bench import env as envmod
     from bench.gputimer import gpu_rows, make_gpu_timer

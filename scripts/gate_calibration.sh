@@ -15,6 +15,12 @@ INJ=${3:-2}
 PAIRS=${PAIRS:-4}
 INJECT_NS=${INJECT_NS:-300}
 INJECT_GPU_NS=${INJECT_GPU_NS:-0}
+# Bad counts fail here, in one line, before any run.
+for pair in "AA_RUNS=$AA" "INJECTED_RUNS=$INJ" "PAIRS=$PAIRS" "INJECT_NS=$INJECT_NS" "INJECT_GPU_NS=$INJECT_GPU_NS"; do
+  [[ ${pair#*=} =~ ^[0-9]+$ ]] || { echo "gate_calibration.sh: error: ${pair%%=*} must be a whole number, got '${pair#*=}'" >&2; exit 2; }
+done
+[ "$AA" -ge 2 ] || { echo "gate_calibration.sh: error: AA_RUNS must be at least 2 (the calibration needs two A/A runs), got $AA" >&2; exit 2; }
+[ "$PAIRS" -ge 2 ] || { echo "gate_calibration.sh: error: PAIRS must be at least 2, got $PAIRS" >&2; exit 2; }
 DEVICE=${DEVICE:-$(python3 -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')}
 read -r -a extra <<< "${RUN_ARGS:-}"
 export PYTHONUNBUFFERED=1

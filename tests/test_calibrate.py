@@ -204,3 +204,20 @@ def test_calibration_script_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     result = gate.gate([doc for _, doc in gate.load_run(injected[0])], calibration=calibration)
     cpp = [r for r in result.rows if "/cpp/" in r.label]
     assert cpp and all(r.ratio > 2 and r.verdict in (gs.REGRESSION, gs.INCONCLUSIVE) for r in cpp)
+
+
+@pytest.mark.parametrize("args, env, message", [(["x"], {}, "AA_RUNS must be a whole number"),
+                                                (["1"], {}, "AA_RUNS must be at least 2"),
+                                                (["3", "-1"], {}, "INJECTED_RUNS must be a whole number"),
+                                                ([], {"PAIRS": "1"}, "PAIRS must be at least 2")])
+def test_calibration_script_refuses_bad_counts_before_any_run(tmp_path: Path, args: list[str], env: dict[str, str],
+                                                              message: str) -> None:
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(root / "scripts" / "gate_calibration.sh"), str(out), *args],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()

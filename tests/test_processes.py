@@ -43,14 +43,6 @@ def test_a_baseline_folder_needs_result_files(tmp_path: Path) -> None:
     assert cli.check_baseline(tmp_path / "a.json") == [tmp_path / "a.json"]
 
 
-def test_repeat_options_are_checked_before_torch_is_imported() -> None:
-    code = ("import sys, runpy; sys.argv = ['run.py', '--scenario', 'boundary', '--ab', 'env:', 'env:X'];\n"
-            "try:\n    runpy.run_path('run.py', run_name='__main__')\n"
-            "except SystemExit as e:\n    print('torch' in sys.modules, e.code)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert proc.stdout.split() == ["False", "2"], proc.stdout + proc.stderr
-
-
 def test_plain_runs_keep_their_defaults() -> None:
     args = cli.apply_defaults(cli.build_parser(["boundary"]).parse_args(["--scenario", "boundary"]))
     assert args.processes is None and args.ab is None and args.pairs is None and args.baseline is None

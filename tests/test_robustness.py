@@ -119,8 +119,9 @@ def test_unwritable_out_folders_are_refused(tmp_path: Path) -> None:
     assert fresh.is_dir() and list(fresh.iterdir()) == []
 
 
-def test_command_line_is_checked_before_torch_is_imported() -> None:
-    code = ("import sys, runpy; sys.argv = ['run.py', '--scenario', 'boundary', '--rounds', '0'];\n"
+@pytest.mark.parametrize("bad", [["--rounds", "0"], ["--ab", "env:", "env:X"]])
+def test_command_line_is_checked_before_torch_is_imported(bad: list[str]) -> None:
+    code = (f"import sys, runpy; sys.argv = ['run.py', '--scenario', 'boundary', *{bad!r}];\n"
             "try:\n    runpy.run_path('run.py', run_name='__main__')\n"
             "except SystemExit as e:\n    print('torch' in sys.modules, e.code)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)

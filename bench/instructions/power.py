@@ -75,11 +75,12 @@ def _flat(expected: dict[str, Any], margin: float) -> dict[str, Any]:
     return {**expected, "default_margin": margin, "rows": rows}
 
 
-def judge(trial: Trial, expected: dict[str, Any], actual: dict[str, Any], flat_margin: float) -> dict[str, Any]:
-    """One collection's verdicts under both margin rules: per row the change, and what was called."""
+def judge(trial: Trial, expected: dict[str, Any], actual: dict[str, Any], flat_margin: float,
+          pads: dict[str, int]) -> dict[str, Any]:
+    """One collection's verdicts under both margin rules: per row the change, and what was called.
+    pads: the pad iterations each row was given (none for A/A)."""
     own = compare(expected, actual)
     flat = {v.label: v for v in compare(_flat(expected, flat_margin), actual)}
-    pads = dict(injections(expected, trial.effect)) if trial.kind == "injected" else {}
     rows = []
     for v in own:
         row = {"row": v.label, "change": None if v.change is None else round(v.change, 6),
@@ -148,9 +149,9 @@ def run(expected: dict[str, Any], trials: list[Trial], flat_margin: float = FLAT
         try:
             if on_trial is not None:
                 on_trial(i + 1, trial)
-            config = replace(base, heap_pad=trial.heap_pad,
-                             inject=injections(expected, trial.effect) if trial.kind == "injected" else ())
-            result = judge(trial, expected, collect_fn(config, worker), flat_margin)
+            inject = injections(expected, trial.effect) if trial.kind == "injected" else ()
+            config = replace(base, heap_pad=trial.heap_pad, inject=inject)
+            result = judge(trial, expected, collect_fn(config, worker), flat_margin, dict(inject))
         finally:
             free.put(worker)
         with lock:
