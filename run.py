@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.cli import UsageError  # noqa: E402  (torch-free)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+CHECKPOINT_SECONDS = 2.0  # the running result file is rewritten at most this often during the rounds
 Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
 
 
@@ -257,8 +258,18 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({sum(c.runnable for c in cases)} timed) "
                       f"on {device}, {config.rounds} rounds{' max' if config.adaptive else ''}")
         phase("build")  # the native build's loading, the cases and their pre-flight checks
-        outcome = run(cases + [probe], config, on_round=lambda n: (run_info.update(rounds_done=n),
-                                                                    write_result(json_path, document("running"))))
+        last_write = -CHECKPOINT_SECONDS
+
+        def checkpoint(rounds_done: int) -> None:
+            """After a round: the result file with every finished round, at most every few seconds
+            (summarising all rows is not free); the end of the run always writes it."""
+            nonlocal last_write
+            run_info.update(rounds_done=rounds_done)
+            if time.monotonic() - last_write >= CHECKPOINT_SECONDS:
+                write_result(json_path, document("running"))
+                last_write = time.monotonic()
+
+        outcome = run(cases + [probe], config, on_round=checkpoint)
         run_info.update(stop_reason=outcome.stop_reason, seconds=round(outcome.seconds, 2),
                         timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
         phase("cpu_rounds")
@@ -422,8 +433,11 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any)
     """Pick the device and the way to run; run it."""
     from scenarios import SCENARIOS
 
+    from bench.cli import apply_device_defaults
+
     repeated = args.processes is not None or args.ab is not None
     device, shard_devices = resolve_device(args, in_process=not repeated)
+    apply_device_defaults(args, device)
     scenario = SCENARIOS[args.scenario]
     if scenario.requires_cuda and not device.startswith("cuda"):
         import torch
@@ -443,11 +457,11 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any)
 def main(argv: Sequence[str] | None = None) -> int:
     from bench import cli
     from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
+    from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
 
     args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, default_out=REPO_ROOT / "results",
                      scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS,
-                     scenario_ops=SCENARIO_OPS)
+                     scenario_ops=SCENARIO_OPS, scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
     try:
         from rich.console import Console
 

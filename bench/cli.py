@@ -105,14 +105,14 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--ops", type=name_list, help="comma-separated ops (default: all)")
     p.add_argument("--variants", type=name_list, help="comma-separated variants (default: all)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30; --quick 6)")
+    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 60; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",
                    help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
     p.add_argument("--precision", type=fraction, default=0.01, help="adaptive target: CI half-width / median")
     p.add_argument("--time-budget", type=positive_float, help="stop after this many seconds of rounds")
     p.add_argument("--block-ms", type=positive_float,
-                   help="target duration of one timed block (default 10 ms; --quick 2 ms)")
+                   help="target duration of one timed block (default 10 ms, boundary on CUDA 2.5 ms; --quick 2 ms)")
     p.add_argument("--seed", type=count, default=0)
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
@@ -147,25 +147,39 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
     p.add_argument("--cpp-repetitions", type=positive_int,
-                   help="C++ driver repetitions per benchmark (default 9; --quick 3)")
+                   help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3)")
     p.add_argument("--cpp-min-time", type=positive_float,
-                   help="C++ driver seconds per repetition (default 0.1; --quick 0.01)")
+                   help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01)")
     p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
                 "the result lists it); 2 bad command line; 130 interrupted (the result keeps every finished round); "
                 "with --baseline, the gate's status when the run completed")
     return p
 
 
-def apply_defaults(args: argparse.Namespace, overrides: dict[str, tuple[Any, Any]] | None = None) -> argparse.Namespace:
-    """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them
-    (the --quick column with --quick)."""
+def apply_defaults(args: argparse.Namespace, overrides: dict[str, tuple[Any, Any]] | None = None,
+                   cuda_overrides: dict[str, tuple[Any, Any]] | None = None,
+                   device: str | None = None) -> argparse.Namespace:
+    """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them, or on a
+    CUDA device its `cuda_overrides` (the --quick column with --quick). Without --device the device
+    is not known before torch is imported: the options cuda_overrides names stay unset until
+    run.py calls apply_device_defaults."""
     column = 1 if args.quick else 0
-    for name, values in {**DEFAULTS, **(overrides or {})}.items():
-        if getattr(args, name, None) is None:
+    device = device or args.device
+    deferred = set(cuda_overrides or {}) if device is None else set()
+    args.deferred_defaults = (overrides, cuda_overrides) if deferred else None
+    on_cuda = device is not None and device.startswith("cuda")
+    for name, values in {**DEFAULTS, **(overrides or {}), **((cuda_overrides or {}) if on_cuda else {})}.items():
+        if name not in deferred and getattr(args, name, None) is None:
             setattr(args, name, values[column])
     if args.no_pin:
         args.pin_cores = 0
     return args
+
+
+def apply_device_defaults(args: argparse.Namespace, device: str) -> argparse.Namespace:
+    """The defaults apply_defaults left for the device, now that it is known."""
+    deferred = getattr(args, "deferred_defaults", None)
+    return apply_defaults(args, *deferred, device=device) if deferred else args
 
 
 def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str]) -> None:
@@ -235,13 +249,15 @@ def check_repeats(args: argparse.Namespace) -> None:
 def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
           default_out: Path, scenario_variants: dict[str, tuple[str, ...]] | None = None,
           scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None,
-          scenario_ops: dict[str, tuple[str, ...]] | None = None) -> argparse.Namespace:
+          scenario_ops: dict[str, tuple[str, ...]] | None = None,
+          scenario_cuda_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None) -> argparse.Namespace:
     """Parse and check the whole command line; exits 2 with one line on the first problem.
-    scenario_variants / scenario_defaults / scenario_ops: a scenario's own variant names, run
-    defaults and the ops it takes."""
+    scenario_variants / scenario_defaults / scenario_ops / scenario_cuda_defaults: a scenario's own
+    variant names, run defaults, the ops it takes and its run defaults on a CUDA device."""
     parser = build_parser(scenarios)
     args = parser.parse_args(argv)
-    args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario))
+    args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario),
+                          (scenario_cuda_defaults or {}).get(args.scenario))
     try:
         check_names(args, scenarios, (scenario_ops or {}).get(args.scenario, ops),
                     (scenario_variants or {}).get(args.scenario, variants))

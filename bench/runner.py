@@ -27,6 +27,7 @@ from .gputimer import GpuTimer, nvtx_range
 TIMER = "perf_counter_ns"
 TIMER_OVERHEAD_FRACTION = 1e-4
 COLD_BLOCKS_PER_ROUND = 10  # cold-cache cases: one-call blocks, each after an L2 flush
+REFRESH_SECONDS = 0.25  # progress bars redraw at most this often (a redraw costs ~0.4 ms)
 
 
 @dataclass
@@ -163,6 +164,19 @@ def _drop(case: Case, error: str, console: Console) -> None:
     console.print(f"[red]FAILED {case.label}[/red]: {error} (the other cases go on)")
 
 
+class _Throttled:
+    """Calls fn at most once per `seconds` (and always when forced): progress redraws between blocks."""
+
+    def __init__(self, fn: Callable[[], Any], seconds: float = REFRESH_SECONDS) -> None:
+        self.fn, self.seconds, self.last = fn, seconds, -math.inf
+
+    def __call__(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if force or now - self.last >= self.seconds:
+            self.last = now
+            self.fn()
+
+
 def _converged(cases: list[Case], config: RunConfig) -> bool:
     return all(stats.summarize(c.samples).rel_ci_halfwidth <= config.rel_precision for c in cases)
 
@@ -188,6 +202,7 @@ def run(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     # auto_refresh off: rich's refresh thread would wake up inside timed blocks.
     with Progress(*columns, console=console, transient=False, auto_refresh=False) as progress:
+        refresh = _Throttled(progress.refresh)
         try:
             warm = progress.add_task("warm-up ", total=len(runnable))
             for case in runnable:
@@ -198,8 +213,12 @@ def run(
                 except Exception as exc:  # noqa: BLE001  # one broken case must not end the run
                     _drop(case, failure("during warm-up", exc), console)
                 progress.advance(warm)
-                progress.refresh()
+                refresh()
             runnable = [c for c in runnable if c.runnable]
+            # What exists now lives through the rounds: moved out of the collector's reach, the
+            # collection between rounds scans only what a round made (~0.15 s less per round).
+            gc.collect()
+            gc.freeze()
             task = progress.add_task("rounds  ", total=config.rounds * len(runnable))
             for r in range(config.rounds):
                 gc.collect()
@@ -214,7 +233,8 @@ def run(
                         continue
                     case.samples.append(elapsed / case.block / 1e3)
                     progress.advance(task)
-                    progress.refresh()
+                    refresh()
+                refresh(force=True)
                 runnable = [c for c in runnable if c.runnable]
                 rounds_done = r + 1
                 if on_round:
@@ -229,6 +249,8 @@ def run(
             stop_reason = "interrupted"
             for case in runnable:
                 del case.samples[rounds_done:]
+        finally:
+            gc.unfreeze()
     return RunOutcome(rounds_done, stop_reason, time.perf_counter() - start, overhead)
 
 
@@ -254,6 +276,7 @@ def run_gpu(
     console = console or Console(stderr=True, emoji=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, auto_refresh=False) as progress:
+        refresh = _Throttled(progress.refresh)
         task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))
         try:
             for case in runnable:  # untimed: whatever enabling the timer costs lands here
@@ -275,7 +298,8 @@ def run_gpu(
                         case.gpu_error = failure(f"in GPU round {r + 1}", exc)
                         console.print(f"[red]FAILED {case.label} (GPU pass)[/red]: {case.gpu_error}")
                     progress.advance(task)
-                    progress.refresh()
+                    refresh()
+                refresh(force=True)
                 timer.collect()
                 done = r + 1
         except KeyboardInterrupt:

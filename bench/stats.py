@@ -1,13 +1,16 @@
 """Robust statistics over per-round samples.
 
 Per case: median, quartiles and a distribution-free confidence interval of the
-median (order statistics of a binomial, via scipy.stats.quantile_test).
+median (order statistics of a binomial, via scipy.stats.quantile_test; the ranks
+depend on n and the level only, so they are found once per n and cached: a run
+summarises every row after every round).
 Between cases: the paired difference, taken per round, so slow drifts of the
 machine that hit both cases of a round cancel out.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -39,20 +42,29 @@ class Summary:
         return (self.ci_high - self.ci_low) / 2 / abs(self.median)
 
 
+@functools.lru_cache(maxsize=None)
+def _ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
+    """0-based ranks of the order statistics bounding the median's CI for n samples (None when
+    n is too small for the level): quantile_test's interval over the ranks themselves."""
+    ci = scipy.stats.quantile_test(np.arange(n, dtype=float), q=(n - 1) / 2, p=0.5).confidence_interval(confidence)
+    if math.isnan(ci.low) or math.isnan(ci.high):
+        return None
+    return int(ci.low), int(ci.high)
+
+
 def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
     """CI of the median; with too few samples for the level, the sample range.
 
     The order-statistic interval needs n >= 6 for 95%; below that the widest
     available interval (min, max) is returned, which has lower coverage.
     """
-    x = np.asarray(samples, dtype=float)
+    x = np.sort(np.asarray(samples, dtype=float))
     if x.size == 0:
         return math.nan, math.nan
-    ci = scipy.stats.quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(confidence)
-    low, high = float(ci.low), float(ci.high)
-    if math.isnan(low) or math.isnan(high):
-        return float(x.min()), float(x.max())
-    return low, high
+    ranks = _ci_ranks(int(x.size), float(confidence))
+    if ranks is None:
+        return float(x[0]), float(x[-1])
+    return float(x[ranks[0]]), float(x[ranks[1]])
 
 
 def summarize(samples: Sequence[float], confidence: float = CONFIDENCE) -> Summary:

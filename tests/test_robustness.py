@@ -139,6 +139,30 @@ def test_defaults_have_one_source() -> None:
     assert given.rounds == 4 and given.block_ms == cli.DEFAULTS["block_ms"][1] and given.pin_cores == 0
 
 
+@pytest.mark.parametrize(("argv", "device", "rounds", "block_ms"), [
+    ([], "cuda:0", 60, 2.5),  # no --device: deferred until run.py knows it
+    ([], "cpu", 30, 10.0),
+    (["--device", "cuda"], None, 60, 2.5),  # known at parse time
+    (["--device", "cpu"], None, 30, 10.0),
+    (["--quick"], "cuda:1", 6, 2.0),
+    (["--rounds", "7", "--block-ms", "3"], "cuda:0", 7, 3.0),  # what is given is kept
+])
+def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[str], device: str | None,
+                                                                    rounds: int, block_ms: float) -> None:
+    from ops.specs import OP_NAMES, VARIANT_NAMES
+    from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+
+    args = cli.parse(["--scenario", "boundary", *argv], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results",
+                     SCENARIO_VARIANTS, SCENARIO_DEFAULTS, scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
+    if device is not None:
+        if not any(a in argv for a in ("--rounds", "--quick")):
+            assert args.rounds is None and args.block_ms is None  # not guessed before the device is known
+        cli.apply_device_defaults(args, device)
+    assert (args.rounds, args.block_ms) == (rounds, block_ms)
+    assert args.gpu_rounds == cli.DEFAULTS["gpu_rounds"][1 if "--quick" in argv else 0]
+    assert cli.apply_device_defaults(args, "cpu").rounds == rounds  # filled once: a later call changes nothing
+
+
 # ---------------------------------------------------------------------------
 # Result files.
 

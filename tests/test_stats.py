@@ -29,6 +29,19 @@ def test_median_ci_is_order_invariant_and_brackets_the_median() -> None:
     assert stats.median_ci(x[::-1]) == (low, high)
 
 
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_median_ci_ranks_match_scipy_on_data_with_ties(confidence: float) -> None:
+    # The cached ranks must give what quantile_test gives on the samples themselves.
+    import scipy.stats
+
+    rng = np.random.default_rng(11)
+    for n in range(1, 151):
+        x = np.round(rng.lognormal(size=n), 1)  # rounding makes ties
+        ci = scipy.stats.quantile_test(x, q=float(np.median(x)), p=0.5).confidence_interval(confidence)
+        expected = (float(x.min()), float(x.max())) if math.isnan(ci.low) else (float(ci.low), float(ci.high))
+        assert stats.median_ci(x, confidence) == expected, n
+
+
 def test_median_ci_falls_back_to_the_range_for_tiny_samples() -> None:
     assert stats.median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)
 
