@@ -302,9 +302,13 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         status = "interrupted"
         run_info["stop_reason"] = "interrupted"
     except BaseException as exc:  # a bug: keep what was measured, then show the traceback
-        write_result(json_path, {**document("failed"), "error": f"{type(exc).__name__}: {exc}"})
-        console.print(f"[red]run failed; what it measured is in {shown(json_path)}[/red]")
-        raise
+        if stop.requested:  # Ctrl-C inside code that re-raised it as another error (an extension's import)
+            status = "interrupted"
+            run_info["stop_reason"] = "interrupted"
+        else:
+            write_result(json_path, {**document("failed"), "error": f"{type(exc).__name__}: {exc}"})
+            console.print(f"[red]run failed; what it measured is in {shown(json_path)}[/red]")
+            raise
     stop.requested = True  # from here on a signal cannot cut the write short
     doc = document(status)
     csv_path = write_result(json_path, doc)

@@ -2,7 +2,8 @@
 
     python -m analysis.calibrate RUNS... --out FILE [--alpha-nightly 0.01] [--power 0.95]
                                  [--floor 0.02] [--processes N] [--split-files]
-    python -m analysis.calibrate RUNS... --out FILE --injected RUN... [--injected-row /cpp/]
+    python -m analysis.calibrate RUNS... --out FILE [--alpha-row A] --injected RUN... [--injected-row REGEX]
+                                 [--injected-metric cpu_us|gpu_us]
 
 RUNS are runs of identical code: each argument is one run (a file, or a folder whose files are
 its processes; --split-files makes every file its own run), or A/B files whose two sides run
@@ -31,9 +32,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -52,6 +54,9 @@ EXIT_OK, EXIT_BAD_INPUT = 0, 2
 QUANTITIES = (gatemod.RATIO, gatemod.ABSOLUTE)
 SUFFIX = gatemod.SUFFIX
 
+# The rows DBENCH_INJECT_NS slows down: the `cpp` variant's kernels, called from Python and through
+# the dispatcher from C++ (typed and boxed); not its _autograd twin, the launcher or the stable op.
+DEFAULT_INJECTED_ROW = r"/cpp/|/cpp_(typed|boxed)/"
 MAX_DETECTABLE = 10.0  # an 11-fold slowdown: beyond it "detectable" says nothing useful
 Run = Sequence[Mapping[str, Any]]  # the documents of one run
 
@@ -135,8 +140,10 @@ def check_runs(runs: Sequence[Run]) -> bool:
 
 
 def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float = 0.95, floor: float = 0.02,
-              processes: float | None = None, sources: Sequence[str] = ()) -> dict[str, Any]:
-    """The calibration document of a set of A/A runs (each a list of result documents)."""
+              processes: float | None = None, sources: Sequence[str] = (),
+              alpha_row: float | None = None) -> dict[str, Any]:
+    """The calibration document of a set of A/A runs (each a list of result documents).
+    alpha_row, when given, is the per-row level itself (a false-alarm budget per row, not per night)."""
     paired = check_runs(runs)
     groups, names = row_groups(runs, paired)
     noise = {key: {q: (pair_noise if paired else within_between)(g) for q, g in by_q.items()}
@@ -146,7 +153,10 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
     if not noise:
         raise gatemod.GateInputError("no row has enough processes or runs to estimate its noise "
                                      "(give ≥ 2 runs, or runs of ≥ 2 processes)")
-    alpha_row = alpha_nightly / len(noise)  # each row is judged once a night, on one quantity
+    if alpha_row is None:
+        alpha_row = alpha_nightly / len(noise)  # each row is judged once a night, on one quantity
+    else:
+        alpha_nightly = alpha_row * len(noise)  # the false alarms a night then expects
     rows = {}
     for key, by_q in noise.items():
         n = processes or statistics.median(v.processes for v in by_q.values())
@@ -213,6 +223,8 @@ class Evaluation:
     detected: int
     claimed_power: float | None  # what the calibration promises at the observed injected effect
     observed_effect: float | None  # geometric mean ratio of the injected rows over trials
+    # Per class of injected row (Python CPU, C++ driver CPU, GPU): verdicts, detections, observed effect.
+    classes: dict[str, tuple[int, int, float | None]] = field(default_factory=dict)
 
     @property
     def false_alarm_rate(self) -> float:
@@ -232,7 +244,22 @@ class Evaluation:
             f"{self.detection_rate:.3f}" + ("" if self.claimed_power is None else
                                             f" (claimed power at the observed effect "
                                             f"{self.observed_effect:.4f}: {self.claimed_power:.3f})"),
+            *(f"  {name}: {n} verdicts, {hit} regression ({hit / n:.3f})"
+              + ("" if effect is None else f", observed ratio {effect:.4f}")
+              for name, (n, hit, effect) in self.classes.items()),
         ]
+
+
+def row_class(verdict: gatemod.RowVerdict) -> str:
+    """What kind of row a verdict is on: GPU time, or CPU time from the Python or the C++ driver."""
+    if verdict.metric.startswith("gpu_us"):
+        return "GPU time"
+    return "CPU time, C++ driver" if verdict.label.endswith("(cpp)") else "CPU time, Python"
+
+
+def _geomean_ratio(verdicts: Sequence[gatemod.RowVerdict]) -> float | None:
+    ratios = [v.ratio for v in verdicts if v.ratio]
+    return float(math.exp(np.mean(np.log(ratios)))) if ratios else None
 
 
 def _judged(result: gatemod.GateResult) -> list[gatemod.RowVerdict]:
@@ -253,9 +280,10 @@ def claimed_power(calibration: Mapping[str, Any], row_id: str, effect: float) ->
 
 
 def evaluate(aa_runs: Sequence[Run], injected_runs: Sequence[Run], calibration: Mapping[str, Any],
-             injected_row: str = "/cpp/") -> Evaluation:
-    """False alarms over every pair of A/A runs (each A/B run alone), and detection of the rows whose
-    label contains `injected_row` in every injected run against every A/A run (each A/B run alone)."""
+             injected_row: str = DEFAULT_INJECTED_ROW, injected_metric: str | None = None) -> Evaluation:
+    """False alarms over every pair of A/A runs (each A/B run alone), and detection of the injected
+    rows (labels matching the regular expression `injected_row`, metrics starting with
+    `injected_metric` when given) in every injected run against every A/A run (each A/B run alone)."""
     paired = calibration.get("design") == "paired"
     aa = [gatemod.gate(r, calibration=calibration) for r in aa_runs] if paired else \
         [gatemod.gate(b, a, calibration=calibration) for a, b in combinations(aa_runs, 2)]
@@ -263,13 +291,19 @@ def evaluate(aa_runs: Sequence[Run], injected_runs: Sequence[Run], calibration: 
     alarms = [sum(v.verdict in (gs.REGRESSION, gs.IMPROVEMENT) for v in j) for j in judged]
     inj = [gatemod.gate(r, calibration=calibration) for r in injected_runs] if paired else \
         [gatemod.gate(r, a, calibration=calibration) for r in injected_runs for a in aa_runs]
-    hits = [v for r in inj for v in _judged(r) if injected_row in v.label]
-    observed = float(math.exp(np.mean([math.log(v.ratio) for v in hits if v.ratio]))) if hits else None
+    pattern = re.compile(injected_row)
+    hits = [v for r in inj for v in _judged(r) if pattern.search(v.label)
+            and (injected_metric is None or v.metric.startswith(injected_metric))]
+    observed = _geomean_ratio(hits)
     promised = [claimed_power(calibration, v.row_id, observed) for v in hits] if observed else []
     promised = [p for p in promised if p is not None]
+    classes: dict[str, tuple[int, int, float | None]] = {}
+    for name in sorted({row_class(v) for v in hits}):
+        group = [v for v in hits if row_class(v) == name]
+        classes[name] = (len(group), sum(v.verdict == gs.REGRESSION for v in group), _geomean_ratio(group))
     return Evaluation(len(aa), sum(map(len, judged)), sum(alarms), sum(a > 0 for a in alarms), len(hits),
                       sum(v.verdict == gs.REGRESSION for v in hits),
-                      float(np.mean(promised)) if promised else None, observed)
+                      float(np.mean(promised)) if promised else None, observed, classes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,15 +323,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", type=Path, nargs="+", help="A/A runs: files or folders (one run each)")
     p.add_argument("--out", type=Path, required=True, help="the calibration file to write")
     p.add_argument("--alpha-nightly", type=float, default=0.01,
-                   help="false alarms allowed per night, all rows together")
+                   help="false alarms allowed per night, all rows together (Bonferroni: per row, this / rows)")
+    p.add_argument("--alpha-row", type=float,
+                   help="the per-row false-alarm level itself, instead of --alpha-nightly / rows")
     p.add_argument("--power", type=float, default=0.95)
     p.add_argument("--floor", type=float, default=0.02, help="the narrowest band δ, whatever the noise")
     p.add_argument("--processes", type=float, help="processes (pairs) per side of a nightly (default: as in RUNS)")
     p.add_argument("--split-files", action="store_true", help="every file of a folder is its own run")
     p.add_argument("--injected", type=Path, nargs="+", help="runs with a known injected slowdown, to evaluate")
-    p.add_argument("--injected-row", default="/cpp/", help="label substring of the injected rows")
+    p.add_argument("--injected-row", default=DEFAULT_INJECTED_ROW,
+                   help="regular expression matching the labels of the injected rows")
+    p.add_argument("--injected-metric", choices=("cpu_us", "gpu_us"),
+                   help="judge the detection on this metric's rows only (a GPU spin also costs CPU time)")
     args = p.parse_args(argv)
-    for name, value in (("--alpha-nightly", args.alpha_nightly), ("--power", args.power)):
+    for name, value in (("--alpha-nightly", args.alpha_nightly), ("--power", args.power),
+                        ("--alpha-row", 0.5 if args.alpha_row is None else args.alpha_row)):
         if not 0 < value < 1:
             print(f"calibrate: error: {name} must lie in (0, 1), not {value}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -305,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = load_runs(args.runs, args.split_files)
         injected = load_runs(args.injected, args.split_files) if args.injected else []
         doc = calibrate([d for _, d in runs], alpha_nightly=args.alpha_nightly, power=args.power,
-                        floor=args.floor, processes=args.processes, sources=[s for ss, _ in runs for s in ss])
+                        floor=args.floor, processes=args.processes, sources=[s for ss, _ in runs for s in ss],
+                        alpha_row=args.alpha_row)
     except (ResultFileError, gatemod.GateInputError) as exc:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -315,11 +356,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{doc['params']['alpha_row']:.3g}; δ median {statistics.median(deltas):.2%}, max {deltas[-1]:.2%}")
     if injected:
         try:
-            ev = evaluate([d for _, d in runs], [d for _, d in injected], doc, args.injected_row)
+            try:
+                re.compile(args.injected_row)
+            except re.error as exc:
+                raise gatemod.GateInputError(f"--injected-row {args.injected_row!r}: not a regular expression ({exc})")
+            ev = evaluate([d for _, d in runs], [d for _, d in injected], doc, args.injected_row, args.injected_metric)
         except gatemod.GateInputError as exc:
             print(f"calibrate: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        for line in ev.lines(doc["params"]["alpha_row"], args.alpha_nightly):
+        for line in ev.lines(doc["params"]["alpha_row"], doc["params"]["alpha_nightly"]):
             print(line)
     return EXIT_OK
 

@@ -116,6 +116,43 @@ def test_false_alarms_stay_under_alpha_and_the_injected_slowdown_is_detected_at_
     assert ev.observed_effect == pytest.approx(1.05, abs=0.01)
 
 
+def test_a_per_row_alpha_replaces_bonferroni_and_says_what_a_night_then_expects() -> None:
+    rng = np.random.default_rng(15)
+    aa = [[aa_run(rng, 6)] for _ in range(6)]
+    loose = calibrate.calibrate(aa, alpha_row=0.005, floor=0.0)
+    strict = calibrate.calibrate(aa, alpha_nightly=0.01, floor=0.0)
+    assert loose["params"]["alpha_row"] == 0.005
+    assert loose["params"]["alpha_nightly"] == pytest.approx(0.005 * len(NOISE))
+    # A larger per-row α narrows every band: the MDE's z_{1-α} shrinks, nothing else changes.
+    for label, row in by_label(loose).items():
+        assert row["mde_ratio"] < by_label(strict)[label]["mde_ratio"]
+
+
+def test_injected_rows_are_chosen_by_pattern_and_metric_and_counted_per_class() -> None:
+    rng = np.random.default_rng(16)
+    aa = [[aa_run(rng, 6)] for _ in range(4)]
+    cal = calibrate.calibrate(aa, alpha_nightly=0.05, floor=0.01)
+    injected = [[aa_run(rng, 6, slowdown={"muladd/cpp": 1.3, "l2norm/cpp": 1.3})] for _ in range(2)]
+    ev = calibrate.evaluate(aa, injected, cal, injected_row=r"^(muladd|l2norm)/cpp/")
+    assert ev.injected_trials == 2 * 4 * 2 and ev.detected == ev.injected_trials
+    assert ev.classes == {"CPU time, Python": (16, 16, pytest.approx(1.3, abs=0.02))}
+    assert "  CPU time, Python: 16 verdicts, 16 regression (1.000)" in "\n".join(ev.lines(0.01, 0.05))
+    none = calibrate.evaluate(aa, injected, cal, injected_row=r"^(muladd|l2norm)/cpp/", injected_metric="gpu_us")
+    assert none.injected_trials == 0 and none.classes == {}
+
+
+def test_a_bad_injected_pattern_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(17)
+    runs = []
+    for i in range(2):
+        runs.append(tmp_path / f"aa{i}.json")
+        runs[-1].write_text(json.dumps(aa_run(rng, 4)))
+    code = calibrate.main([*map(str, runs), "--out", str(tmp_path / "cal.json"), "--injected", str(runs[0]),
+                           "--injected-row", "(cpp"])
+    assert code == calibrate.EXIT_BAD_INPUT
+    assert "--injected-row '(cpp': not a regular expression" in capsys.readouterr().err
+
+
 def test_the_gate_at_the_band_edge_errs_at_rate_alpha() -> None:
     """The regression rule's size: a true slowdown of exactly δ is called a regression with
     probability α (the worst case of its null); a smaller one, less often."""
