@@ -58,6 +58,8 @@ SUFFIX = gatemod.SUFFIX
 # the dispatcher from C++ (typed and boxed); not its _autograd twin, the launcher or the stable op.
 DEFAULT_INJECTED_ROW = r"/cpp/|/cpp_(typed|boxed)/"
 MAX_DETECTABLE = 10.0  # an 11-fold slowdown: beyond it "detectable" says nothing useful
+TARGET_EFFECT = 0.05  # the slowdown a nightly should catch: processes_for_target says what it takes
+MAX_PROCESSES = 1024  # processes_for_target beyond this reads null
 Run = Sequence[Mapping[str, Any]]  # the documents of one run
 
 
@@ -141,7 +143,7 @@ def check_runs(runs: Sequence[Run]) -> bool:
 
 def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float = 0.95, floor: float = 0.02,
               processes: float | None = None, sources: Sequence[str] = (),
-              alpha_row: float | None = None) -> dict[str, Any]:
+              alpha_row: float | None = None, target: float = TARGET_EFFECT) -> dict[str, Any]:
     """The calibration document of a set of A/A runs (each a list of result documents).
     alpha_row, when given, is the per-row level itself (a false-alarm budget per row, not per night)."""
     paired = check_runs(runs)
@@ -160,12 +162,13 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
     rows = {}
     for key, by_q in noise.items():
         n = processes or statistics.median(v.processes for v in by_q.values())
-        rows[identity_text(key)] = row_entry(names[key], by_q, n, alpha_row, power, floor, paired)
+        rows[identity_text(key)] = row_entry(names[key], by_q, n, alpha_row, power, floor, paired, target)
     docs = [d for run in runs for d in run]
     env = docs[0].get("env") or {}
     return {
         "kind": gatemod.CALIBRATION_KIND, "version": 1, "design": "paired" if paired else "independent",
         "params": {"alpha_nightly": alpha_nightly, "alpha_row": alpha_row, "power": power, "floor": floor,
+                   "target_effect": target,
                    "processes": processes, "rows": len(rows), "runs": len(runs),
                    "z_alpha": float(scipy.stats.norm.ppf(1 - alpha_row)),
                    "z_power": float(scipy.stats.norm.ppf(power))},
@@ -176,13 +179,70 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
     }
 
 
+def class_of(row: Mapping[str, Any]) -> str:
+    """A calibration row's class, as row_class names a verdict's."""
+    if str(row.get("metric", "")).startswith("gpu_us"):
+        return "GPU time"
+    return "CPU time, C++ driver" if str(row.get("label", "")).endswith("(cpp)") else "CPU time, Python"
+
+
+def summary_lines(doc: Mapping[str, Any]) -> list[str]:
+    """Per class of row: δ and the detectable slowdown at this design, and the processes per side
+    (pairs) that would flag the target slowdown with the stated power."""
+    unit = "pairs" if doc.get("design") == "paired" else "processes per side"
+    target, out = doc["params"].get("target_effect", TARGET_EFFECT), []
+    for name in sorted({class_of(r) for r in doc["rows"].values()}):
+        rows = [r for r in doc["rows"].values() if class_of(r) == name]
+        deltas = sorted(r["delta"] for r in rows)
+        det = sorted(r[f"detectable_{SUFFIX[gatemod.ABSOLUTE if r['stable_absolute'] else gatemod.RATIO]}"]
+                     or math.inf for r in rows)
+        need = sorted(r.get("processes_for_target") or math.inf for r in rows)
+        text = (lambda x: "never" if math.isinf(x) else f"{x:g}")
+        out.append(f"  {name}: {len(rows)} rows; δ median {statistics.median(deltas):.1%}, max {deltas[-1]:.1%}; "
+                   f"flagged at 95 %: median {statistics.median(det):.1%}; {unit} to flag +{target:.0%}: "
+                   f"median {text(statistics.median(need))}, 90th percentile {text(need[int(0.9 * (len(need) - 1))])}")
+    return out
+
+
 def _within_reach(effect: float) -> float | None:
     """A detectable slowdown above MAX_DETECTABLE (x-fold) is no promise: None."""
     return effect if math.isfinite(effect) and effect <= MAX_DETECTABLE else None
 
 
+def design_detectable(noise: Noise, n: int, alpha: float, power: float, floor: float, paired: bool) -> float:
+    """The slowdown flagged with `power` by a gate of n processes per side (pairs), each process as
+    long as in the A/A runs, δ set by the calibration rule: the `detectable` of such a design."""
+    eff = math.sqrt(noise.sigma ** 2 + n * noise.sigma_run ** 2)
+    delta = max(math.expm1(gs.mde(eff, n, alpha, power, paired)), floor)
+    se = eff * math.sqrt(1 / n if paired else 2 / n)
+    return gs.detectable(delta, se, n - 1 if paired else 2 * (n - 1), alpha, power)
+
+
+def processes_for(target: float, noise: Noise, alpha: float, power: float, floor: float, paired: bool) -> int | None:
+    """The fewest processes per side (pairs) whose design flags a `target` slowdown with `power`
+    (None: none up to MAX_PROCESSES, e.g. when run-to-run shifts alone exceed it or δ's floor
+    does). Doubling, then bisection: more processes never flag less."""
+    def enough(n: int) -> bool:
+        return design_detectable(noise, n, alpha, power, floor, paired) <= target
+
+    if target <= floor:
+        return None
+    high = 2
+    while not enough(high):
+        if high >= MAX_PROCESSES:
+            return None
+        high = min(2 * high, MAX_PROCESSES)
+    low = max(2, high // 2)
+    if enough(low):
+        return low
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
 def row_entry(row: Mapping[str, Any], by_q: Mapping[str, Noise], n: float, alpha: float, power: float,
-              floor: float, paired: bool) -> dict[str, Any]:
+              floor: float, paired: bool, target: float = TARGET_EFFECT) -> dict[str, Any]:
     entry: dict[str, Any] = {"label": gatemod.row_label(row), "metric": row.get("metric"), "n": n}
     effective = {}
     for q, v in by_q.items():
@@ -205,7 +265,8 @@ def row_entry(row: Mapping[str, Any], by_q: Mapping[str, Noise], n: float, alpha
     stable = (row.get("metric") != "cpu_us" or gatemod.RATIO not in effective
               or effective.get(gatemod.ABSOLUTE, math.inf) <= effective[gatemod.RATIO])
     q = gatemod.ABSOLUTE if stable else gatemod.RATIO
-    entry.update(stable_absolute=bool(stable), mde=entry[f"mde_{SUFFIX[q]}"], delta=entry[f"delta_{SUFFIX[q]}"])
+    entry.update(stable_absolute=bool(stable), mde=entry[f"mde_{SUFFIX[q]}"], delta=entry[f"delta_{SUFFIX[q]}"],
+                 processes_for_target=processes_for(target, by_q[q], alpha, power, floor, paired) if q in by_q else None)
     return entry
 
 
@@ -328,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the per-row false-alarm level itself, instead of --alpha-nightly / rows")
     p.add_argument("--power", type=float, default=0.95)
     p.add_argument("--floor", type=float, default=0.02, help="the narrowest band δ, whatever the noise")
+    p.add_argument("--target-effect", type=float, default=TARGET_EFFECT,
+                   help="the slowdown whose cost in processes (pairs) each row reports (processes_for_target)")
     p.add_argument("--processes", type=float, help="processes (pairs) per side of a nightly (default: as in RUNS)")
     p.add_argument("--split-files", action="store_true", help="every file of a folder is its own run")
     p.add_argument("--injected", type=Path, nargs="+", help="runs with a known injected slowdown, to evaluate")
@@ -346,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         injected = load_runs(args.injected, args.split_files) if args.injected else []
         doc = calibrate([d for _, d in runs], alpha_nightly=args.alpha_nightly, power=args.power,
                         floor=args.floor, processes=args.processes, sources=[s for ss, _ in runs for s in ss],
-                        alpha_row=args.alpha_row)
+                        alpha_row=args.alpha_row, target=args.target_effect)
     except (ResultFileError, gatemod.GateInputError) as exc:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -354,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     deltas = sorted(r["delta"] for r in doc["rows"].values())
     print(f"{args.out}: {len(deltas)} rows from {len(runs)} runs ({doc['design']}); per-row α "
           f"{doc['params']['alpha_row']:.3g}; δ median {statistics.median(deltas):.2%}, max {deltas[-1]:.2%}")
+    for line in summary_lines(doc):
+        print(line)
     if injected:
         try:
             try:

@@ -48,7 +48,12 @@ class Effect:
     def ci(self, alpha: float) -> tuple[float, float]:
         """The two-sided (1 - 2α) CI of the ratio: each bound is a one-sided level-α test."""
         half = t_quantile(alpha, self.df) * self.se
-        return math.exp(self.log_ratio - half), math.exp(self.log_ratio + half)
+        # A few pairs at a tiny α can make the interval wider than a float holds: [0, inf] then.
+        return _exp(self.log_ratio - half), _exp(self.log_ratio + half)
+
+
+def _exp(x: float) -> float:
+    return math.inf if x > 700 else math.exp(x)
 
 
 def t_quantile(alpha: float, df: float) -> float:
@@ -185,4 +190,5 @@ def detectable(delta: float, se: float, df: float, alpha: float, target: float) 
     hi = lo + 2 * (t_quantile(alpha, df) + t_quantile(1 - target, df)) * se + 1e-9
     while power(hi, delta, se, df, alpha) < target:  # the t quantiles bound it; widen if not
         hi = lo + 2 * (hi - lo)
-    return math.expm1(scipy.optimize.brentq(lambda e: power(e, delta, se, df, alpha) - target, lo, hi))
+    found = scipy.optimize.brentq(lambda e: power(e, delta, se, df, alpha) - target, lo, hi)
+    return math.inf if found > 700 else math.expm1(found)  # beyond a float: no slowdown would do

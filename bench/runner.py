@@ -27,6 +27,10 @@ from .gputimer import GpuTimer, nvtx_range
 TIMER = "perf_counter_ns"
 TIMER_OVERHEAD_FRACTION = 1e-4
 COLD_BLOCKS_PER_ROUND = 10  # cold-cache cases: one-call blocks, each after an L2 flush
+# GPU-pass blocks last at least this long: CUPTI's busy time of a block counts its first kernels,
+# which start on an idle GPU, and in 2.5 ms blocks of ~1 µs kernels they moved GPU rows by up to 5 %
+# (results/h200/README.md); 10 ms blocks had repeated within 0.4 %.
+GPU_MIN_BLOCK_SECONDS = 0.01
 REFRESH_SECONDS = 0.25  # progress bars redraw at most this often (a redraw costs ~0.4 ms)
 
 
@@ -261,7 +265,8 @@ def run_gpu(
     rounds: int,
     console: Console | None = None,
 ) -> tuple[int, bool]:
-    """GPU pass, after the CPU pass: the same blocks, interleaved, bracketed by `timer`.
+    """GPU pass, after the CPU pass: the cases' blocks, interleaved, bracketed by `timer`, each
+    lengthened to at least GPU_MIN_BLOCK_SECONDS (cold cases: one call each).
 
     A separate pass because CUPTI tracing adds CPU cost to every launch: the
     CPU samples of this pass are discarded. Returns the rounds completed; an
@@ -271,6 +276,8 @@ def run_gpu(
         if case.runnable and case.flush is not None:
             case.block = 1
     runnable = [c for c in cases if c.runnable and c.block]
+    scale = max(1, math.ceil(GPU_MIN_BLOCK_SECONDS / config.block_seconds - 1e-9))
+    calls = {c.label: c.block if c.flush is not None else c.block * scale for c in runnable}
     rng = random.Random(config.seed + 1)
     done, interrupted = 0, False
     console = console or Console(stderr=True, emoji=False)
@@ -292,8 +299,8 @@ def run_gpu(
                         for _ in range(COLD_BLOCKS_PER_ROUND if case.flush is not None else 1):
                             if case.flush is not None:
                                 case.flush()
-                            with nvtx_range(f"{case.label} x{case.block}"):
-                                time_block(case, case.block, timer)
+                            with nvtx_range(f"{case.label} x{calls[case.label]}"):
+                                time_block(case, calls[case.label], timer)
                     except Exception as exc:  # noqa: BLE001
                         case.gpu_error = failure(f"in GPU round {r + 1}", exc)
                         console.print(f"[red]FAILED {case.label} (GPU pass)[/red]: {case.gpu_error}")

@@ -100,6 +100,15 @@ def test_paired_ci_is_scipys() -> None:
     assert effect.ci(0.05) == pytest.approx((math.exp(ref.low), math.exp(ref.high)), rel=1e-9)
 
 
+def test_an_interval_too_wide_for_a_float_is_inconclusive_not_an_error() -> None:
+    # Two pairs 41 % apart in log ratio at α = 4.4e-5 (0.01 a night over 225 rows): t = 7162, half-width 1452 on the log scale.
+    effect = gs.paired_effect([1.0, 1.0], [1.5, 1.0])
+    assert effect is not None
+    low, high = effect.ci(0.01 / 225)
+    assert (low, high) == (0.0, math.inf)
+    assert gs.decide(low, high, 0.05) == "inconclusive"
+
+
 def test_processes_needed_is_the_smallest_n_that_decides() -> None:
     # Estimate 1 % above 1, per-process σ 3 %: a `same` needs the CI half-width below log(1.05) - log(1.01).
     effect = gs.Effect(math.log(1.01), 0.0, 4.0, False, per_process_var=0.03 ** 2, n=3)

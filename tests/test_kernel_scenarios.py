@@ -158,6 +158,19 @@ def test_cold_cases_get_one_call_blocks_each_after_a_flush_and_no_cpu_rows() -> 
     assert [r["mode"] for r in case_rows([warm, cold])] == ["forward"]
 
 
+@pytest.mark.parametrize(("block_seconds", "scale"), [(0.0025, 4), (0.01, 1), (0.02, 1), (0.003, 4)])
+def test_gpu_pass_blocks_last_at_least_the_gpu_minimum(block_seconds: float, scale: int) -> None:
+    from bench.runner import GPU_MIN_BLOCK_SECONDS
+
+    case = Case(key={"op": "noop", "variant": "raw", "mode": "forward"}, call=lambda: None)
+    case.block = 7  # as the CPU pass calibrated it for block_seconds
+    timer = RecordingTimer()
+    run_gpu([case], RunConfig(rounds=1, block_seconds=block_seconds), timer, rounds=2)
+    ends = [e[2] for e in timer.events if e[0] == "end"]
+    assert ends == [7 * scale] * 2 and scale * block_seconds >= GPU_MIN_BLOCK_SECONDS * (1 - 1e-9)
+    assert case.block == 7  # the CPU pass's block is left as it was
+
+
 # ---------------------------------------------------------------------------
 # Launch crossovers.
 
