@@ -201,7 +201,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     from bench.results import case_rows, mark_gpu_bound, reserve_result_path, write_result
     from bench.identity import case_identity
     from bench.roofline import attach, measure_roofs
-    from bench.runner import RunConfig, run, run_gpu
+    from bench.runner import RunConfig, Throttled, run, run_gpu
     from ops import OP_NAMES, OPS, VARIANT_NAMES
     from ops.native import NativeBuildMissing
     from scenarios import Selection
@@ -258,18 +258,11 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({sum(c.runnable for c in cases)} timed) "
                       f"on {device}, {config.rounds} rounds{' max' if config.adaptive else ''}")
         phase("build")  # the native build's loading, the cases and their pre-flight checks
-        last_write = -CHECKPOINT_SECONDS
-
-        def checkpoint(rounds_done: int) -> None:
-            """After a round: the result file with every finished round, at most every few seconds
-            (summarising all rows is not free); the end of the run always writes it."""
-            nonlocal last_write
-            run_info.update(rounds_done=rounds_done)
-            if time.monotonic() - last_write >= CHECKPOINT_SECONDS:
-                write_result(json_path, document("running"))
-                last_write = time.monotonic()
-
-        outcome = run(cases + [probe], config, on_round=checkpoint)
+        # After a round, the result file with every finished round, at most every few seconds
+        # (summarising all rows is not free); the end of the run always writes it.
+        write_running = Throttled(lambda: write_result(json_path, document("running")), CHECKPOINT_SECONDS)
+        outcome = run(cases + [probe], config,
+                      on_round=lambda n: (run_info.update(rounds_done=n), write_running()))
         run_info.update(stop_reason=outcome.stop_reason, seconds=round(outcome.seconds, 2),
                         timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
         phase("cpu_rounds")
@@ -437,11 +430,13 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any)
     """Pick the device and the way to run; run it."""
     from scenarios import SCENARIOS
 
-    from bench.cli import apply_device_defaults
+    from bench.cli import apply_defaults
+    from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS
 
     repeated = args.processes is not None or args.ab is not None
     device, shard_devices = resolve_device(args, in_process=not repeated)
-    apply_device_defaults(args, device)
+    # The defaults that waited for the device (cli.apply_defaults fills only what is still unset).
+    apply_defaults(args, SCENARIO_DEFAULTS.get(args.scenario), SCENARIO_CUDA_DEFAULTS.get(args.scenario), device)
     scenario = SCENARIOS[args.scenario]
     if scenario.requires_cuda and not device.startswith("cuda"):
         import torch

@@ -59,7 +59,6 @@ SUFFIX = gatemod.SUFFIX
 DEFAULT_INJECTED_ROW = r"/cpp/|/cpp_(typed|boxed)/"
 MAX_DETECTABLE = 10.0  # an 11-fold slowdown: beyond it "detectable" says nothing useful
 TARGET_EFFECT = 0.05  # the slowdown a nightly should catch: processes_for_target says what it takes
-MAX_PROCESSES = 1024  # processes_for_target beyond this reads null
 Run = Sequence[Mapping[str, Any]]  # the documents of one run
 
 
@@ -179,11 +178,12 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
     }
 
 
-def class_of(row: Mapping[str, Any]) -> str:
-    """A calibration row's class, as row_class names a verdict's."""
-    if str(row.get("metric", "")).startswith("gpu_us"):
+def row_class(metric: str, label: str) -> str:
+    """A row's class, for a calibration row or a verdict: GPU time, or CPU time from the Python or
+    the C++ driver."""
+    if metric.startswith("gpu_us"):
         return "GPU time"
-    return "CPU time, C++ driver" if str(row.get("label", "")).endswith("(cpp)") else "CPU time, Python"
+    return "CPU time, C++ driver" if label.endswith("(cpp)") else "CPU time, Python"
 
 
 def summary_lines(doc: Mapping[str, Any]) -> list[str]:
@@ -191,6 +191,9 @@ def summary_lines(doc: Mapping[str, Any]) -> list[str]:
     (pairs) that would flag the target slowdown with the stated power."""
     unit = "pairs" if doc.get("design") == "paired" else "processes per side"
     target, out = doc["params"].get("target_effect", TARGET_EFFECT), []
+    def class_of(r: Mapping[str, Any]) -> str:
+        return row_class(str(r.get("metric") or ""), str(r.get("label") or ""))
+
     for name in sorted({class_of(r) for r in doc["rows"].values()}):
         rows = [r for r in doc["rows"].values() if class_of(r) == name]
         deltas = sorted(r["delta"] for r in rows)
@@ -209,36 +212,37 @@ def _within_reach(effect: float) -> float | None:
     return effect if math.isfinite(effect) and effect <= MAX_DETECTABLE else None
 
 
-def design_detectable(noise: Noise, n: int, alpha: float, power: float, floor: float, paired: bool) -> float:
-    """The slowdown flagged with `power` by a gate of n processes per side (pairs), each process as
-    long as in the A/A runs, δ set by the calibration rule: the `detectable` of such a design."""
-    eff = math.sqrt(noise.sigma ** 2 + n * noise.sigma_run ** 2)
-    delta = max(math.expm1(gs.mde(eff, n, alpha, power, paired)), floor)
-    se = eff * math.sqrt(1 / n if paired else 2 / n)
-    return gs.detectable(delta, se, n - 1 if paired else 2 * (n - 1), alpha, power)
+@dataclass(frozen=True)
+class Design:
+    """What a gate of n processes per side (pairs), each as long as in the A/A runs, makes of a
+    row's noise under the calibration rule: σ per process, MDE, δ, the effect's SE and df."""
+
+    sigma: float  # per process (pair), run shifts included
+    mde: float  # relative
+    delta: float
+    se: float  # of the log effect
+    df: float
+
+    @classmethod
+    def of(cls, noise: Noise, n: float, alpha: float, power: float, floor: float, paired: bool) -> "Design":
+        eff = math.sqrt(noise.sigma ** 2 + n * noise.sigma_run ** 2)
+        m = math.expm1(gs.mde(eff, n, alpha, power, paired))
+        # With ≥ 2 processes the gate uses each side's own spread; with one, the calibrated σ.
+        df = (n - 1 if paired else 2 * (n - 1)) if n >= 2 else noise.df
+        return cls(eff, m, max(m, floor), eff * math.sqrt(1 / n if paired else 2 / n), df)
+
+    def detectable(self, alpha: float, power: float) -> float:
+        """The slowdown this design flags with `power` (δ plus about one MDE)."""
+        return gs.detectable(self.delta, self.se, self.df, alpha, power)
 
 
 def processes_for(target: float, noise: Noise, alpha: float, power: float, floor: float, paired: bool) -> int | None:
     """The fewest processes per side (pairs) whose design flags a `target` slowdown with `power`
-    (None: none up to MAX_PROCESSES, e.g. when run-to-run shifts alone exceed it or δ's floor
-    does). Doubling, then bisection: more processes never flag less."""
-    def enough(n: int) -> bool:
-        return design_detectable(noise, n, alpha, power, floor, paired) <= target
-
+    (None: none up to gs.MAX_PROCESSES, e.g. when run-to-run shifts alone exceed it, or δ's floor
+    does)."""
     if target <= floor:
         return None
-    high = 2
-    while not enough(high):
-        if high >= MAX_PROCESSES:
-            return None
-        high = min(2 * high, MAX_PROCESSES)
-    low = max(2, high // 2)
-    if enough(low):
-        return low
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (low, mid) if enough(mid) else (mid, high)
-    return high
+    return gs.smallest_n(lambda n: Design.of(noise, n, alpha, power, floor, paired).detectable(alpha, power) <= target)
 
 
 def row_entry(row: Mapping[str, Any], by_q: Mapping[str, Noise], n: float, alpha: float, power: float,
@@ -247,17 +251,12 @@ def row_entry(row: Mapping[str, Any], by_q: Mapping[str, Noise], n: float, alpha
     effective = {}
     for q, v in by_q.items():
         s = SUFFIX[q]
-        eff = math.sqrt(v.sigma ** 2 + n * v.sigma_run ** 2)  # per process, run shifts included
-        effective[q] = eff
-        m = math.expm1(gs.mde(eff, n, alpha, power, paired))
-        delta = max(m, floor)
-        se = eff * math.sqrt(1 / n if paired else 2 / n)
-        # With ≥ 2 processes the gate uses each side's own spread; with one, the calibrated σ.
-        design_df = (n - 1 if paired else 2 * (n - 1)) if n >= 2 else v.df
+        design = Design.of(v, n, alpha, power, floor, paired)
+        effective[q] = design.sigma
         entry.update({f"sigma_log_{s}": v.sigma, f"df_{s}": v.df, f"sigma_run_log_{s}": v.sigma_run,
                       f"run_df_{s}": v.run_df if math.isfinite(v.run_df) else None,
-                      f"n_obs_{s}": v.n_obs, f"mde_{s}": m, f"delta_{s}": delta,
-                      f"detectable_{s}": _within_reach(gs.detectable(delta, se, design_df, alpha, power))})
+                      f"n_obs_{s}": v.n_obs, f"mde_{s}": design.mde, f"delta_{s}": design.delta,
+                      f"detectable_{s}": _within_reach(design.detectable(alpha, power))})
     for name in ("sigma_log", "sigma_run_log", "df", "run_df", "n_obs", "mde", "delta", "detectable"):
         for s in SUFFIX.values():  # a quantity without data (no floor ratio) reads as null
             entry.setdefault(f"{name}_{s}", None)
@@ -311,13 +310,6 @@ class Evaluation:
         ]
 
 
-def row_class(verdict: gatemod.RowVerdict) -> str:
-    """What kind of row a verdict is on: GPU time, or CPU time from the Python or the C++ driver."""
-    if verdict.metric.startswith("gpu_us"):
-        return "GPU time"
-    return "CPU time, C++ driver" if verdict.label.endswith("(cpp)") else "CPU time, Python"
-
-
 def _geomean_ratio(verdicts: Sequence[gatemod.RowVerdict]) -> float | None:
     ratios = [v.ratio for v in verdicts if v.ratio]
     return float(math.exp(np.mean(np.log(ratios)))) if ratios else None
@@ -359,8 +351,8 @@ def evaluate(aa_runs: Sequence[Run], injected_runs: Sequence[Run], calibration: 
     promised = [claimed_power(calibration, v.row_id, observed) for v in hits] if observed else []
     promised = [p for p in promised if p is not None]
     classes: dict[str, tuple[int, int, float | None]] = {}
-    for name in sorted({row_class(v) for v in hits}):
-        group = [v for v in hits if row_class(v) == name]
+    for name in sorted({row_class(v.metric, v.label) for v in hits}):
+        group = [v for v in hits if row_class(v.metric, v.label) == name]
         classes[name] = (len(group), sum(v.verdict == gs.REGRESSION for v in group), _geomean_ratio(group))
     return Evaluation(len(aa), sum(map(len, judged)), sum(alarms), sum(a > 0 for a in alarms), len(hits),
                       sum(v.verdict == gs.REGRESSION for v in hits),
@@ -399,11 +391,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--injected-metric", choices=("cpu_us", "gpu_us"),
                    help="judge the detection on this metric's rows only (a GPU spin also costs CPU time)")
     args = p.parse_args(argv)
-    for name, value in (("--alpha-nightly", args.alpha_nightly), ("--power", args.power),
-                        ("--alpha-row", 0.5 if args.alpha_row is None else args.alpha_row)):
+    levels = [("--alpha-nightly", args.alpha_nightly), ("--power", args.power)]
+    for name, value in levels + ([("--alpha-row", args.alpha_row)] if args.alpha_row is not None else []):
         if not 0 < value < 1:
             print(f"calibrate: error: {name} must lie in (0, 1), not {value}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    if not args.target_effect > 0:
+        print(f"calibrate: error: --target-effect must be a positive slowdown (0.05 = +5 %), not {args.target_effect}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        re.compile(args.injected_row)
+    except re.error as exc:
+        print(f"calibrate: error: --injected-row {args.injected_row!r}: not a regular expression ({exc})",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         runs = load_runs(args.runs, args.split_files)
         injected = load_runs(args.injected, args.split_files) if args.injected else []
@@ -421,10 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if injected:
         try:
-            try:
-                re.compile(args.injected_row)
-            except re.error as exc:
-                raise gatemod.GateInputError(f"--injected-row {args.injected_row!r}: not a regular expression ({exc})")
             ev = evaluate([d for _, d in runs], [d for _, d in injected], doc, args.injected_row, args.injected_metric)
         except gatemod.GateInputError as exc:
             print(f"calibrate: error: {exc}", file=sys.stderr)

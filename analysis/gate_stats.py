@@ -11,7 +11,8 @@ are far tighter than two processes are to each other).
   that no number of processes averages away), combined with Welch–Satterthwaite degrees of freedom.
 * ``paired_effect``: a one-sample t on the per-pair log ratios of an A/B run.
 * ``decide``: the verdict of a CI against the equivalence band [1/(1+δ), 1+δ].
-* ``processes_needed``: how many processes (pairs) per side would decide an inconclusive row.
+* ``processes_needed``: how many processes (pairs) per side would decide an inconclusive row
+  (``smallest_n``: the search, shared with the calibration's processes_for_target).
 * ``mde``, ``power``, ``detectable``: what a design can detect, for calibration.
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import scipy.optimize
@@ -49,11 +50,12 @@ class Effect:
         """The two-sided (1 - 2α) CI of the ratio: each bound is a one-sided level-α test."""
         half = t_quantile(alpha, self.df) * self.se
         # A few pairs at a tiny α can make the interval wider than a float holds: [0, inf] then.
-        return _exp(self.log_ratio - half), _exp(self.log_ratio + half)
+        return _beyond_float(math.exp, self.log_ratio - half), _beyond_float(math.exp, self.log_ratio + half)
 
 
-def _exp(x: float) -> float:
-    return math.inf if x > 700 else math.exp(x)
+def _beyond_float(fn: Callable[[float], float], x: float) -> float:
+    """exp or expm1 of a log that may be too large for a float (inf then)."""
+    return math.inf if x > 700 else fn(x)
 
 
 def t_quantile(alpha: float, df: float) -> float:
@@ -151,17 +153,24 @@ def processes_needed(effect: Effect, delta: float, alpha: float) -> int | None:
         df = n - 1 if effect.paired else 2 * (n - 1)
         return t_quantile(alpha, df) * math.sqrt(factor * effect.per_process_var / n + effect.fixed_var) <= m
 
-    # Both t's quantile and the variance of the mean fall as n grows, so `decides` is monotone:
-    # double to a bracket, then bisect. (At a per-row α of 1e-4, n = 2 has one degree of freedom
-    # and a quantile in the thousands: a search that starts there must not stop there.)
-    if not decides(MAX_PROCESSES):
+    # Both t's quantile and the variance of the mean fall as n grows, so `decides` is monotone.
+    # (At a per-row α of 1e-4, n = 2 has one degree of freedom and a quantile in the thousands:
+    # a search that starts there must not stop there.)
+    return smallest_n(decides)
+
+
+def smallest_n(ok: Callable[[int], bool], limit: int = MAX_PROCESSES) -> int | None:
+    """The smallest n in [2, limit] with ok(n), for an ok that stays True once it is (more
+    processes never decide less): doubling to a bracket, then bisection. None when ok(limit)
+    is False."""
+    if not ok(limit):
         return None
-    low, high = 1, 2  # decides(low) is False (n = 1 has no spread), decides(high) unknown
-    while not decides(high):
-        low, high = high, min(2 * high, MAX_PROCESSES)
+    low, high = 1, 2  # low: known not ok (n = 1 has no spread); high: to be tried
+    while not ok(high):
+        low, high = high, min(2 * high, limit)
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (low, mid) if decides(mid) else (mid, high)
+        low, high = (low, mid) if ok(mid) else (mid, high)
     return high
 
 
@@ -191,4 +200,4 @@ def detectable(delta: float, se: float, df: float, alpha: float, target: float) 
     while power(hi, delta, se, df, alpha) < target:  # the t quantiles bound it; widen if not
         hi = lo + 2 * (hi - lo)
     found = scipy.optimize.brentq(lambda e: power(e, delta, se, df, alpha) - target, lo, hi)
-    return math.inf if found > 700 else math.expm1(found)  # beyond a float: no slowdown would do
+    return _beyond_float(math.expm1, found)  # inf: no slowdown a float holds would do

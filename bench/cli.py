@@ -161,12 +161,11 @@ def apply_defaults(args: argparse.Namespace, overrides: dict[str, tuple[Any, Any
                    device: str | None = None) -> argparse.Namespace:
     """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them, or on a
     CUDA device its `cuda_overrides` (the --quick column with --quick). Without --device the device
-    is not known before torch is imported: the options cuda_overrides names stay unset until
-    run.py calls apply_device_defaults."""
+    is not known before torch is imported: the options cuda_overrides names stay unset, and run.py
+    calls this again with the device once it is known (only unset options are filled)."""
     column = 1 if args.quick else 0
     device = device or args.device
     deferred = set(cuda_overrides or {}) if device is None else set()
-    args.deferred_defaults = (overrides, cuda_overrides) if deferred else None
     on_cuda = device is not None and device.startswith("cuda")
     for name, values in {**DEFAULTS, **(overrides or {}), **((cuda_overrides or {}) if on_cuda else {})}.items():
         if name not in deferred and getattr(args, name, None) is None:
@@ -174,12 +173,6 @@ def apply_defaults(args: argparse.Namespace, overrides: dict[str, tuple[Any, Any
     if args.no_pin:
         args.pin_cores = 0
     return args
-
-
-def apply_device_defaults(args: argparse.Namespace, device: str) -> argparse.Namespace:
-    """The defaults apply_defaults left for the device, now that it is known."""
-    deferred = getattr(args, "deferred_defaults", None)
-    return apply_defaults(args, *deferred, device=device) if deferred else args
 
 
 def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str]) -> None:

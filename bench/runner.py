@@ -168,8 +168,9 @@ def _drop(case: Case, error: str, console: Console) -> None:
     console.print(f"[red]FAILED {case.label}[/red]: {error} (the other cases go on)")
 
 
-class _Throttled:
-    """Calls fn at most once per `seconds` (and always when forced): progress redraws between blocks."""
+class Throttled:
+    """Calls fn at most once per `seconds` (and always when forced): progress redraws between
+    blocks, checkpoints of the result file between rounds."""
 
     def __init__(self, fn: Callable[[], Any], seconds: float = REFRESH_SECONDS) -> None:
         self.fn, self.seconds, self.last = fn, seconds, -math.inf
@@ -206,7 +207,7 @@ def run(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     # auto_refresh off: rich's refresh thread would wake up inside timed blocks.
     with Progress(*columns, console=console, transient=False, auto_refresh=False) as progress:
-        refresh = _Throttled(progress.refresh)
+        refresh = Throttled(progress.refresh)
         try:
             warm = progress.add_task("warm-up ", total=len(runnable))
             for case in runnable:
@@ -283,7 +284,7 @@ def run_gpu(
     console = console or Console(stderr=True, emoji=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, auto_refresh=False) as progress:
-        refresh = _Throttled(progress.refresh)
+        refresh = Throttled(progress.refresh)
         task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))
         try:
             for case in runnable:  # untimed: whatever enabling the timer costs lands here

@@ -141,16 +141,23 @@ def test_injected_rows_are_chosen_by_pattern_and_metric_and_counted_per_class() 
     assert none.injected_trials == 0 and none.classes == {}
 
 
-def test_a_bad_injected_pattern_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--injected-row", "(cpp"], "--injected-row '(cpp': not a regular expression"),
+    (["--target-effect", "0"], "--target-effect must be a positive slowdown"),
+    (["--alpha-row", "1.5"], "--alpha-row must lie in (0, 1), not 1.5"),
+])
+def test_a_bad_option_is_refused_in_one_line_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             extra: list[str], message: str) -> None:
     rng = np.random.default_rng(17)
     runs = []
     for i in range(2):
         runs.append(tmp_path / f"aa{i}.json")
         runs[-1].write_text(json.dumps(aa_run(rng, 4)))
-    code = calibrate.main([*map(str, runs), "--out", str(tmp_path / "cal.json"), "--injected", str(runs[0]),
-                           "--injected-row", "(cpp"])
+    code = calibrate.main([*map(str, runs), "--out", str(tmp_path / "cal.json"), "--injected", str(runs[0]), *extra])
+    err = capsys.readouterr().err
     assert code == calibrate.EXIT_BAD_INPUT
-    assert "--injected-row '(cpp': not a regular expression" in capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "cal.json").exists()  # refused before anything was computed or written
 
 
 def test_the_gate_at_the_band_edge_errs_at_rate_alpha() -> None:

@@ -157,10 +157,11 @@ def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[st
     if device is not None:
         if not any(a in argv for a in ("--rounds", "--quick")):
             assert args.rounds is None and args.block_ms is None  # not guessed before the device is known
-        cli.apply_device_defaults(args, device)
+        cli.apply_defaults(args, SCENARIO_DEFAULTS.get("boundary"), SCENARIO_CUDA_DEFAULTS["boundary"], device)
     assert (args.rounds, args.block_ms) == (rounds, block_ms)
     assert args.gpu_rounds == cli.DEFAULTS["gpu_rounds"][1 if "--quick" in argv else 0]
-    assert cli.apply_device_defaults(args, "cpu").rounds == rounds  # filled once: a later call changes nothing
+    again = cli.apply_defaults(args, SCENARIO_DEFAULTS.get("boundary"), SCENARIO_CUDA_DEFAULTS["boundary"], "cpu")
+    assert again.rounds == rounds  # filled once: a later call changes nothing
 
 
 # ---------------------------------------------------------------------------
