@@ -154,6 +154,31 @@ def test_injected_cost_lands_in_the_cpp_variant_only() -> None:
     assert took["raw"] < 5_000_000  # the raw launcher is not wrapped: it cannot have waited 5 ms
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_injected_gpu_delay_lengthens_the_cpp_variants_own_kernels() -> None:
+    # DBENCH_INJECT_GPU_NS makes the `cpp` variant's forward kernels wait inside themselves (no
+    # extra launch): a lower bound on each one's event time, the raw launcher's kernels untouched,
+    # and the results unchanged.
+    code = (
+        "import torch\nfrom ops import get_variant\nfrom ops.catalog import OPS\n"
+        "x = torch.randn(64, 256, device='cuda')\n"
+        "args = {'noop': (x,), 'muladd': (x, x, x), 'l2norm': (x, 1e-6)}\n"
+        "for op in ('noop', 'muladd', 'l2norm'):\n"
+        "    for v in ('cpp', 'raw'):\n"
+        "        fn = get_variant(v, op).fn\n"
+        "        torch.testing.assert_close(fn(*args[op]), OPS[op].reference(*args[op]))\n"
+        "        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
+        "        torch.cuda.synchronize(); a.record(); fn(*args[op]); b.record(); torch.cuda.synchronize()\n"
+        "        print(op, v, a.elapsed_time(b))\n")
+    env = {**os.environ, "DBENCH_INJECT_GPU_NS": "200000"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ms = {(line.split()[0], line.split()[1]): float(line.split()[2]) for line in out.stdout.splitlines()}
+    for op in ("noop", "muladd", "l2norm"):
+        assert ms[(op, "cpp")] >= 0.2, (op, ms)
+        assert ms[(op, "raw")] < 0.1, (op, ms)
+
+
 # ---------------------------------------------------------------------------
 # The chain: every implementation against the fp64 reference, for each k and dtype.
 

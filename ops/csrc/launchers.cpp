@@ -232,6 +232,13 @@ void spin(const at::Tensor& like, int64_t cpu_ns, int64_t gpu_ns) {
   }
 }
 
+InKernelDelay::InKernelDelay(int64_t gpu_ns) : set_(gpu_ns > 0) {
+  if (set_) k::set_launch_delay_ns(gpu_ns);
+}
+InKernelDelay::~InKernelDelay() {
+  if (set_) k::set_launch_delay_ns(0);
+}
+
 bool vector_path(const std::vector<at::Tensor>& tensors) {
   DBENCH_CHECK(!tensors.empty(), AtenApi::fail, "vector_path: expected at least one tensor");
   std::vector<at::Tensor> kept;  // keeps the contiguous copies alive while their pointers are read

@@ -41,10 +41,23 @@ std::map<std::string, int> attributes(const std::string& kernel, const std::stri
                                       bool vector, int64_t k);
 }  // namespace kernel_variants
 
-// A known extra cost (DBENCH_INJECT_NS on the CPU, DBENCH_INJECT_GPU_NS on the GPU, read once):
-// busy-waits cpu_ns on the calling thread and, for a CUDA tensor, queues a gpu_ns spin kernel
-// on its current stream. Used by the `cpp` variant's kernels when injection is on.
+// Busy-waits cpu_ns on the calling thread and, for a CUDA tensor, queues a separate gpu_ns
+// spin kernel on its current stream (timer validation; the sanitizer's coverage).
 void spin(const at::Tensor& like, int64_t cpu_ns, int64_t gpu_ns);
+
+// A known GPU cost for the gate's power tests (DBENCH_INJECT_GPU_NS): while alive, the CUDA
+// forward kernels this thread launches (noop, muladd, l2norm, chain) first wait gpu_ns inside
+// the kernel, so the case's own kernel gets longer and no launch is added.
+class InKernelDelay {
+ public:
+  explicit InKernelDelay(int64_t gpu_ns);
+  ~InKernelDelay();
+  InKernelDelay(const InKernelDelay&) = delete;
+  InKernelDelay& operator=(const InKernelDelay&) = delete;
+
+ private:
+  bool set_;
+};
 
 // Whether the elementwise CUDA kernels take their 16-byte vector path for these
 // inputs: the predicate the launch applies (kernels::vector_path_ok) to the pointers

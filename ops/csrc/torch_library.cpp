@@ -125,7 +125,8 @@ std::string def(const schema::OpSchema& s, const char* suffix = "") {
 
 // DBENCH_INJECT_NS / DBENCH_INJECT_GPU_NS (read once, at load): a known extra cost in the
 // kernels of the `cpp` variant only (not its `_autograd` twins), so that a regression
-// gate's power can be measured against a true effect. Unset, nothing is wrapped.
+// gate's power can be measured against a true effect: a CPU busy-wait before the launch,
+// and a wait inside the forward CUDA kernel itself. Unset, nothing is wrapped.
 int64_t env_ns(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? 0 : std::max<int64_t>(0, std::strtoll(v, nullptr, 10));
@@ -137,7 +138,8 @@ bool injecting() { return kInjectCpuNs > 0 || kInjectGpuNs > 0; }
 template <auto Fn, class... Args>
 at::Tensor injected(Args... args) {
   const auto& first = std::get<0>(std::forward_as_tuple(args...));
-  dbench::spin(first, kInjectCpuNs, kInjectGpuNs);
+  dbench::spin(first, kInjectCpuNs, 0);
+  const dbench::InKernelDelay delay(kInjectGpuNs);
   return Fn(args...);
 }
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -64,6 +65,15 @@ __device__ __forceinline__ void elementwise(Index n, Op op, T* __restrict__ out,
   }
 }
 
+// The injected GPU cost (kernels.h: set_launch_delay_ns): every thread first waits `cycles` SM
+// clock cycles. 0, the normal case, costs one uniform branch.
+__device__ __forceinline__ void wait_cycles(uint32_t cycles) {
+  if (cycles == 0) return;
+  const long long start = clock64();
+  while (clock64() - start < static_cast<long long>(cycles)) {
+  }
+}
+
 struct Copy {
   template <class T>
   __device__ T operator()(T x) const { return x; }
@@ -76,13 +86,17 @@ struct MulAdd {
 };
 
 template <int W, class T, class Index>
-__global__ void __launch_bounds__(kThreads) copy_kernel(const T* __restrict__ x, T* __restrict__ out, Index n) {
+__global__ void __launch_bounds__(kThreads) copy_kernel(const T* __restrict__ x, T* __restrict__ out, Index n,
+                                                        uint32_t delay) {
+  wait_cycles(delay);
   elementwise<W>(n, Copy{}, out, x);
 }
 
 template <int W, class T, class Index>
 __global__ void __launch_bounds__(kThreads) muladd_kernel(const T* __restrict__ a, const T* __restrict__ b,
-                                                          const T* __restrict__ c, T* __restrict__ out, Index n) {
+                                                          const T* __restrict__ c, T* __restrict__ out, Index n,
+                                                          uint32_t delay) {
+  wait_cycles(delay);
   elementwise<W>(n, MulAdd{}, out, a, b, c);
 }
 
@@ -100,7 +114,9 @@ struct ChainGradOp {
 };
 
 template <int W, class T, class Index, int First, int K>
-__global__ void __launch_bounds__(kThreads) chain_kernel(const T* __restrict__ x, T* __restrict__ out, Index n) {
+__global__ void __launch_bounds__(kThreads) chain_kernel(const T* __restrict__ x, T* __restrict__ out, Index n,
+                                                         uint32_t delay) {
+  wait_cycles(delay);
   elementwise<W>(n, ChainOp<First, K>{}, out, x);
 }
 
@@ -137,9 +153,11 @@ __device__ A block_sum(A v) {
 // path cols is a multiple of W, so every row starts 16-byte aligned.
 template <int W, class T, class Index>
 __global__ void __launch_bounds__(kThreads) l2norm_fwd_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                              Index rows, Index cols, double eps) {
+                                                              Index rows, Index cols, double eps,
+                                                              uint32_t delay) {
   using A = typename Acc<T>::type;
   using P = Pack<T, W>;
+  wait_cycles(delay);
   const Index packs = cols / W;
   for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
     const P* xr = reinterpret_cast<const P*>(x + r * cols);
@@ -192,6 +210,23 @@ __global__ void __launch_bounds__(kThreads) l2norm_bwd_kernel(const T* __restric
   }
 }
 
+thread_local int64_t t_delay_ns = 0;  // set_launch_delay_ns
+
+// The delay in SM cycles at the device's rated clock (read once per device); a clock running below
+// its rating makes the wait longer, never shorter.
+uint32_t delay_cycles() {
+  if (t_delay_ns <= 0) return 0;
+  static std::atomic<int> khz_by_device[64] = {};
+  int device = 0, khz = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return 0;
+  khz = khz_by_device[device].load(std::memory_order_relaxed);
+  if (khz == 0) {
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess || khz <= 0) return 0;
+    khz_by_device[device].store(khz, std::memory_order_relaxed);
+  }
+  return static_cast<uint32_t>(std::min<int64_t>(UINT32_MAX, t_delay_ns * khz / 1'000'000));
+}
+
 bool use_int32(IndexWidth w, int64_t reachable) {
   if (w == IndexWidth::kAuto) return fits_int32(reachable);
   return w == IndexWidth::kInt32;
@@ -237,7 +272,8 @@ int noop_cuda(DType dt, const void* x, void* y, int64_t n, void* stream, IndexWi
     using T = decltype(t);
     using I = decltype(i);
     constexpr int W = decltype(width)::value;
-    copy_kernel<W, T, I><<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(in<T>(x), out<T>(y), I(n));
+    copy_kernel<W, T, I><<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(
+        in<T>(x), out<T>(y), I(n), delay_cycles());
   });
 }
 
@@ -249,7 +285,7 @@ int muladd_cuda(DType dt, const void* a, const void* b, const void* c, void* y, 
     using I = decltype(i);
     constexpr int W = decltype(width)::value;
     muladd_kernel<W, T, I><<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(
-        in<T>(a), in<T>(b), in<T>(c), out<T>(y), I(n));
+        in<T>(a), in<T>(b), in<T>(c), out<T>(y), I(n), delay_cycles());
   });
 }
 
@@ -262,7 +298,7 @@ int l2norm_fwd_cuda(DType dt, const void* x, void* y, int64_t rows, int64_t cols
     using I = decltype(i);
     constexpr int W = decltype(width)::value;
     l2norm_fwd_kernel<W, T, I><<<grid_for_rows(rows), kThreads, 0, as_stream(stream)>>>(
-        in<T>(x), out<T>(y), I(rows), I(cols), eps);
+        in<T>(x), out<T>(y), I(rows), I(cols), eps, delay_cycles());
   });
 }
 
@@ -286,8 +322,9 @@ int chain_cuda(DType dt, const void* x, void* y, int64_t n, int first, int k, vo
     using T = decltype(t);
     using I = decltype(i);
     constexpr int W = decltype(width)::value;
+    const uint32_t delay = delay_cycles();
     const auto launch = [&](auto kernel) {
-      kernel<<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(in<T>(x), out<T>(y), I(n));
+      kernel<<<elementwise_blocks(n, W), kThreads, 0, as_stream(stream)>>>(in<T>(x), out<T>(y), I(n), delay);
     };
     // The fused chain is steps 0 .. k-1; an unfused chain launches one step at a time.
     if (first == 0) {
@@ -339,6 +376,8 @@ int kernel_attributes(const char* kernel, DType dt, IndexWidth w, bool vector, i
   });
   return status;
 }
+
+void set_launch_delay_ns(int64_t ns) { t_delay_ns = ns; }
 
 int spin_cuda(int64_t ns, void* stream) {
   if (ns <= 0) return 0;

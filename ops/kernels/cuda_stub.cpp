@@ -26,6 +26,7 @@ int chain_cuda(DType, const void*, void*, int64_t, int, int, void*, IndexWidth) 
 int chain_bwd_cuda(DType, const void*, const void*, void*, int64_t, int, void*, IndexWidth) { return kNotBuilt; }
 int kernel_attributes(const char*, DType, IndexWidth, bool, int, KernelAttributes*) { return kNotBuilt; }
 int spin_cuda(int64_t, void*) { return kNotBuilt; }
+void set_launch_delay_ns(int64_t) {}
 const char* cuda_error_string(int) { return "this build of dbench has no CUDA kernels"; }
 
 }  // namespace dbench::kernels

@@ -174,9 +174,15 @@ struct KernelAttributes {
 };
 int kernel_attributes(const char* kernel, DType dt, IndexWidth width, bool vector, int k, KernelAttributes* out);
 
-// Busy-waits about `ns` nanoseconds on the GPU (one thread, clock64): a known GPU cost
-// to add to a case, so that a regression gate's power can be measured.
+// Busy-waits about `ns` nanoseconds on the GPU (one thread, the global timer): a separate
+// kernel of known length (timer validation, sanitizer coverage).
 int spin_cuda(int64_t ns, void* stream);
+// A known GPU cost inside a case's own kernel, so that a regression gate's power can be
+// measured against a true effect with no extra launch: until reset to 0, the forward kernels
+// of noop, muladd, l2norm and chain launched from this thread make every thread wait `ns`
+// (as SM cycles at the device's rated clock) before their work. Thread-local; the CPU-only
+// build ignores it.
+void set_launch_delay_ns(int64_t ns);
 const char* cuda_error_string(int code);
 
 }  // namespace dbench::kernels
