@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from .contract import SUPPORTED_DTYPES, OpContract, expected_dtypes
+from .flavour import Flavour, registered_backward, signature
 
 NS = "dbench_triton_op"
 BLOCK = 1024
@@ -278,13 +279,13 @@ def _matmul(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
 _PY_TYPES = {"Tensor": Tensor, "float": float, "int": int, "bool": bool}
 
 
-def _with_schema_signature(fn: Callable[..., Tensor], signature: str) -> Callable[..., Tensor]:
+def _with_schema_signature(fn: Callable[..., Tensor], schema_args: str) -> Callable[..., Tensor]:
     """Give a *args launcher the named, annotated signature of the C++ schema.
 
     triton_op infers its schema from the Python signature (older releases take
     no explicit schema), so the signature is generated from the one declaration.
     """
-    schema = torch._C.parse_schema("f" + signature)
+    schema = torch._C.parse_schema("f" + schema_args)
     params = [
         inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_PY_TYPES[str(a.type)])
         for a in schema.arguments
@@ -294,21 +295,17 @@ def _with_schema_signature(fn: Callable[..., Tensor], signature: str) -> Callabl
 
 
 def _register(op_name: str, launcher: Callable[..., Tensor]) -> Any:
-    from .variants import _signature
-
     return torch.library.triton_op(
-        f"{NS}::{op_name}", _with_schema_signature(launcher, _signature(op_name)), mutates_args=()
+        f"{NS}::{op_name}", _with_schema_signature(launcher, signature(op_name)), mutates_args=()
     )
 
 
 def triton_flavour(contract: OpContract) -> Any:
-    from .variants import Flavour, _registered_backward
-
     launch = {"l2norm": _rowwise, "mm": _matmul, "chain": _chain}.get(contract.name, _elementwise)
     fwd = _register(contract.name, launch(contract.name, contract.tensor_args))
     bwd = None
     if contract.backward_op:
         bwd = _register(contract.backward_op, launch(contract.backward_op, ("grad", "x")))
     fl = Flavour(fwd, bwd)
-    fwd.register_autograd(_registered_backward(contract, fl), setup_context=contract.save)
+    fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
     return fl

@@ -20,28 +20,8 @@ from torch import Tensor
 from . import native
 from .catalog import OPS
 from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec  # noqa: F401  (re-exported)
-from .contract import OpContract, OpKernels, backward_fake
-
-
-OpFn = Callable[..., Tensor]
-
-
-@dataclass(frozen=True)
-class Flavour:
-    """One registration mechanism applied to an op's forward and backward."""
-
-    fwd: OpFn
-    bwd: OpFn | None
-
-
-# ---------------------------------------------------------------------------
-# Schemas come from the C++ declaration (ops/csrc/schemas.h).
-
-
-def _signature(op_name: str) -> str:
-    native.load_cpp_ops()
-    schema = str(getattr(torch.ops.dbench, op_name).default._schema)
-    return schema[schema.index("(") :]
+from .contract import OpContract, backward_fake
+from .flavour import Flavour, OpFn, registered_backward, signature
 
 
 def _op_names(contract: OpContract) -> list[str]:
@@ -73,7 +53,7 @@ def _define_impl(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) ->
     lib = _library(ns)
     ops: dict[str, OpFn] = {}
     for op_name in _op_names(contract):
-        lib.define(op_name + _signature(op_name))
+        lib.define(op_name + signature(op_name))
         for key in ("CPU", "CUDA"):
             lib.impl(op_name, impls(op_name), key)
         torch.library.register_fake(f"{ns}::{op_name}", _fake_for(contract, op_name), lib=lib)
@@ -86,7 +66,7 @@ def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> F
     ops: dict[str, Any] = {}
     for op_name in _op_names(contract):
         op = torch.library.custom_op(
-            f"{ns}::{op_name}", impls(op_name), mutates_args=(), schema=_signature(op_name)
+            f"{ns}::{op_name}", impls(op_name), mutates_args=(), schema=signature(op_name)
         )
         op.register_fake(_fake_for(contract, op_name))
         ops[op_name] = op
@@ -110,7 +90,7 @@ def flavour(kind: str, op: str) -> Flavour:
         return _custom_op("dbench_nested_custom_op", contract, lambda n: _inner_of(inner, contract, n))
     if kind == "custom_op_autograd":
         fl = _custom_op("dbench_custom_op_autograd", contract, _raw_launcher)
-        fl.fwd.register_autograd(_registered_backward(contract, fl), setup_context=contract.save)
+        fl.fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
         return fl
     if kind == "autograd_key_py":
         return _autograd_key_py(contract)
@@ -131,13 +111,6 @@ def flavour(kind: str, op: str) -> Flavour:
 
 def _inner_of(inner: Flavour, contract: OpContract, op_name: str) -> OpFn:
     return inner.fwd if op_name == contract.name else inner.bwd  # type: ignore[return-value]
-
-
-def _registered_backward(contract: OpContract, kernels: OpKernels) -> Callable[..., Any]:
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        return contract.backward(ctx, grad, kernels)
-
-    return backward
 
 
 _FAKES_REGISTERED: set[str] = set()

@@ -1,0 +1,75 @@
+"""The packages' import graph has no cycle, counting the imports inside functions too (a lazy
+import hides a cycle from the interpreter, not from the reader who has to untangle it)."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("bench", "ops", "scenarios", "analysis")
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    modules = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
+    """The suite's modules an import statement runs (the innermost known module of each name)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        prefix = node.module or ""
+        if node.level:
+            base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            prefix = ".".join(base + ([node.module] if node.module else []))
+        names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
+    found = set()
+    for name in names:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            found.add(name)
+    return found
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    modules = _modules(root)
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                graph[module] |= _targets(module, path, node, modules)
+    return graph
+
+
+def test_the_suites_packages_import_each_other_without_a_cycle() -> None:
+    graph = import_graph(ROOT)
+    assert {"ops.variants", "ops.triton_ops", "bench.runner", "analysis.gate"} <= graph.keys()
+    assert "ops.triton_ops" in graph["ops.variants"]  # a function-level import, counted
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        pytest.fail(f"import cycle: {' -> '.join(e.args[1])}")
+
+
+def test_a_lazy_import_cycle_is_found(tmp_path: Path) -> None:
+    for package, body in (("ops", {"a.py": "from . import b\n", "b.py": "def f():\n    from .a import x\n"}),
+                          ("bench", {}), ("scenarios", {}), ("analysis", {})):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        for name, text in body.items():
+            (tmp_path / package / name).write_text(text)
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(import_graph(tmp_path)).prepare()
