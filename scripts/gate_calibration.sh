@@ -4,7 +4,8 @@
 # alarms over the A/A runs and the detections of the injected rows).
 #   bash scripts/gate_calibration.sh OUTDIR [AA_RUNS] [INJECTED_RUNS]     (default 3 and 2)
 # Environment: DEVICE (cpu, cuda; default cuda when torch sees one), PAIRS (4), INJECT_NS (300: a
-# CPU spin in the `cpp` variant's kernels on side B), INJECT_GPU_NS (0: a spin kernel too),
+# CPU wait before the `cpp` variant's launches on side B), INJECT_GPU_NS (0; N: a wait of N ns inside
+# its forward CUDA kernels),
 # RUN_ARGS (more run.py options). Every run's log and result stays in OUTDIR; a run that fails is
 # reported and left out, and the calibration uses what finished.
 set -uo pipefail

@@ -34,12 +34,19 @@ CALIBRATION = "loop"  # dump 1: the timing loop around a call that does nothing
 LAYOUT_STEP = 1237  # small objects kept alive before each further build (about 150 kB)
 
 
-def instrumentation_on() -> None:
-    """callgrind_control --instr=on for this process (torch only binds the collection toggle)."""
-    out = subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], capture_output=True, text=True)
-    if out.returncode != 0:
+def instrumentation_on(log: Path) -> None:
+    """callgrind_control --instr=on for this process (torch only binds the collection toggle).
+
+    Its output goes to a file, read only on failure. Read through a pipe (as many reads as the
+    scheduler makes, each a buffer allocated and freed just before the cases), it came with counts
+    that moved from run to run: function_cpp/fwd_requires_grad took three values 1.3 % apart over
+    six runs of the same code, and 0.03 % apart over four runs with the file (README)."""
+    with open(log, "wb") as out:
+        code = subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], stdin=subprocess.DEVNULL,
+                              stdout=out, stderr=subprocess.STDOUT).returncode
+    if code != 0:
         raise SystemExit(f"error: callgrind_control --instr=on failed (is this running under callgrind?): "
-                         f"{(out.stderr or out.stdout).strip()[:300]}")
+                         f"{log.read_text(errors='replace').strip()[:300]}")
 
 
 def measure(call: Callable[[], Any], calls: int, warmup: int) -> None:
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()  # the imports' objects out of every later collection: each case's gc.collect stays short
     if args.instrumentation_on:
-        instrumentation_on()
+        instrumentation_on(args.manifest.with_name("callgrind_control.log"))
     measure(_nothing, args.calls, args.warmup)
     for i, case in enumerate(timed):
         # Progress before the case, and no timings: a string whose length varies from run to run
