@@ -140,16 +140,22 @@ def test_spin_waits_at_least_the_time_asked() -> None:
     assert time.perf_counter_ns() - start >= 2_000_000
 
 
+def _fresh_process_lines(code: str, **env: str) -> list[list[str]]:
+    """Runs `code` in a fresh interpreter with these variables set (the injection knobs are read
+    when the C++ library loads) and returns its output lines, split into words."""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, **env}, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [line.split() for line in out.stdout.splitlines()]
+
+
 def test_injected_cost_lands_in_the_cpp_variant_only() -> None:
     # DBENCH_INJECT_NS is read when the C++ library loads: a fresh process.
     code = ("import time, torch\nfrom ops import get_variant\nx = torch.randn(4, 32)\n"
             "for v in ('cpp', 'raw'):\n"
             "    fn = get_variant(v, 'muladd').fn; fn(x, x, x)\n"
             "    t = time.perf_counter_ns(); fn(x, x, x); print(v, time.perf_counter_ns() - t)\n")
-    env = {**os.environ, "DBENCH_INJECT_NS": "5000000"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    took = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines()}
+    took = {v: int(ns) for v, ns in _fresh_process_lines(code, DBENCH_INJECT_NS="5000000")}
     assert took["cpp"] >= 5_000_000
     assert took["raw"] < 5_000_000  # the raw launcher is not wrapped: it cannot have waited 5 ms
 
@@ -170,10 +176,7 @@ def test_injected_gpu_delay_lengthens_the_cpp_variants_own_kernels() -> None:
         "        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)\n"
         "        torch.cuda.synchronize(); a.record(); fn(*args[op]); b.record(); torch.cuda.synchronize()\n"
         "        print(op, v, a.elapsed_time(b))\n")
-    env = {**os.environ, "DBENCH_INJECT_GPU_NS": "200000"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    ms = {(line.split()[0], line.split()[1]): float(line.split()[2]) for line in out.stdout.splitlines()}
+    ms = {(op, v): float(t) for op, v, t in _fresh_process_lines(code, DBENCH_INJECT_GPU_NS="200000")}
     for op in ("noop", "muladd", "l2norm"):
         assert ms[(op, "cpp")] >= 0.2, (op, ms)
         assert ms[(op, "raw")] < 0.1, (op, ms)

@@ -159,8 +159,7 @@ def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[st
             assert args.rounds is None and args.block_ms is None  # not guessed before the device is known
         cli.apply_defaults(args, SCENARIO_DEFAULTS.get("boundary"), SCENARIO_CUDA_DEFAULTS["boundary"], device)
     assert (args.rounds, args.block_ms) == (rounds, block_ms)
-    on_cuda = "cuda" in (device or argv[-1])
-    table = SCENARIO_CUDA_DEFAULTS["boundary"] if on_cuda else cli.DEFAULTS
+    table = SCENARIO_CUDA_DEFAULTS["boundary"] if "cuda" in (device or args.device) else cli.DEFAULTS
     assert args.gpu_rounds == table["gpu_rounds"][1 if "--quick" in argv else 0]
     again = cli.apply_defaults(args, SCENARIO_DEFAULTS.get("boundary"), SCENARIO_CUDA_DEFAULTS["boundary"], "cpu")
     assert again.rounds == rounds  # filled once: a later call changes nothing
