@@ -140,10 +140,10 @@ def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: 
     from bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, run_cpp_driver
 
     console.print(f"C++ driver: {', '.join(ops)} on {device}")
+    extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
     try:
         rows, env["cpp_driver_context"] = run_cpp_driver(
-            device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time,
-            extra_args=[f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.pin_cores == 0 else [])],
+            device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,
         )
     except CppDriverMissing as exc:
         console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
@@ -154,6 +154,33 @@ def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: 
         console.print(exc.output_tail, markup=False, highlight=False)
         env["cpp_driver_context"] = {"error": str(exc), "output_tail": exc.output_tail}
         return failed_rows(ops, device, str(exc))
+    if device.startswith("cuda"):
+        rows += cpp_gpu_pass(device, ops, extra_args, args, env, console)
+    return rows
+
+
+def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: argparse.Namespace,
+                 env: dict[str, Any], console: Any) -> list[dict[str, Any]]:
+    """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
+    per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
+    env; a crashed pass: FAILED gpu_us rows."""
+    from bench.cpp_results import CppDriverFailed, failed_rows, gpu_timer_problem, run_cpp_gpu_pass
+
+    if args.gpu_timer != "cupti":
+        env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {args.gpu_timer}: the C++ driver times GPU "
+                                                    "with CUPTI only"}
+        return []
+    try:
+        rows, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=args.gpu_rounds,
+                                                               extra_args=extra_args)
+    except CppDriverFailed as exc:
+        console.print(f"[red]C++ driver GPU pass FAILED:[/red] {exc}")
+        console.print(exc.output_tail, markup=False, highlight=False)
+        env["cpp_driver_gpu_context"] = {"error": str(exc), "output_tail": exc.output_tail}
+        return failed_rows(ops, device, str(exc), metric="gpu_us")
+    problem = gpu_timer_problem(env["cpp_driver_gpu_context"])
+    if problem:
+        console.print(f"[yellow]warning:[/yellow] C++ driver: no GPU rows, CUPTI unavailable: {problem}")
     return rows
 
 

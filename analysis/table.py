@@ -35,6 +35,7 @@ TITLES = {
     ("python", "cpu_us"): "CPU µs/call, median (Δ vs floor)",
     ("python", "gpu_us"): "GPU µs/call ({timer}), median ×kernels/call",
     ("cpp", "cpu_us"): "called from C++ (Google Benchmark real_time), µs/call, median (Δ vs cpp_direct)",
+    ("cpp", "gpu_us"): "called from C++: GPU µs/call ({timer}, a separate run of the driver), median ×kernels/call",
 }
 
 

@@ -104,7 +104,7 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     p.add_argument("--ops", type=name_list, help="comma-separated ops (default: all)")
     p.add_argument("--variants", type=name_list, help="comma-separated variants (default: all)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 60; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",

@@ -9,11 +9,24 @@ Google Benchmark *repetition* gives one sample: its wall-clock time per call
 result document as the Python rows; their variant names (``CPP_VARIANTS``)
 differ from the Python variants so a table never mixes the two.
 
+On CUDA a second, separate run of the driver, its GPU pass
+(``--dbench_gpu_timer=cupti``), gives the GPU rows: the driver brackets every
+timed loop with a block of the suite's CUPTI collector and reports the user
+counters ``gpu_us`` (GPU-busy time per call, the Python GPU rows' definition)
+and ``kernels_per_call``; each repetition's counter is one sample. CUPTI adds
+CPU cost to every launch, so that run's wall-clock times are not CPU rows: a
+GPU pass gives GPU rows only, and a plain run CPU rows only. A GPU pass whose
+CUPTI could not be enabled (context ``dbench_gpu_timer: unavailable``) gives
+no rows; ``gpu_timer_problem`` says why.
+
 Typical use (run.py)::
 
     rows, context = run_cpp_driver(device, repetitions=9, min_time=0.1)
     document["rows"] += rows
     env["cpp_driver_context"] = context
+    if device.startswith("cuda"):
+        gpu, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=5)
+        document["rows"] += gpu
 """
 
 from __future__ import annotations
@@ -25,10 +38,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .rows import stat_row
+from .rows import GPU_METRICS, stat_row
 
 DRIVER_NAME = "dbench_cpp_driver"
 TIMER = "google-benchmark real_time"
+GPU_TIMER = "cupti"  # the GPU rows' timer, spelled as the Python CUPTI rows (bench.gputimer.CuptiTimer.name)
+# The driver's context key dbench_gpu_timer: off (a plain run), cupti (a GPU pass that traced), unavailable.
+GPU_PASS_OFF, GPU_PASS_TRACED, GPU_PASS_UNAVAILABLE = "off", "cupti", "unavailable"
+GPU_MIN_TIME = 0.01  # seconds per GPU-pass repetition: bench.runner.GPU_MIN_BLOCK_SECONDS (torch-free here)
 BUILD_HINT = (
     "build it with `cmake --build build --target dbench_cpp_driver` (or `bash scripts/setup.sh`); "
     "it is only built when CMake finds Google Benchmark (Debian: libbenchmark-dev)"
@@ -71,11 +88,26 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-def failed_rows(ops: Iterable[str], device: str, reason: str) -> list[dict[str, Any]]:
-    """One FAILED row per op for a driver run that produced nothing (the table lists it with its reason)."""
+def failed_rows(ops: Iterable[str], device: str, reason: str, metric: str = "cpu_us") -> list[dict[str, Any]]:
+    """One FAILED row per op for a driver run that produced nothing (the table lists it with its reason):
+    metric cpu_us for the plain run, gpu_us for the GPU pass."""
     key = {"scenario": "boundary", "variant": "cpp_driver", "mode": "inference", "device": device, "driver": "cpp"}
-    return [stat_row({**key, "op": op}, metric="cpu_us", unit="us", timer=TIMER, samples=[], status="failed",
+    timer = GPU_TIMER if metric == "gpu_us" else TIMER
+    return [stat_row({**key, "op": op}, metric=metric, unit="us", timer=timer, samples=[], status="failed",
                      reason=reason) for op in ops]
+
+
+def gpu_pass_state(context: Mapping[str, Any]) -> str:
+    """off (a plain run: CPU rows), cupti (a GPU pass CUPTI traced) or unavailable, from the driver's context."""
+    return str(context.get("dbench_gpu_timer") or GPU_PASS_OFF)
+
+
+def gpu_timer_problem(context: Mapping[str, Any]) -> str | None:
+    """Why a GPU pass has no GPU rows (CUPTI could not be enabled: no driver, no libcupti, another
+    CUPTI client such as Nsight Systems), as the driver said it; None for a traced pass or a plain run."""
+    if gpu_pass_state(context) != GPU_PASS_UNAVAILABLE:
+        return None
+    return str(context.get("dbench_gpu_timer_error") or "the driver gave no reason")
 
 
 def driver_path() -> Path:
@@ -107,60 +139,118 @@ def _shape(context: Mapping[str, Any]) -> list[int]:
     return [int(d) for d in text.split("x")]
 
 
-def convert(document: Mapping[str, Any], device: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Google Benchmark JSON (with per-repetition runs) -> (suite rows, context).
+def _cases(document: Mapping[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(op, kind, mode) -> its repetitions: wall-clock samples (µs), GPU counters, error, median iterations.
 
     Aggregates (mean/median/stddev) are ignored: statistics are recomputed with
-    bench.stats from the repetitions, like the Python rows. ``device`` defaults
-    to the device the driver reported (``dbench_device`` in the context).
+    bench.stats from the repetitions, like the Python rows.
     """
-    context = dict(document.get("context", {}))
-    if device is None:
-        device = str(context.get("dbench_device", "cpu"))
     runs: dict[str, list[Mapping[str, Any]]] = {}
     for bench in document.get("benchmarks", []):
         if bench.get("run_type", "iteration") != "iteration":
             continue
         runs.setdefault(bench.get("run_name", bench["name"]), []).append(bench)
-
     cases: dict[tuple[str, str, str], dict[str, Any]] = {}
     for run_name, reps in runs.items():
-        op, kind, mode = parse_name(run_name)
         reps = sorted(reps, key=lambda b: b.get("repetition_index", 0))
         errors = [b.get("error_message") or b.get("skip_message") or "error" for b in reps
                   if b.get("error_occurred") or b.get("skipped")]
-        samples = [] if errors else [to_us(b["real_time"], b.get("time_unit", "ns")) for b in reps]
         iterations = sorted(int(b.get("iterations", 0)) for b in reps)
-        cases[(op, kind, mode)] = {
+        cases[parse_name(run_name)] = {
             "benchmark": run_name,
-            "samples": samples,
+            "samples": [] if errors else [to_us(b["real_time"], b.get("time_unit", "ns")) for b in reps],
+            "counters": {metric: [b.get(metric) for b in reps] for metric, _ in GPU_METRICS},
             "error": errors[0] if errors else None,
             "block_calls": iterations[len(iterations) // 2] if iterations and not errors else None,
         }
+    return cases
 
+
+def _ordered(cases: Mapping[tuple[str, str, str], Any]) -> list[tuple[str, str, str]]:
+    """Case keys as a table shows them: ops in catalogue order, then the driver's kinds, then modes."""
     from ops.catalog import OPS
     from ops.variants import MODES
 
-    rows: list[dict[str, Any]] = []
     order = {k: i for i, k in enumerate(CPP_VARIANTS)}
     op_order = list(OPS) + sorted({k[0] for k in cases} - set(OPS))
-    for key in sorted(cases, key=lambda k: (op_order.index(k[0]), order[k[1]], MODES.index(k[2]))):
-        op, kind, mode = key
-        case = cases[key]
-        samples: list[float] = case["samples"]
-        base = cases.get((op, BASELINE_KIND, mode)) if kind != BASELINE_KIND else None
-        paired = base is not None and bool(samples) and len(base["samples"]) == len(samples)
-        row_key = {"scenario": "boundary", "op": op, "variant": CPP_VARIANTS[kind][0], "mode": mode,
-                   "device": device, "shape": _shape(context), "dtype": str(context.get("dbench_dtype", "float32")),
-                   "driver": "cpp"}
+    return sorted(cases, key=lambda k: (op_order.index(k[0]), order[k[1]], MODES.index(k[2])))
+
+
+def _row_key(op: str, kind: str, mode: str, device: str, context: Mapping[str, Any]) -> dict[str, Any]:
+    """The case key of a driver row: its CPU and GPU rows share it (bench.identity.case_identity)."""
+    return {"scenario": "boundary", "op": op, "variant": CPP_VARIANTS[kind][0], "mode": mode, "device": device,
+            "shape": _shape(context), "dtype": str(context.get("dbench_dtype", "float32")), "driver": "cpp"}
+
+
+def _counter_samples(case: Mapping[str, Any], metric: str) -> tuple[list[float], str | None]:
+    """A case's per-repetition values of a GPU counter, or why it has none. In a traced run every
+    repetition that was not skipped carries the counter; a missing one is a failure, never a gap."""
+    if case["error"]:
+        return [], case["error"]
+    values = case["counters"][metric]
+    missing = [i for i, v in enumerate(values) if v is None]
+    if missing or not values:
+        return [], f"no {metric} counter in repetition(s) {missing} of a CUPTI-traced driver run"
+    return [float(v) for v in values], None
+
+
+def _cpu_row(key: dict[str, Any], case: Mapping[str, Any], base: Mapping[str, Any] | None,
+             baseline: str | None) -> dict[str, Any]:
+    samples: list[float] = case["samples"]
+    paired = base is not None and bool(samples) and len(base["samples"]) == len(samples)
+    return stat_row(
+        key, metric="cpu_us", unit="us", timer=TIMER, samples=samples,
+        base_samples=base["samples"] if paired else None, baseline=baseline,
+        status="failed" if case["error"] else None, reason=case["error"],
+        block_calls=case["block_calls"], delta_pairing=DELTA_PAIRING if paired else None,
+        benchmark=case["benchmark"],
+    )
+
+
+def _gpu_rows(key: dict[str, Any], case: Mapping[str, Any], base: Mapping[str, Any] | None,
+              baseline: str | None) -> list[dict[str, Any]]:
+    """gpu_us and kernels_per_call rows of one case of a traced GPU pass, as bench.gputimer.gpu_rows
+    spells them (timer cupti); deltas against the floor paired by repetition index like the CPU rows."""
+    rows = []
+    for metric, unit in GPU_METRICS:
+        samples, error = _counter_samples(case, metric)
+        base_samples = _counter_samples(base, metric)[0] if base is not None else []
+        paired = bool(samples) and len(base_samples) == len(samples)
         rows.append(stat_row(
-            row_key, metric="cpu_us", unit="us", timer=TIMER, samples=samples,
-            base_samples=base["samples"] if paired else None,
-            baseline=f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None,
-            status="failed" if case["error"] else None, reason=case["error"],
+            key, metric=metric, unit=unit, timer=GPU_TIMER, samples=samples,
+            base_samples=base_samples if paired else None, baseline=baseline,
+            status="failed" if error else None, reason=error,
             block_calls=case["block_calls"], delta_pairing=DELTA_PAIRING if paired else None,
             benchmark=case["benchmark"],
         ))
+    return rows
+
+
+def convert(document: Mapping[str, Any], device: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Google Benchmark JSON (with per-repetition runs) -> (suite rows, context).
+
+    A plain run gives cpu_us rows (real_time per call). A GPU pass CUPTI traced gives gpu_us and
+    kernels_per_call rows from its counters, and no cpu_us rows: CUPTI slowed its launches. A GPU
+    pass without CUPTI gives no rows at all (``gpu_timer_problem`` says why). ``device`` defaults
+    to the device the driver reported (``dbench_device`` in the context).
+    """
+    context = dict(document.get("context", {}))
+    if device is None:
+        device = str(context.get("dbench_device", "cpu"))
+    state = gpu_pass_state(context)
+    if state not in (GPU_PASS_OFF, GPU_PASS_TRACED, GPU_PASS_UNAVAILABLE):
+        raise ValueError(f"unknown dbench_gpu_timer {state!r} in the driver's context")
+    cases = _cases(document)
+    rows: list[dict[str, Any]] = []
+    for op, kind, mode in _ordered(cases):
+        case = cases[(op, kind, mode)]
+        base = cases.get((op, BASELINE_KIND, mode)) if kind != BASELINE_KIND else None
+        baseline = f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None
+        key = _row_key(op, kind, mode, device, context)
+        if state == GPU_PASS_OFF:
+            rows.append(_cpu_row(key, case, base, baseline))
+        elif state == GPU_PASS_TRACED:
+            rows.extend(_gpu_rows(key, case, base, baseline))
     return rows, context
 
 
@@ -171,6 +261,7 @@ def run_cpp_driver(
     extra_args: Iterable[str] = (),
     *,
     timeout: float | None = None,
+    gpu_timer: str = GPU_PASS_OFF,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the driver on ``device`` (cpu, cuda, cuda:N) and return (rows, context).
 
@@ -179,7 +270,10 @@ def run_cpp_driver(
     (e.g. ``--benchmark_filter=muladd/``, ``--dbench_no_pin``). ``context`` is
     Google Benchmark's context block (host, CPUs, caches, load average, library
     build type) plus the driver's ``dbench_*`` keys and the command line.
+    ``gpu_timer="cupti"`` makes the run a GPU pass (``run_cpp_gpu_pass``).
     """
+    if gpu_timer not in (GPU_PASS_OFF, GPU_PASS_TRACED):
+        raise ValueError(f"gpu_timer must be {GPU_PASS_OFF!r} or {GPU_PASS_TRACED!r}, got {gpu_timer!r}")
     path = driver_path()
     if not path.is_file():
         raise CppDriverMissing(f"C++ driver not found at {path}: {BUILD_HINT}")
@@ -190,6 +284,7 @@ def run_cpp_driver(
             f"--dbench_min_time={min_time}",
             f"--benchmark_repetitions={repetitions}",
             "--benchmark_enable_random_interleaving=true",
+            *([f"--dbench_gpu_timer={gpu_timer}"] if gpu_timer != GPU_PASS_OFF else []),
             *extra_args,
         ]
         cmd = [str(path), *args, f"--benchmark_out={out}", "--benchmark_out_format=json"]
@@ -212,3 +307,20 @@ def run_cpp_driver(
         raise CppDriverFailed(f"C++ driver {path.name} wrote JSON this suite cannot read ({exc})", tail) from None
     context["dbench_command"] = [path.name, *args]
     return rows, context
+
+
+def run_cpp_gpu_pass(
+    device: str,
+    repetitions: int = 5,
+    min_time: float = GPU_MIN_TIME,
+    extra_args: Iterable[str] = (),
+    *,
+    timeout: float | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The driver's GPU pass on a CUDA ``device``: (gpu_us and kernels_per_call rows, context).
+
+    A separate run from the CPU one (CUPTI's per-launch cost stays out of the CPU rows), with
+    blocks of at least ``min_time`` (10 ms, as the Python GPU pass). No rows, and
+    ``gpu_timer_problem(context)`` saying why, when CUPTI could not be enabled.
+    """
+    return run_cpp_driver(device, repetitions, min_time, extra_args, timeout=timeout, gpu_timer=GPU_PASS_TRACED)

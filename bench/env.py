@@ -301,6 +301,12 @@ def source_digest(root: Path = REPO_ROOT) -> str:
     return h.hexdigest()[:16]
 
 
+def knobs() -> dict[str, str]:
+    """The DBENCH_* environment settings of the run: some change what is measured (the mm kernel,
+    an injected cost), so a result says which were set."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("DBENCH_")}
+
+
 def capture(device: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     triton_version = None
     try:
@@ -328,6 +334,7 @@ def capture(device: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         **cpu_load(),
         "torch_threads": torch.get_num_threads(),
         "device": device,
+        "knobs": knobs(),
         "gpu_name": None,  # identity keys every run has (a gate refuses to compare across them)
         "nvidia_driver": None,
     }

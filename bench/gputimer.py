@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, runtime_checkabl
 
 import torch
 
-from .rows import stat_row
+from .rows import GPU_METRICS, stat_row
 
 TIMER_NAMES = ("cupti", "events")
 
@@ -366,9 +366,8 @@ def nvtx_range(name: str) -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------
-# Result rows (same shape as bench.results.case_rows, one metric per row).
-
-GPU_METRICS = (("gpu_us", "us"), ("kernels_per_call", "count"))
+# Result rows (same shape as bench.results.case_rows, one metric per row; GPU_METRICS
+# from bench.rows).
 
 
 def gpu_rows(cases: Iterable[Any], timer: GpuTimer) -> list[dict[str, Any]]:

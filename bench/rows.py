@@ -11,6 +11,10 @@ from typing import Any, Sequence
 
 from . import stats
 
+# The GPU metrics of a CUPTI-timed case, (metric, unit), spelled once for every driver
+# (bench/gputimer.py for Python, bench/cpp_results.py for the C++ driver).
+GPU_METRICS: tuple[tuple[str, str], ...] = (("gpu_us", "us"), ("kernels_per_call", "count"))
+
 
 def num(x: float | None) -> float | None:
     """JSON-safe rounding: NaN becomes null."""

@@ -163,7 +163,6 @@ MM = OpContract(
     backward=_mm_backward,
     boundary_shape=(64, 128, 32),
     description="a @ b: tensor cores (float16/bfloat16, fp32 accumulation) on CUDA, the compute-bound end",
-    dtypes=(torch.float16, torch.bfloat16, torch.float32, torch.float64),
     input_shapes=_mm_shapes,
     output_shape=_mm_output_shape,
     boundary=False,  # a matrix product is not a boundary-cost row; time it with --ops mm

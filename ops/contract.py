@@ -16,7 +16,9 @@ from torch import Tensor
 
 Args = tuple[Any, ...]
 Shape = tuple[int, ...]
-SUPPORTED_DTYPES = (torch.float32, torch.float64)
+# Every op takes these; the 16-bit types are computed in float32 and rounded once on store (the
+# chain: once per operation, as eager PyTorch). The C++ launchers' message lists them in this order.
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 class OpKernels(Protocol):

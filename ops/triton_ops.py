@@ -2,7 +2,10 @@
 
 GPU only. Triton kernels are the same algorithms as the CUDA kernels; the op
 is registered with triton_op + wrap_triton so torch.compile can trace inside,
-and made differentiable with register_autograd.
+and made differentiable with register_autograd. float16/bfloat16: muladd and
+l2norm compute in float32 and round once on store (WIDE), as the CUDA kernels
+do; the copy needs no arithmetic, and the chain computes in the input's dtype,
+each operation rounded, as eager PyTorch and the CUDA kernels round it.
 """
 
 from __future__ import annotations
@@ -61,34 +64,41 @@ def _kernels() -> dict[str, Any]:
         mask = offs < n
         tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
 
+    # WIDE (float16/bfloat16 inputs): the arithmetic in float32, one rounding on store.
     @triton.jit
-    def muladd_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    def muladd_kernel(a_ptr, b_ptr, c_ptr, out_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         a = tl.load(a_ptr + offs, mask=mask)
         b = tl.load(b_ptr + offs, mask=mask)
         c = tl.load(c_ptr + offs, mask=mask)
-        tl.store(out_ptr + offs, a * b + c, mask=mask)
+        if WIDE:
+            a, b, c = a.to(tl.float32), b.to(tl.float32), c.to(tl.float32)
+        tl.store(out_ptr + offs, (a * b + c).to(out_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit
-    def l2norm_fwd_kernel(x_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr):
+    def l2norm_fwd_kernel(x_ptr, y_ptr, cols, eps, BLOCK: tl.constexpr, WIDE: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         offs = tl.arange(0, BLOCK)
         mask = offs < cols
         x = tl.load(x_ptr + row * cols + offs, mask=mask, other=0.0)
+        if WIDE:
+            x = x.to(tl.float32)
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) + eps)
-        tl.store(y_ptr + row * cols + offs, x * rstd, mask=mask)
+        tl.store(y_ptr + row * cols + offs, (x * rstd).to(y_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit
-    def l2norm_bwd_kernel(g_ptr, x_ptr, gx_ptr, cols, eps, BLOCK: tl.constexpr):
+    def l2norm_bwd_kernel(g_ptr, x_ptr, gx_ptr, cols, eps, BLOCK: tl.constexpr, WIDE: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         offs = tl.arange(0, BLOCK)
         mask = offs < cols
         x = tl.load(x_ptr + row * cols + offs, mask=mask, other=0.0)
         g = tl.load(g_ptr + row * cols + offs, mask=mask, other=0.0)
+        if WIDE:
+            x, g = x.to(tl.float32), g.to(tl.float32)
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) + eps)
         dot = tl.sum(g * x, axis=0) * rstd
-        tl.store(gx_ptr + row * cols + offs, rstd * (g - x * rstd * dot), mask=mask)
+        tl.store(gx_ptr + row * cols + offs, (rstd * (g - x * rstd * dot)).to(gx_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit
     def mm_kernel(a_ptr, b_ptr, out_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -165,6 +175,15 @@ def _kernels() -> dict[str, Any]:
     }
 
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+WIDENED = ("muladd", "l2norm", "l2norm_backward")  # the kernels taking WIDE
+
+
+def _widen(op_name: str, dtype: torch.dtype) -> dict[str, bool]:
+    """The WIDE constexpr of a kernel that computes 16-bit inputs in float32 (none for the others)."""
+    return {"WIDE": dtype in HALF_DTYPES} if op_name in WIDENED else {}
+
+
 def _elementwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
     def launch(*tensors: Tensor) -> Tensor:
         k = _kernels()
@@ -176,7 +195,7 @@ def _elementwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tens
             return out
         with torch.cuda.device(out.device):
             grid = (k["triton"].cdiv(n, BLOCK),)
-            torch.library.wrap_triton(k[op_name])[grid](*tensors, out, n, BLOCK=BLOCK)
+            torch.library.wrap_triton(k[op_name])[grid](*tensors, out, n, BLOCK=BLOCK, **_widen(op_name, out.dtype))
         return out
 
     return launch
@@ -203,7 +222,8 @@ def _rowwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
         rows = out.numel() // cols
         block = k["triton"].next_power_of_2(cols)
         with torch.cuda.device(out.device):
-            torch.library.wrap_triton(k[op_name])[(rows,)](*tensors, out, cols, eps, BLOCK=block)
+            torch.library.wrap_triton(k[op_name])[(rows,)](*tensors, out, cols, eps, BLOCK=block,
+                                                           **_widen(op_name, out.dtype))
         return out
 
     return launch

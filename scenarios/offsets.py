@@ -90,6 +90,16 @@ def expected(contract: OpContract, mode: str, args: tuple[Any, ...], grad: Tenso
     return gx
 
 
+WARP_ROW_PACKS = 8  # ops/kernels/kernels.h kWarpRowPacks
+
+
+def warp_row_packs(cols: int, width: int) -> int:
+    """Accesses per lane of l2norm's warp schedule (kernels.h warp_row_packs, for rows that fit)."""
+    per_lane = max(1, -(-(cols // width) // 32))
+    assert per_lane <= WARP_ROW_PACKS, f"rows of {cols} elements do not fit the warp schedule"
+    return 1 << (per_lane - 1).bit_length()
+
+
 def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, tensors: list[Tensor],
               cols: int | None) -> dict[str, Any]:
     """Registers and local bytes per thread of the specialisation this launch runs (CUDA only)."""
@@ -99,9 +109,13 @@ def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, t
         return {}
     width = 16 // tensors[0].element_size()
     vector = bool(raw().vector_path(tensors)) and (cols is None or cols % width == 0)
-    attrs = raw().kernel.attributes(KERNEL_NAMES[(contract.name, mode)], str(dtype).removeprefix("torch."),
-                                    index, vector, CHAIN_LENGTH)
-    return {"registers": attrs["registers"], "local_bytes": attrs["local_bytes"], "vector_path": vector}
+    kernel, k, extra = KERNEL_NAMES[(contract.name, mode)], CHAIN_LENGTH, {}
+    if kernel == "l2norm":  # the row schedule auto takes (the forced-width launches take it too)
+        extra["row_path"] = raw().row_path(tensors)
+        if extra["row_path"] == "warp":
+            kernel, k = "l2norm_warp", warp_row_packs(cols or 1, width if vector else 1)
+    attrs = raw().kernel.attributes(kernel, str(dtype).removeprefix("torch."), index, vector, k)
+    return {"registers": attrs["registers"], "local_bytes": attrs["local_bytes"], "vector_path": vector, **extra}
 
 
 def _skip(contract: OpContract, mode: str) -> str | None:

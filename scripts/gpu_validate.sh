@@ -8,7 +8,8 @@
 #              absolute medians and in ratios to the baseline
 #   boundary   pair, a third run and the pairwise spreads, and one run unpinned (--no-pin)
 #   kernels    compute-sanitizer (memcheck, racecheck) over scripts/kernel_check.py, its --bench
-#              timings, and the roofline (warm and cold L2) and launch scenarios
+#              timings, the roofline (warm and cold L2) and launch scenarios, and on compute
+#              capability 9.0 the roofline's mm with the wgmma kernel (DBENCH_MM_KERNEL=wgmma)
 #   checks     tests + scenarios;  all: checks + kernels + boundary
 # Usage: bash scripts/gpu_validate.sh OUTDIR [PART[,PART...]]   (default all)
 # Each step is time-boxed; logs land in OUTDIR. COLLECT=DIR also copies every result JSON there
@@ -67,6 +68,12 @@ if has kernels; then
   tail -60 "$OUT/roofline.log"; collect roofline
   step 300 python3 run.py --scenario launch --out "$OUT/launch" > "$OUT/launch.log" 2>&1
   tail -45 "$OUT/launch.log"; collect launch
+  # The opt-in Hopper mm kernel beside the default one (its env.knobs record the choice).
+  if python3 -c "import sys, torch; sys.exit(torch.cuda.get_device_capability() != (9, 0))"; then
+    step 200 env DBENCH_MM_KERNEL=wgmma python3 run.py --scenario roofline --ops mm --cache warm,cold \
+      --out "$OUT/roofline-wgmma" > "$OUT/roofline-wgmma.log" 2>&1
+    tail -30 "$OUT/roofline-wgmma.log"; collect roofline-wgmma
+  fi
 fi
 
 if has pair || has boundary; then

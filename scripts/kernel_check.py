@@ -3,12 +3,16 @@
     python3 scripts/kernel_check.py            # every path once, small sizes, results checked
     compute-sanitizer --tool memcheck python3 scripts/kernel_check.py
     compute-sanitizer --tool racecheck python3 scripts/kernel_check.py
-    python3 scripts/kernel_check.py --bench    # mm vs torch.mm (cuBLAS) at 4096^3; copy/muladd GB/s
+    python3 scripts/kernel_check.py --bench    # mm vs torch.mm (cuBLAS) at 4096^3; copy/muladd/l2norm GB/s
 
-Checks: elementwise ops on the vector and the scalar path (aligned, offset, odd sizes), l2norm
-forward/backward on both row paths, the chain kernels (fused and one step at a time, forward
-and backward), every elementwise and row-wise kernel with forced int32 and int64 offsets, mm through the tensor-core kernel (cp.async chunks and
-element-wise tile loads, edge tiles), the FMA kernel, and K = 0. Exits 1 on a wrong result.
+Checks (the elementwise and row-wise ones in float16, bfloat16, float32 and float64): elementwise
+ops on the vector and the scalar path (aligned, offset, odd sizes), l2norm forward on both access
+paths and both row schedules (warp per row and block per row, forced, at the edge of what a warp
+holds) and backward, the chain kernels (fused and one step at a time, forward
+and backward), every elementwise and row-wise kernel with forced int32 and int64 offsets, mm
+through both tensor-core kernels (mma.sync, with cp.async chunks and element-wise tile loads;
+wgmma where the build and the device have it) with edge tiles, the FMA kernel, and K = 0.
+Exits 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ops import native  # noqa: E402
 
+ELEMENTWISE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+# Elementwise bounds against the fp64 reference: the 16-bit types round once (half an ulp).
+TOLERANCE = {torch.float16: 1e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5, torch.float64: 1e-12}
+WARP_ROW_PACKS = 8  # kernels.h kWarpRowPacks: a warp holds rows of 32 x 8 accesses
+
 
 def _offset(t: torch.Tensor, k: int) -> torch.Tensor:
     base = torch.empty(t.numel() + k, dtype=t.dtype, device=t.device)
@@ -40,27 +49,61 @@ def _offset(t: torch.Tensor, k: int) -> torch.Tensor:
 def check() -> int:
     raw = native.raw()
     failures = []
-    for dtype in (torch.float32, torch.float64):
-        for n in (1, 3, 4, 5, 1023, 65537):
+    for dtype in ELEMENTWISE_DTYPES:
+        tol = TOLERANCE[dtype]
+        for n in (1, 3, 4, 5, 7, 8, 9, 1023, 65537):
             a, b, c = (torch.randn(n, dtype=dtype, device="cuda") for _ in range(3))
             for name, args in (("aligned", (a, b, c)), ("offset", tuple(_offset(t, 1) for t in (a, b, c)))):
                 if not torch.equal(raw.noop(args[0]), a):
                     failures.append(f"noop {dtype} n={n} {name}")
                 ref = a.double() * b.double() + c.double()
-                if not torch.allclose(raw.muladd(*args).double(), ref, rtol=1e-5, atol=1e-5):
+                if not torch.allclose(raw.muladd(*args).double(), ref, rtol=tol, atol=tol):
                     failures.append(f"muladd {dtype} n={n} {name}")
         for cols in (3, 8, 1030):
             x, g = torch.randn(2, 5, cols, dtype=dtype, device="cuda"), torch.randn(2, 5, cols, dtype=dtype, device="cuda")
             for xs, gs in ((x, g), (_offset(x, 1), _offset(g, 1))):
                 y = raw.l2norm(xs, 1e-6)
-                ref = xs.double() * torch.rsqrt((xs.double() ** 2).sum(-1, keepdim=True) + 1e-6)
-                if not torch.allclose(y.double(), ref, rtol=1e-5, atol=1e-5):
+                if not torch.allclose(y.double(), _l2norm_ref(xs), rtol=tol, atol=tol):
                     failures.append(f"l2norm {dtype} cols={cols}")
                 raw.l2norm_backward(gs, xs, 1e-6)
+    failures += check_row_schedules(raw)
     failures += check_chain_and_widths(raw)
     failures += check_in_kernel_delay()
+    for kernel in MM_KERNELS:
+        if _mm_kernel_runs(raw, kernel):
+            failures += check_mm(raw, kernel)
+    torch.cuda.synchronize()
+    for f in failures:
+        print("FAILED", f)
+    print(f"{'ok' if not failures else f'{len(failures)} failures'}")
+    return 1 if failures else 0
+
+
+# DBENCH_MM_KERNEL values: the mma.sync kernel (the default), and the Hopper wgmma kernel where
+# the build and the device have it; each runs every check and bench.
+MM_KERNELS = ("mma_sync", "wgmma")
+
+
+def _mm_kernel_runs(raw, kernel: str) -> bool:
+    os.environ["DBENCH_MM_KERNEL"] = kernel
+    try:
+        raw.mm(*(torch.ones(8, 8, dtype=torch.bfloat16, device="cuda") for _ in range(2)))
+        return True
+    except RuntimeError as e:
+        print(f"mm kernel {kernel}: not run here ({e})")
+        return False
+    finally:
+        del os.environ["DBENCH_MM_KERNEL"]
+
+
+def check_mm(raw, kernel: str) -> list[str]:
+    """mm in every dtype against an fp64 product: edge tiles in M, N and K (K past one 64-wide
+    k tile, and not a multiple of it), an offset (misaligned) A, K = 0 and 1 x 1 x 1."""
+    os.environ["DBENCH_MM_KERNEL"] = kernel
+    failures = []
+    shapes = ((130, 72, 264), (17, 33, 65), (256, 64, 256), (300, 520, 776), (129, 136, 512), (5, 0, 7), (1, 1, 1))
     for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5), (torch.float64, 1e-12)):
-        for m, k, n in ((130, 72, 264), (17, 33, 65), (256, 64, 256), (5, 0, 7), (1, 1, 1)):
+        for m, k, n in shapes:
             a = torch.randn(m, k, dtype=dtype, device="cuda")
             b = torch.randn(k, n, dtype=dtype, device="cuda")
             for aa in (a, _offset(a, 1)):
@@ -68,12 +111,42 @@ def check() -> int:
                 ref = a.double() @ b.double()
                 err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
                 if out.isnan().any() or err > bound:
-                    failures.append(f"mm {dtype} {m}x{k}x{n}: relative error {err:.2e}")
-    torch.cuda.synchronize()
-    for f in failures:
-        print("FAILED", f)
-    print(f"{'ok' if not failures else f'{len(failures)} failures'}")
-    return 1 if failures else 0
+                    failures.append(f"mm [{kernel}] {dtype} {m}x{k}x{n}: relative error {err:.2e}")
+    del os.environ["DBENCH_MM_KERNEL"]
+    return failures
+
+
+def _l2norm_ref(x: torch.Tensor) -> torch.Tensor:
+    x = x.double()
+    return x * torch.rsqrt((x**2).sum(-1, keepdim=True) + 1e-6)
+
+
+def check_row_schedules(raw) -> list[str]:
+    """l2norm forward with the warp and the block schedule forced: rows of one element, of one pack,
+    ending in idle lanes or in a partial last pack, the longest a warp holds, and more rows than one
+    grid covers, on both access paths; against the reference, and int32 against int64 offsets."""
+    failures = []
+    kernels = raw.kernel
+    for dtype in ELEMENTWISE_DTYPES:
+        width, tol = 16 // dtype.itemsize, TOLERANCE[dtype]
+        longest = 32 * WARP_ROW_PACKS * width
+        for rows, cols in ((3, 1), (5, width), (7, 31 * width), (3, 100 * width), (2, longest), (9, 256),
+                           (65535 * 8 + 3, 2 * width)):
+            x = torch.randn(rows, cols, dtype=dtype, device="cuda")
+            for name, xs in (("aligned", x), ("offset", _offset(x, 1))):
+                ref = _l2norm_ref(xs)
+                for path in ("warp", "block") if raw.row_path([xs]) == "warp" else ("block",):
+                    y = kernels.l2norm(xs, 1e-6, path=path)
+                    if not torch.allclose(y.double(), ref, rtol=tol, atol=tol):
+                        failures.append(f"l2norm {dtype} {rows}x{cols} {name} path={path}")
+                    for index in ("int32", "int64"):
+                        if not torch.equal(kernels.l2norm(xs, 1e-6, index=index, path=path), y):
+                            failures.append(f"l2norm {dtype} {rows}x{cols} {name} path={path} index={index}")
+        if raw.row_path([torch.randn(2, longest, dtype=dtype, device="cuda")]) != "warp":
+            failures.append(f"l2norm {dtype}: rows of {longest} elements must take the warp schedule")
+        if raw.row_path([torch.randn(2, longest + width, dtype=dtype, device="cuda")]) != "block":
+            failures.append(f"l2norm {dtype}: rows past {longest} elements must take the block schedule")
+    return failures
 
 
 def check_chain_and_widths(raw) -> list[str]:
@@ -83,7 +156,7 @@ def check_chain_and_widths(raw) -> list[str]:
 
     failures = []
     kernels = raw.kernel
-    for dtype in (torch.float32, torch.float64):
+    for dtype in ELEMENTWISE_DTYPES:
         for n in (1, 5, 1023, 65537):
             x, g = torch.randn(n, dtype=dtype, device="cuda"), torch.randn(n, dtype=dtype, device="cuda")
             for name, (xs, gs) in (("aligned", (x, g)), ("offset", (_offset(x, 1), _offset(g, 1)))):
@@ -120,11 +193,12 @@ def check_in_kernel_delay() -> list[str]:
     from ops.catalog import OPS
 
     failures = []
-    x = torch.randn(3, 1030, device="cuda")
-    for op, args in (("noop", (x,)), ("muladd", (x, x, x)), ("l2norm", (x, 1e-6)), ("chain", (x, 3))):
-        out = get_variant("cpp", op).fn(*args)
-        if not torch.allclose(out, OPS[op].reference(*args), rtol=1e-5, atol=1e-5):
-            failures.append(f"{op} with the in-kernel delay")
+    for cols in (1030, 1024):  # l2norm: the block schedule, then the warp schedule
+        x = torch.randn(3, cols, device="cuda")
+        for op, args in (("noop", (x,)), ("muladd", (x, x, x)), ("l2norm", (x, 1e-6)), ("chain", (x, 3))):
+            out = get_variant("cpp", op).fn(*args)
+            if not torch.allclose(out, OPS[op].reference(*args), rtol=1e-5, atol=1e-5):
+                failures.append(f"{op} cols={cols} with the in-kernel delay")
     return failures
 
 
@@ -144,17 +218,20 @@ def _time_ms(fn, reps: int = 50) -> float:
 
 def bench() -> int:
     raw = native.raw()
-    for dtype in (torch.bfloat16, torch.float16):
-        for size in (4096, 8192):
-            a = torch.randn(size, size, dtype=dtype, device="cuda")
-            b = torch.randn(size, size, dtype=dtype, device="cuda")
-            ours, cublas = _time_ms(lambda: raw.mm(a, b)), _time_ms(lambda: torch.mm(a, b))
-            tflops = 2 * size**3 / 1e9
-            print(f"mm {str(dtype):15} {size}^3: ours {tflops / ours:7.1f} TFLOP/s, torch.mm {tflops / cublas:7.1f} "
-                  f"TFLOP/s, ratio {cublas / ours:.2f}")
+    for kernel in (k for k in MM_KERNELS if _mm_kernel_runs(raw, k)):
+        os.environ["DBENCH_MM_KERNEL"] = kernel
+        for dtype in (torch.bfloat16, torch.float16):
+            for size in (4096, 8192):
+                a = torch.randn(size, size, dtype=dtype, device="cuda")
+                b = torch.randn(size, size, dtype=dtype, device="cuda")
+                ours, cublas = _time_ms(lambda: raw.mm(a, b)), _time_ms(lambda: torch.mm(a, b))
+                tflops = 2 * size**3 / 1e9
+                print(f"mm [{kernel:8}] {str(dtype):15} {size}^3: ours {tflops / ours:7.1f} TFLOP/s, torch.mm "
+                      f"{tflops / cublas:7.1f} TFLOP/s, ratio {cublas / ours:.2f}")
+        del os.environ["DBENCH_MM_KERNEL"]
     n = 1 << 28
-    for dtype in (torch.float32, torch.float64):
-        x = torch.randn(n // (dtype.itemsize // 4), dtype=dtype, device="cuda")
+    for dtype in ELEMENTWISE_DTYPES:
+        x = torch.randn(n * 4 // dtype.itemsize, dtype=dtype, device="cuda")  # 1 GiB per tensor
         y, z = torch.randn_like(x), torch.randn_like(x)
         for name, args in (("aligned", (x, y, z)), ("offset", (x[1:], y[1:], z[1:]))):
             nbytes = args[0].numel() * args[0].element_size()
@@ -162,7 +239,23 @@ def bench() -> int:
             t_fma = _time_ms(lambda: raw.muladd(*args), 20)
             print(f"{str(dtype):14} {name:8} copy {2 * nbytes / t_copy / 1e6:7.0f} GB/s, "
                   f"muladd {4 * nbytes / t_fma / 1e6:7.0f} GB/s (vector path: {raw.vector_path(list(args))})")
+    bench_l2norm(raw)
     return 0
+
+
+def bench_l2norm(raw) -> None:
+    """l2norm forward on 256 MiB of rows of 1024 elements (the roofline's rows) on both row
+    schedules, against the copy kernel on the same tensor: the forward moves what a copy moves."""
+    kernels = raw.kernel
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn((256 << 20) // dtype.itemsize // 1024, 1024, dtype=dtype, device="cuda")
+        nbytes = 2 * x.numel() * x.element_size()
+        t_copy = _time_ms(lambda: raw.noop(x), 20)
+        line = f"l2norm {str(dtype):14} {list(x.shape)}: copy {nbytes / t_copy / 1e6:6.0f} GB/s"
+        for path in ("warp", "block"):
+            t = _time_ms(lambda: kernels.l2norm(x, 1e-6, path=path), 20)
+            line += f", {path} {nbytes / t / 1e6:6.0f} GB/s ({t_copy / t:.1%} of copy)"
+        print(line + f"; auto takes {raw.row_path([x])}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ opcheck and requires_grad
 -------------------------
 Every registered variant is opchecked (test_schema, test_autograd_registration,
 test_faketensor, test_aot_dispatch_dynamic) on compact, dense-permuted and
-zero-size inputs without requires_grad. Inputs with requires_grad are opchecked
+zero-size inputs without requires_grad, in float32, bfloat16 and float16 (OPCHECK_DTYPES;
+gradcheck stays float64). Inputs with requires_grad are opchecked
 only for variants whose *checked op itself* is differentiable
 (custom_op_autograd, autograd_key_py, cpp_autograd, triton_op):
 
@@ -30,6 +31,7 @@ from torch.library import opcheck
 
 from conftest import (
     ALL_VARIANTS,
+    HALF_DTYPES,
     TOLERANCES,
     case_id,
     dispatcher_target,
@@ -44,6 +46,8 @@ from conftest import (
 from ops.variants import MODES, Mode, Variant, VariantUnavailable, flavour
 
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+# Every dtype the kernels take but float64 (gradcheck's): about 16 s each on two cores.
+OPCHECK_DTYPES = {str(d).removeprefix("torch."): d for d in (torch.float32, *HALF_DTYPES)}
 
 INPUT_KINDS = {
     "compact": dict(layout="compact"),
@@ -62,9 +66,10 @@ def _opcheck_params() -> list:
     for p in variant_cases(is_registered):
         device, v = p.values
         for kind in INPUT_KINDS:
-            params.append(pytest.param(device, v, kind, False, id=f"{p.id}-{kind}"))
-            if _opcheck_grad_capable(v):
-                params.append(pytest.param(device, v, kind, True, id=f"{p.id}-{kind}-requires_grad"))
+            for name, dtype in OPCHECK_DTYPES.items():
+                params.append(pytest.param(device, v, kind, dtype, False, id=f"{p.id}-{kind}-{name}"))
+                if _opcheck_grad_capable(v):
+                    params.append(pytest.param(device, v, kind, dtype, True, id=f"{p.id}-{kind}-{name}-requires_grad"))
     return params
 
 
@@ -106,9 +111,9 @@ def test_non_differentiable_variants_explain_missing_grad_modes(device: str, v: 
 # opcheck.
 
 
-@pytest.mark.parametrize(("device", "v", "kind", "requires_grad"), _opcheck_params())
-def test_opcheck(device: str, v: Variant, kind: str, requires_grad: bool) -> None:
-    args = make_inputs(v.op, device, requires_grad=requires_grad, **INPUT_KINDS[kind])
+@pytest.mark.parametrize(("device", "v", "kind", "dtype", "requires_grad"), _opcheck_params())
+def test_opcheck(device: str, v: Variant, kind: str, dtype: torch.dtype, requires_grad: bool) -> None:
+    args = make_inputs(v.op, device, dtype=dtype, requires_grad=requires_grad, **INPUT_KINDS[kind])
     target = dispatcher_target(v)
     assert isinstance(target, (torch._ops.OpOverload, torch._library.custom_ops.CustomOpDef)), type(target)
     opcheck(target, args, test_utils=OPCHECK_UTILS)
@@ -123,13 +128,14 @@ def _backward_op_params() -> list:
     return params
 
 
+@pytest.mark.parametrize("dtype", list(OPCHECK_DTYPES.values()), ids=list(OPCHECK_DTYPES))
 @pytest.mark.parametrize("kind", list(INPUT_KINDS))
 @pytest.mark.parametrize(("device", "v"), _backward_op_params())
-def test_opcheck_backward_op(device: str, v: Variant, kind: str) -> None:
+def test_opcheck_backward_op(device: str, v: Variant, kind: str, dtype: torch.dtype) -> None:
     """The registered backward kernels (l2norm_backward) obey the same contract as the forward ops."""
     bwd = flavour(v.spec.flavour, v.op.name).bwd
-    (x, *scalars) = make_inputs(v.op, device, **INPUT_KINDS[kind])
-    (grad,) = tensors_of(v.op, make_inputs(v.op, device, seed=1, **INPUT_KINDS[kind]))
+    (x, *scalars) = make_inputs(v.op, device, dtype=dtype, **INPUT_KINDS[kind])
+    (grad,) = tensors_of(v.op, make_inputs(v.op, device, dtype=dtype, seed=1, **INPUT_KINDS[kind]))
     opcheck(bwd, (grad, x, *scalars), test_utils=OPCHECK_UTILS)
 
 

@@ -1,5 +1,8 @@
 """bench/cpp (dbench_cpp_driver) and bench/cpp_results.py: JSON -> rows, and short real runs on the CPU.
 
+The GPU pass (--dbench_gpu_timer=cupti): its counters -> gpu_us / kernels_per_call rows (hand-written JSON,
+and a stand-in driver through run.py's C++ section); on a CUDA machine, a real GPU pass.
+
 The driver is built by scripts/setup.sh with the rest of the CMake project. The
 real-run tests skip only when CMake did not find Google Benchmark (then the
 driver is not built by design); a missing driver in any other case fails.
@@ -187,3 +190,292 @@ def test_driver_filter_selects_a_subset(driver: Path) -> None:
                              timeout=120)
     assert sorted(r["variant"] for r in rows) == ["cpp_boxed", "cpp_direct", "cpp_typed"]
     assert {r["op"] for r in rows} == {"muladd"} and all(r["status"] == "ok" for r in rows)
+
+
+# ---------------------------------------------------------------------------
+# The GPU pass (--dbench_gpu_timer=cupti): counters -> gpu_us / kernels_per_call rows.
+
+GPU_CONTEXT = {**HAND_WRITTEN["context"], "dbench_device": "cuda:0", "dbench_gpu_timer": "cupti"}
+
+
+def _gpu_run(name: str, rep: int, gpu_us: float | None, kernels: float | None = 1.0, **extra: Any) -> dict:
+    counters = {k: v for k, v in (("gpu_us", gpu_us), ("kernels_per_call", kernels)) if v is not None}
+    # real_time is CUPTI-slowed wall clock: never a row of a GPU pass
+    return _run(name, rep, 50.0 + rep, **counters, **extra)
+
+
+GPU_PASS = {
+    "context": GPU_CONTEXT,
+    "benchmarks": [
+        _gpu_run("muladd/direct/inference", 1, 1.25), _gpu_run("muladd/direct/inference", 0, 1.0),
+        _gpu_run("muladd/direct/inference", 2, 1.5),
+        _gpu_run("muladd/typed/inference", 0, 1.5), _gpu_run("muladd/typed/inference", 1, 1.75),
+        _gpu_run("muladd/typed/inference", 2, 2.0),
+        _gpu_run("muladd/autograd/fwd_bwd", 0, 2.5, 3.0), _gpu_run("muladd/autograd/fwd_bwd", 1, 2.75, 3.0),
+        _gpu_run("muladd/autograd/fwd_bwd", 2, 3.0, 3.0),
+        _gpu_run("muladd/boxed/inference", 0, None, None, error_occurred=True,
+                 error_message="CUPTI: CUPTI dropped 3 activity records during the block (buffers full)"),
+        {"name": "muladd/direct/inference/real_time_mean", "run_name": "muladd/direct/inference/real_time",
+         "run_type": "aggregate", "aggregate_name": "mean", "real_time": 99.0, "time_unit": "us", "iterations": 3,
+         "gpu_us": 99.0, "kernels_per_call": 99.0},
+    ],
+}
+
+
+def _by_metric(rows: list[dict]) -> dict[tuple[str, str, str, str], dict]:
+    return {(r["op"], r["variant"], r["mode"], r["metric"]): r for r in rows}
+
+
+def test_gpu_pass_counters_become_gpu_rows() -> None:
+    rows, context = convert(GPU_PASS)
+    assert context["dbench_gpu_timer"] == "cupti"
+    got = _by_metric(rows)
+    assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"}  # no cpu_us row from a traced run
+    assert len(rows) == 2 * 4
+
+    direct = got[("muladd", "cpp_direct", "inference", "gpu_us")]
+    assert direct["samples"] == [1.0, 1.25, 1.5]  # by repetition index; the aggregate is ignored
+    assert (direct["median"], direct["n"], direct["status"]) == (1.25, 3, "ok")
+    assert (direct["driver"], direct["unit"], direct["timer"], direct["device"]) == ("cpp", "us", "cupti", "cuda:0")
+    assert direct["block_calls"] == 1000
+
+    typed = got[("muladd", "cpp_typed", "inference", "gpu_us")]
+    assert typed["median"] == 1.75 and typed["baseline"] == "muladd/cpp_direct/inference"
+    assert (typed["delta_median"], typed["delta_ci_low"], typed["delta_ci_high"]) == (0.5, 0.5, 0.5)
+
+    kernels = got[("muladd", "cpp_autograd_typed", "fwd_bwd", "kernels_per_call")]
+    assert (kernels["median"], kernels["unit"], kernels["timer"]) == (3.0, "count", "cupti")
+    assert got[("muladd", "cpp_autograd_typed", "fwd_bwd", "gpu_us")]["samples"] == [2.5, 2.75, 3.0]
+
+    for metric in ("gpu_us", "kernels_per_call"):  # a block CUPTI could not time: FAILED, no number
+        failed = got[("muladd", "cpp_boxed", "inference", metric)]
+        assert failed["status"] == "failed" and "dropped 3" in failed["reason"]
+        assert failed["samples"] == [] and failed["median"] is None
+    for row in rows:
+        assert all(f in row for f in REQUIRED_ROW_FIELDS), set(REQUIRED_ROW_FIELDS) - set(row)
+
+
+def test_gpu_rows_share_the_cpu_rows_case_identity() -> None:
+    from bench.identity import case_identity, row_identity
+
+    cpu = _by_variant(convert(HAND_WRITTEN, device="cuda:0")[0])
+    gpu = _by_metric(convert(GPU_PASS)[0])
+    for (op, variant, mode, metric), row in gpu.items():
+        if (op, variant, mode) not in cpu:
+            continue
+        twin = cpu[(op, variant, mode)]
+        assert case_identity(row) == case_identity(twin)
+        assert row_identity(row) != row_identity(twin) and row_identity(row)[-1] == metric
+    python_row = {**gpu[("muladd", "cpp_typed", "inference", "gpu_us")], "driver": "python"}
+    assert case_identity(python_row) != case_identity(gpu[("muladd", "cpp_typed", "inference", "gpu_us")])
+
+
+def test_no_counter_no_gpu_rows() -> None:
+    rows, _ = convert(HAND_WRITTEN)
+    assert rows and {r["metric"] for r in rows} == {"cpu_us"}
+    # counters in a run that did not trace (context off) are not read either
+    plain = {**GPU_PASS, "context": {**GPU_CONTEXT, "dbench_gpu_timer": "off"}}
+    assert {r["metric"] for r in convert(plain)[0]} == {"cpu_us"}
+
+
+def test_cupti_unavailable_invents_no_rows() -> None:
+    reason = "no CUDA driver: cannot load libcuda.so.1 (not found)"
+    document = {"context": {**GPU_CONTEXT, "dbench_gpu_timer": "unavailable", "dbench_gpu_timer_error": reason},
+                "benchmarks": [_run("muladd/direct/inference", i, 5.0) for i in range(3)]}
+    rows, context = convert(document)
+    assert rows == []
+    assert cpp_results.gpu_timer_problem(context) == reason
+    assert cpp_results.gpu_timer_problem(GPU_PASS["context"]) is None
+    assert cpp_results.gpu_timer_problem(HAND_WRITTEN["context"]) is None
+
+
+def test_a_repetition_without_the_counter_fails_the_row() -> None:
+    document = {"context": GPU_CONTEXT,
+                "benchmarks": [_gpu_run("noop/direct/inference", 0, 1.0), _gpu_run("noop/direct/inference", 1, None)]}
+    rows = _by_metric(convert(document)[0])
+    row = rows[("noop", "cpp_direct", "inference", "gpu_us")]
+    assert row["status"] == "failed" and "repetition(s) [1]" in row["reason"] and row["samples"] == []
+    assert rows[("noop", "cpp_direct", "inference", "kernels_per_call")]["status"] == "ok"
+
+
+def test_unknown_gpu_pass_state_is_refused() -> None:
+    with pytest.raises(ValueError, match="dbench_gpu_timer"):
+        convert({"context": {"dbench_gpu_timer": "events"}, "benchmarks": []})
+
+
+def test_gpu_rows_are_spelled_like_the_python_gpu_rows() -> None:
+    from bench import gputimer
+    from bench.rows import GPU_METRICS
+
+    assert gputimer.GPU_METRICS is GPU_METRICS
+    assert cpp_results.GPU_TIMER == gputimer.CuptiTimer.name
+    from bench.runner import GPU_MIN_BLOCK_SECONDS
+
+    assert cpp_results.GPU_MIN_TIME == GPU_MIN_BLOCK_SECONDS
+
+
+def test_gpu_rows_mark_gpu_bound_cpp_rows_and_get_their_own_table() -> None:
+    import pandas as pd
+
+    from analysis.table import table_data, tables
+    from bench.results import mark_gpu_bound
+
+    cpu, _ = convert(HAND_WRITTEN, device="cuda:0")  # direct 2 µs, typed 2.5 µs, fwd_bwd 11 µs of CPU
+    gpu, _ = convert(GPU_PASS)  # direct 1.25 µs, typed 1.75 µs, fwd_bwd 2.75 µs of GPU
+    slow = {**gpu[0], "variant": "cpp_stable_typed", "median": 5.0, "samples": [5.0]}  # stable: GPU 5 ≥ CPU
+    rows = cpu + gpu + [slow]
+    mark_gpu_bound(rows)
+    flags = {r["variant"]: r["gpu_bound"] for r in rows if r["metric"] == "cpu_us" and r["mode"] == "inference"}
+    assert flags == {"cpp_direct": False, "cpp_typed": False, "cpp_stable_typed": None}  # stable's CPU row failed
+
+    frame = pd.DataFrame(rows)
+    table = table_data(frame, "muladd", "gpu_us", "cpp")
+    assert table is not None and table.timer == "cupti"
+    assert table.variants[:3] == ["cpp_direct", "cpp_typed", "cpp_boxed"]
+    fwd_bwd = table.data[(table.data["variant"] == "cpp_autograd_typed") & (table.data["mode"] == "fwd_bwd")].iloc[0]
+    assert fwd_bwd["median"] == 2.75 and fwd_bwd["kernels_per_call"] == 3.0
+    assert ("muladd", "cpp", "gpu_us") in [(t.op, t.driver, t.metric) for t in tables(frame)]
+
+
+def test_failed_rows_of_a_crashed_gpu_pass() -> None:
+    rows = cpp_results.failed_rows(["muladd"], "cuda:0", "C++ driver killed by signal 11", metric="gpu_us")
+    assert [(r["metric"], r["timer"], r["status"], r["median"]) for r in rows] == [("gpu_us", "cupti", "failed", None)]
+
+
+FAKE_DRIVER = """#!{python}
+# A stand-in for dbench_cpp_driver: writes $FAKE_DOCUMENT (a GPU pass: $FAKE_GPU_DOCUMENT when set) where
+# --benchmark_out says, with the command line it got in the context; a GPU pass exits 9 when $FAKE_GPU_CRASH is set.
+import json, os, sys
+gpu = "--dbench_gpu_timer=cupti" in sys.argv
+if gpu and os.environ.get("FAKE_GPU_CRASH"):
+    sys.exit("fake: CUPTI blew up")
+doc = json.loads(os.environ.get("FAKE_GPU_DOCUMENT") if gpu and "FAKE_GPU_DOCUMENT" in os.environ
+                 else os.environ["FAKE_DOCUMENT"])
+doc["context"]["fake_argv"] = sys.argv[1:]
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--benchmark_out="))
+open(out, "w").write(json.dumps(doc))
+"""
+
+
+@pytest.fixture
+def fake_driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    import sys
+
+    path = tmp_path / "dbench_cpp_driver"
+    path.write_text(FAKE_DRIVER.format(python=sys.executable))
+    path.chmod(0o755)
+    monkeypatch.setenv("DBENCH_CPP_DRIVER", str(path))
+    return path
+
+
+def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("FAKE_DOCUMENT", json.dumps(GPU_PASS))
+    rows, context = cpp_results.run_cpp_gpu_pass("cuda:0", repetitions=5, extra_args=["--dbench_no_pin"])
+    argv = context["fake_argv"]
+    assert "--dbench_gpu_timer=cupti" in argv and "--benchmark_repetitions=5" in argv and "--dbench_no_pin" in argv
+    assert f"--dbench_min_time={cpp_results.GPU_MIN_TIME}" in argv
+    assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 8
+
+    monkeypatch.setenv("FAKE_DOCUMENT", json.dumps(HAND_WRITTEN))
+    _, context = run_cpp_driver("cpu", repetitions=3)  # the plain run never asks for CUPTI
+    assert not any(a.startswith("--dbench_gpu_timer") for a in context["fake_argv"])
+    with pytest.raises(ValueError, match="gpu_timer"):
+        run_cpp_driver("cuda", gpu_timer="events")
+
+
+def _cpp_section(device: str, gpu_timer: str = "cupti") -> tuple[list[dict], dict, str]:
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    import run
+
+    args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5)
+    out = io.StringIO()
+    env: dict[str, Any] = {}
+    rows = run.cpp_section(device, ["muladd"], args, env, Console(file=out, width=300))
+    return rows, env, out.getvalue()
+
+
+def test_run_py_takes_cpu_rows_from_the_plain_run_and_gpu_rows_from_the_gpu_pass(
+        fake_driver: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.setenv("FAKE_DOCUMENT", json.dumps({**HAND_WRITTEN, "context": {**HAND_WRITTEN["context"],
+                                                                                 "dbench_device": "cuda:0"}}))
+    monkeypatch.setenv("FAKE_GPU_DOCUMENT", json.dumps(GPU_PASS))
+    rows, env, _ = _cpp_section("cuda:0")
+    metrics = [r["metric"] for r in rows]
+    assert metrics.count("cpu_us") == 4 and metrics.count("gpu_us") == 4 and metrics.count("kernels_per_call") == 4
+    assert not any(a.startswith("--dbench_gpu_timer") for a in env["cpp_driver_context"]["fake_argv"])
+    assert "--dbench_gpu_timer=cupti" in env["cpp_driver_gpu_context"]["fake_argv"]
+    assert "--benchmark_repetitions=5" in env["cpp_driver_gpu_context"]["fake_argv"]  # --gpu-rounds
+
+    rows, env, _ = _cpp_section("cpu")  # no GPU pass off CUDA
+    assert {r["metric"] for r in rows} == {"cpu_us"} and "cpp_driver_gpu_context" not in env
+    rows, env, _ = _cpp_section("cuda:0", gpu_timer="events")  # the driver has no event timer
+    assert {r["metric"] for r in rows} == {"cpu_us"} and "CUPTI only" in env["cpp_driver_gpu_context"]["skipped"]
+
+
+def test_run_py_without_cupti_warns_and_adds_no_gpu_rows(fake_driver: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    reason = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39)"
+    monkeypatch.setenv("FAKE_DOCUMENT", json.dumps(HAND_WRITTEN))
+    monkeypatch.setenv("FAKE_GPU_DOCUMENT", json.dumps({**HAND_WRITTEN, "context": {
+        **GPU_CONTEXT, "dbench_gpu_timer": "unavailable", "dbench_gpu_timer_error": reason}}))
+    rows, env, printed = _cpp_section("cuda:0")
+    assert {r["metric"] for r in rows} == {"cpu_us"}
+    assert reason in printed and env["cpp_driver_gpu_context"]["dbench_gpu_timer_error"] == reason
+
+    monkeypatch.setenv("FAKE_GPU_CRASH", "1")
+    rows, env, printed = _cpp_section("cuda:0")
+    failed = [r for r in rows if r["metric"] == "gpu_us"]
+    assert [(r["status"], r["variant"], r["median"]) for r in failed] == [("failed", "cpp_driver", None)]
+    assert "exited with status 1" in failed[0]["reason"] and "GPU pass FAILED" in printed
+    assert "CUPTI blew up" in env["cpp_driver_gpu_context"]["output_tail"]
+
+
+def test_gpu_timer_needs_a_cuda_device(driver: Path) -> None:
+    with pytest.raises(cpp_results.CppDriverFailed, match="exited with status 2") as info:
+        cpp_results.run_cpp_gpu_pass("cpu", repetitions=2, min_time=0.001, timeout=120)
+    assert "--dbench_gpu_timer=cupti times GPU work: it needs --dbench_device=cuda" in info.value.output_tail
+    with pytest.raises(cpp_results.CppDriverFailed, match="exited with status 2") as info:
+        run_cpp_driver("cpu", repetitions=2, min_time=0.001, extra_args=["--dbench_gpu_timer=events"], timeout=120)
+    assert "--dbench_gpu_timer must be cupti or off" in info.value.output_tail
+
+
+def test_cpu_run_says_it_is_not_a_gpu_pass(driver: Path) -> None:
+    rows, context = run_cpp_driver("cpu", repetitions=2, min_time=0.001,
+                                   extra_args=["--benchmark_filter=^noop/direct/", "--dbench_no_pin"], timeout=120)
+    assert context["dbench_gpu_timer"] == "off" and [r["metric"] for r in rows] == ["cpu_us"]
+
+
+def test_gpu_pass_on_cuda(driver: Path) -> None:
+    """On a CUDA machine: the real GPU pass gives one ok gpu_us and kernels_per_call row per case."""
+    import torch
+
+    from ops.native import has_cuda_kernels
+
+    if not torch.cuda.is_available() or not has_cuda_kernels():
+        pytest.skip("needs a CUDA device and the dbench CUDA kernels")
+    rows, context = cpp_results.run_cpp_gpu_pass("cuda", repetitions=2, extra_args=["--benchmark_filter=^muladd/"],
+                                                 timeout=300)
+    problem = cpp_results.gpu_timer_problem(context)
+    if problem:
+        pytest.skip(f"CUPTI unavailable on this GPU machine: {problem}")
+    assert context["dbench_gpu_timer"] == "cupti" and context["dbench_cupti_library"]
+    got = _by_metric(rows)
+    assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 2 * 7
+    for (op, variant, mode, metric), row in got.items():
+        assert row["status"] == "ok" and row["n"] == 2, (variant, mode, row["reason"])
+        assert row["timer"] == "cupti" and row["driver"] == "cpp" and row["device"].startswith("cuda")
+        if metric == "gpu_us":
+            assert 0 < row["median"] < 1000, (variant, mode, row["median"])  # a (4, 32) kernel: about 1 µs
+        elif mode == "fwd_bwd":
+            assert row["median"] >= 2, (variant, row["median"])  # forward + backward kernels
+        else:
+            assert row["median"] == 1.0, (variant, mode, row["median"])  # one muladd kernel per call

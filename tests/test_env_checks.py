@@ -113,6 +113,16 @@ def test_every_run_records_what_a_gate_compares(monkeypatch: pytest.MonkeyPatch)
     assert len(env["load_average"]) == 3 and isinstance(env["cpu_busy"], bool)
 
 
+def test_every_run_records_its_dbench_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    for key in [k for k in os.environ if k.startswith("DBENCH_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("DBENCH_MM_KERNEL", "wgmma")
+    monkeypatch.setenv("DBENCH_INJECT_NS", "300")
+    monkeypatch.setenv("NOT_DBENCH_X", "1")
+    assert envmod.capture("cpu")["knobs"] == {"DBENCH_INJECT_NS": "300", "DBENCH_MM_KERNEL": "wgmma"}
+
+
 def test_busy_means_load_above_half_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     monkeypatch.setattr(os, "getloadavg", lambda: (8.5, 3.0, 1.0))

@@ -41,6 +41,15 @@ def test_declared_work_matches_a_hand_count(op: str, shape: tuple[int, ...], exp
     assert work.bytes == expected[0] + expected[1]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_declared_bytes_scale_with_the_element_size(dtype: torch.dtype) -> None:
+    """The roofline's bytes per element come from element_size: 2 for the 16-bit types."""
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    for op, tensors_moved in (("noop", 2), ("muladd", 4), ("l2norm", 2), ("chain", 2)):
+        work = OPS[op].work(OPS[op].make_inputs(InputSpec((4, 8), dtype)))
+        assert work.bytes == tensors_moved * 32 * itemsize, op
+
+
 def test_backward_work_of_l2norm_reads_grad_and_x() -> None:
     args = OPS["l2norm"].make_inputs(InputSpec((2, 16), torch.float64))
     work = OPS["l2norm"].backward_work(args)

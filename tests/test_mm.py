@@ -21,7 +21,7 @@ MM = OPS["mm"]
 REL_BOUND = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 ODD_SIZES = [(1, 1, 1), (17, 33, 65), (130, 70, 257)]
 EMPTY_SIZES = [(0, 5, 3), (4, 0, 3), (4, 5, 0)]
-# On CUDA: whole 128 x 256 x 32 tiles; partial edge tiles with rows still 16-byte chunks
+# On CUDA: whole tiles (mma.sync 128 x 256 x 32, wgmma 128 x 256 x 64); partial edge tiles with rows still 16-byte chunks
 # (cp.async path); rows that are not (element-wise tile loads); one k-tile; long K.
 CUDA_SIZES = [(256, 512, 64), (384, 256, 512), (130, 72, 264), (17, 33, 65), (130, 70, 257), (96, 8, 40),
               (64, 4096, 64), (1, 1, 1)]
@@ -129,6 +129,61 @@ def test_mm_tensor_cores_on_offset_and_transposed_inputs(dtype: torch.dtype) -> 
         assert _rel_error(got, a, b) < REL_BOUND[dtype]
         # Same k order in both paths and one rounding: equal up to the last bit of the output.
         torch.testing.assert_close(got, want, rtol=2 ** -7, atol=1e-2)
+
+
+def _select_mm_kernel(monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
+    """DBENCH_MM_KERNEL (read by the kernel layer on every call). The wgmma kernel exists on
+    compute capability 9.0 alone, where the build must have it; elsewhere its cases skip."""
+    monkeypatch.setenv("DBENCH_MM_KERNEL", kernel)
+    if kernel == "wgmma" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma kernel needs compute capability 9.0")
+
+
+@requires_cuda
+@pytest.mark.parametrize("kernel", ["mma_sync", "wgmma"])
+@pytest.mark.parametrize("size", CUDA_SIZES, ids=_ids(CUDA_SIZES))
+@pytest.mark.parametrize("dtype", list(REL_BOUND), ids=["bfloat16", "float16"])
+def test_mm_each_tensor_core_kernel(
+    monkeypatch: pytest.MonkeyPatch, kernel: str, dtype: torch.dtype, size: tuple[int, int, int]
+) -> None:
+    """Both 16-bit kernels on every size, aligned and with a misaligned A (which the wgmma kernel
+    hands to the mma.sync kernel's element-wise loads)."""
+    from ops import native
+
+    _select_mm_kernel(monkeypatch, kernel)
+    a, b = _inputs(size, dtype, "cuda", seed=2)
+    base = torch.empty(a.numel() + 1, dtype=dtype, device="cuda")
+    a_off = base[1:].view(a.shape)
+    a_off.copy_(a)
+    for lhs in (a, a_off):
+        _poisoned_output("cuda", size, dtype)
+        out = native.raw().mm(lhs, b)
+        assert not out.isnan().any(), "an output element was not written (or the kernel made a NaN)"
+        assert _rel_error(out, a, b) < REL_BOUND[dtype]
+
+
+@requires_cuda
+def test_mm_refuses_an_unknown_kernel_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ops import native
+
+    a, b = _inputs((64, 64, 64), torch.bfloat16, "cuda")
+    monkeypatch.setenv("DBENCH_MM_KERNEL", "cublas")
+    with pytest.raises(RuntimeError, match="DBENCH_MM_KERNEL must be"):
+        native.raw().mm(a, b)
+    monkeypatch.delenv("DBENCH_MM_KERNEL")
+    assert _rel_error(native.raw().mm(a, b), a, b) < REL_BOUND[torch.bfloat16]  # nothing left broken
+
+
+@requires_cuda
+def test_mm_wgmma_is_refused_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ops import native
+
+    if torch.cuda.get_device_capability() == (9, 0):
+        pytest.skip("compute capability 9.0 runs the wgmma kernel (test_mm_each_tensor_core_kernel)")
+    monkeypatch.setenv("DBENCH_MM_KERNEL", "wgmma")
+    a, b = _inputs((64, 64, 64), torch.bfloat16, "cuda")
+    with pytest.raises(RuntimeError, match="needs a build with the sm_90a kernel"):
+        native.raw().mm(a, b)
 
 
 @requires_cuda

@@ -2,8 +2,8 @@
 
 Forward outputs are compared with ``contract.reference_fp64`` and gradients
 with autograd through ``contract.reference`` evaluated in float64, under the
-per-dtype tolerances of conftest.TOLERANCES, for compact and dense-permuted
-(column-major) inputs. Also: outputs are fresh contiguous tensors (noop never
+per-dtype tolerances of conftest.TOLERANCES (float16, bfloat16, float32, float64),
+for compact and dense-permuted (column-major) inputs. Also: outputs are fresh contiguous tensors (noop never
 aliases its input).
 """
 
@@ -15,6 +15,7 @@ import torch
 from conftest import (
     SHAPES,
     TOLERANCES,
+    dtype_params,
     is_differentiable,
     make_inputs,
     scalars_of,
@@ -24,7 +25,7 @@ from conftest import (
 from ops.contract import OpContract
 from ops.variants import Variant
 
-DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.float64, id="float64")]
+DTYPES = dtype_params()
 LAYOUTS = ["compact", "permuted"]
 
 

@@ -4,6 +4,7 @@ fusion scenarios end to end on the CPU."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import HALF_DTYPES, TOLERANCES, dtype_params
 from ops import chain, get_variant
 from ops.catalog import OPS
 from ops.native import raw
@@ -75,6 +77,7 @@ def _kernel_calls(dtype: torch.dtype) -> dict[str, tuple[Callable[..., torch.Ten
         "noop": (KERNELS.noop, (x,)),
         "muladd": (KERNELS.muladd, (a, b, c)),
         "l2norm": (KERNELS.l2norm, (x, 1e-6)),
+        "l2norm_block": (functools.partial(KERNELS.l2norm, path="block"), (x, 1e-6)),
         "l2norm_backward": (KERNELS.l2norm_backward, (grad, x, 1e-6)),
         "muladd_permuted": (KERNELS.muladd, (a.t(), b.t(), c.t())),
     }
@@ -84,7 +87,7 @@ def _kernel_calls(dtype: torch.dtype) -> dict[str, tuple[Callable[..., torch.Ten
     return calls
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", dtype_params())
 def test_forced_int64_equals_int32_bit_for_bit_forward_and_backward(dtype: torch.dtype) -> None:
     for name, (fn, args) in _kernel_calls(dtype).items():
         narrow, wide, auto = fn(*args, index="int32"), fn(*args, index="int64"), fn(*args)
@@ -128,10 +131,14 @@ def test_kernel_attributes_need_cuda_kernels() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_int64_specialisations_exist_and_report_registers() -> None:
-    for kernel in ("copy", "muladd", "l2norm", "l2norm_backward", "chain", "chain_backward"):
-        for index in ("int32", "int64"):
-            attrs = KERNELS.attributes(kernel, "float32", index, True, 8)
-            assert 0 < attrs["registers"] <= 255 and attrs["max_threads"] >= 256
+    for kernel in ("copy", "muladd", "l2norm", "l2norm_warp", "l2norm_backward", "chain", "chain_backward"):
+        for dtype in ("float32", "bfloat16"):
+            for index in ("int32", "int64"):
+                attrs = KERNELS.attributes(kernel, dtype, index, True, 8)
+                assert 0 < attrs["registers"] <= 255 and attrs["max_threads"] >= 256
+                assert attrs["local_bytes"] == 0, (kernel, dtype, index)  # nothing spilled
+    with pytest.raises(RuntimeError, match="attributes of kernel 'l2norm_warp'"):
+        KERNELS.attributes("l2norm_warp", "float32", "int32", True, 3)  # 1, 2, 4 or 8 accesses per lane
 
 
 def test_spin_waits_at_least_the_time_asked() -> None:
@@ -185,7 +192,8 @@ def test_injected_gpu_delay_lengthens_the_cpp_variants_own_kernels() -> None:
 # ---------------------------------------------------------------------------
 # The chain: every implementation against the fp64 reference, for each k and dtype.
 
-TOL = {torch.float32: dict(atol=1e-6, rtol=1e-6), torch.float64: dict(atol=1e-12, rtol=1e-12)}
+TOL = {torch.float32: dict(atol=1e-6, rtol=1e-6), torch.float64: dict(atol=1e-12, rtol=1e-12),
+       **{d: TOLERANCES[d] for d in HALF_DTYPES}}
 
 
 def _unfused(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -194,7 +202,7 @@ def _unfused(x: torch.Tensor, k: int) -> torch.Tensor:
     return x
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", dtype_params())
 @pytest.mark.parametrize("k", range(1, chain.MAX_LENGTH + 1))
 def test_chain_implementations_agree_with_the_fp64_reference(k: int, dtype: torch.dtype) -> None:
     x = torch.randn(1000, generator=torch.Generator().manual_seed(k), dtype=torch.float64).to(dtype)
@@ -204,7 +212,8 @@ def test_chain_implementations_agree_with_the_fp64_reference(k: int, dtype: torc
              "cpp": get_variant("cpp", "chain").fn(x, k), "stable": get_variant("stable", "chain").fn(x, k)}
     for name, got in impls.items():
         torch.testing.assert_close(got.double(), want, **TOL[dtype], msg=name)
-        # Every step rounds on its own in every form: one table, the same bits.
+        # Every step rounds on its own in every form (the 16-bit types: each operation in float,
+        # rounded back, as eager PyTorch): one table, the same bits.
         assert torch.equal(got, fused), name
 
 
@@ -218,10 +227,10 @@ def test_compiled_chain_agrees_with_the_reference(k: int, dtype: torch.dtype) ->
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="triton runs on a GPU")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", dtype_params())
 def test_triton_chain_agrees_with_the_reference(dtype: torch.dtype) -> None:
     fn = get_variant("triton_op", "chain", "cuda").fn
-    x = torch.randn(5000, dtype=dtype, device="cuda")
+    x = torch.randn(5000, dtype=torch.float64, device="cuda").to(dtype)
     for k in range(1, chain.MAX_LENGTH + 1):
         torch.testing.assert_close(fn(x, k).double(), chain.reference(x.double(), k), **TOL[dtype])
 

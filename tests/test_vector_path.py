@@ -5,7 +5,11 @@ The selection is a torch-free predicate (kernels.h: vector_path_ok), asked here 
 module's `vector_path` on real tensors, so it is tested without a GPU; the CPU kernels are checked on
 the same misaligned and odd-sized inputs. On CUDA the two paths must agree bit for bit (copy and
 muladd: the same single fma rounding) and match the reference at every size, including the tail
-that is not a multiple of the vector width.
+that is not a multiple of the vector width (8 elements per access for float16/bfloat16).
+
+l2norm's forward also has two row schedules on CUDA (kernels.h: resolve_row_path): one warp per
+row holding the row in registers, for rows of at most 32 x 8 accesses, and one block per row for
+longer ones. `_dbench_raw.row_path` asks the predicate; the `kernel` variant's `path` forces either.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import DEVICES, TOLERANCES, requires_cuda
+from conftest import DEVICES, TOLERANCES, dtype_params, requires_cuda
 from ops import native
+from ops.catalog import L2NORM, L2NORM_EPS
 
-DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.float64, id="float64")]
+DTYPES = dtype_params()
+WARP_ROW_PACKS = 8  # kernels.h kWarpRowPacks: accesses per lane of the warp schedule
 ODD_SIZES = [1, 3, 5, 7, 33, 1023, 4099]
 
 
@@ -68,8 +74,16 @@ def test_fewer_elements_than_one_vector_take_the_scalar_path(device: str, dtype:
 
 
 def test_vector_path_names_bad_input() -> None:
-    with pytest.raises(RuntimeError, match="vector_path: argument 'tensor' has unsupported dtype Half"):
-        native.raw().vector_path([torch.ones(8, dtype=torch.float16)])
+    with pytest.raises(RuntimeError, match="vector_path: argument 'tensor' has unsupported dtype Int"):
+        native.raw().vector_path([torch.ones(8, dtype=torch.int32)])
+
+
+def test_16_bit_types_move_8_elements_per_access() -> None:
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.zeros(16, dtype=dtype)
+        assert _width(dtype) == 8
+        assert native.raw().vector_path([x[:8]]) and not native.raw().vector_path([x[:7]])
+        assert native.raw().vector_path([x[8:]]) and not native.raw().vector_path([x[4:]])  # 8 bytes in
 
 
 def _elementwise_cases(device: str, dtype: torch.dtype, n: int) -> dict[str, tuple[torch.Tensor, ...]]:
@@ -103,8 +117,6 @@ def test_both_paths_compute_the_same(device: str, dtype: torch.dtype, n: int) ->
 def test_l2norm_rows_on_both_paths(device: str, dtype: torch.dtype, cols: int) -> None:
     """Rows take the vector path when every row starts aligned (cols a multiple of the width);
     a storage offset or an odd row length takes the scalar path. Both match the reference."""
-    from ops.catalog import L2NORM, L2NORM_EPS
-
     raw = native.raw()
     x, g = (_random((5, cols), dtype, device, seed) for seed in (4, 5))
     for xs, gs in ((x, g), (_offset(x, 1), _offset(g, 1))):
@@ -130,3 +142,81 @@ def test_large_inputs_on_cuda_agree_across_paths(dtype: torch.dtype, n: int) -> 
     torch.testing.assert_close(vec[1], sca[1], rtol=0, atol=0)
     a, b, c = (t.double() for t in cases["aligned"])
     torch.testing.assert_close(vec[1].double(), a * b + c, **TOLERANCES[dtype])
+
+
+# ---------------------------------------------------------------------------
+# l2norm's row schedules.
+
+
+def _row_fits_a_warp(cols: int, dtype: torch.dtype, vector: bool) -> bool:
+    return -(-cols // (_width(dtype) if vector else 1)) <= 32 * WARP_ROW_PACKS
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rows_that_fit_a_warp_take_the_warp_schedule(dtype: torch.dtype) -> None:
+    """Up to 32 x 8 accesses per row: 8 x 16 bytes per lane on the vector path (1024 float32, 2048
+    float16), 256 elements on the scalar path; longer rows take the block schedule."""
+    raw = native.raw()
+    width = _width(dtype)
+    longest = 32 * WARP_ROW_PACKS * width
+    expected = {1: "warp", width: "warp", 256: "warp", 257: "block", longest: "warp", longest + width: "block",
+                256 * width + 1: "block"}
+    for cols, path in expected.items():
+        x = _random((2, cols), dtype, "cpu", 0)  # a fresh tensor is aligned: the row length decides the path
+        assert _row_fits_a_warp(cols, dtype, cols % width == 0) == (path == "warp")
+        assert raw.row_path([x]) == path, cols
+    # A storage offset takes the scalar path: the same row is too long for a warp there.
+    base = _random(2 * longest + 1, dtype, "cpu", 0)
+    assert raw.row_path([base[:-1].view(2, longest)]) == "warp"
+    assert raw.row_path([base[1:].view(2, longest)]) == "block"
+
+
+def test_the_h200_roofline_row_takes_the_warp_schedule() -> None:
+    """The roofline scenario's l2norm rows (1024 float32) are the case the warp schedule is for."""
+    assert native.raw().row_path([torch.zeros(4, 1024)]) == "warp"
+
+
+def test_a_forced_warp_schedule_that_does_not_fit_is_refused() -> None:
+    kernels = native.raw().kernel
+    x = torch.randn(2, 32 * WARP_ROW_PACKS + 1)  # odd: the scalar path, one element per access
+    with pytest.raises(RuntimeError, match=r"dbench::l2norm: path=warp refused: rows of 257 elements"):
+        kernels.l2norm(x, L2NORM_EPS, path="warp")
+    with pytest.raises(RuntimeError, match="path must be 'auto', 'warp' or 'block', got 'lane'"):
+        kernels.l2norm(x, L2NORM_EPS, path="lane")
+    torch.testing.assert_close(kernels.l2norm(x, L2NORM_EPS, path="block"), native.raw().l2norm(x, L2NORM_EPS),
+                               rtol=0, atol=0)
+
+
+ROW_CASES = [(1, 0), (3, 0), (8, 0), (33, 0), (256, 0), (257, 0), (1024, 0), (1024, 1), (2048, 0), (1030, 0)]
+
+
+@pytest.mark.parametrize(("cols", "offset"), ROW_CASES, ids=[f"{c}{'-offset' if o else ''}" for c, o in ROW_CASES])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_both_row_schedules_match_the_reference(device: str, dtype: torch.dtype, cols: int, offset: int) -> None:
+    """Forced warp and forced block schedules (CPU: the one loop) against the fp64 reference, on
+    both access paths, for rows that fit a warp exactly, partly (idle lanes, a partial last pack)
+    and not at all (the block schedule only)."""
+    kernels = native.raw().kernel
+    x = _offset(_random((37, cols), dtype, device, 6), offset)
+    want = L2NORM.reference_fp64((x, L2NORM_EPS))
+    fits = native.raw().row_path([x]) == "warp"
+    assert fits == _row_fits_a_warp(cols, dtype, offset == 0 and cols % _width(dtype) == 0)
+    paths = ("auto", "block", "warp") if fits else ("auto", "block")
+    results = {p: kernels.l2norm(x, L2NORM_EPS, path=p) for p in paths}
+    for path, y in results.items():
+        torch.testing.assert_close(y.double(), want, **TOLERANCES[dtype], msg=lambda m: f"path={path}: {m}")
+    assert torch.equal(results["auto"], results["warp" if fits else "block"])
+    for index in ("int32", "int64"):  # both offset widths of the schedule auto takes
+        assert torch.equal(kernels.l2norm(x, L2NORM_EPS, index=index), results["auto"])
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_many_rows_on_cuda_on_both_schedules(dtype: torch.dtype) -> None:
+    """More rows than one grid covers (grid-stride over rows: 65535 blocks x 8 warps)."""
+    kernels = native.raw().kernel
+    x = _random((65535 * 8 + 77, 64), dtype, "cuda", 7)
+    want = L2NORM.reference_fp64((x, L2NORM_EPS))
+    for path in ("warp", "block"):
+        torch.testing.assert_close(kernels.l2norm(x, L2NORM_EPS, path=path).double(), want, **TOLERANCES[dtype])

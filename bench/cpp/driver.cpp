@@ -25,12 +25,29 @@
 //                                    Google Benchmark (1.7: "0.1", 1.8: "0.1s")
 //   --dbench_threads=N               at::set_num_threads (default 1, like run.py)
 //   --dbench_no_pin                  do not pin the process to one core
+//   --dbench_gpu_timer=cupti|off     cupti: the GPU pass (CUDA only, below); default off
 // Exit status: 0 ok, 1 bad --benchmark_* flag, 2 bad --dbench_* flag or set-up
 // failure (e.g. no CUDA), 3 no benchmark matched --benchmark_filter.
 // Defaults given to Google Benchmark (later flags on the command line win):
 //   --benchmark_repetitions=9 --benchmark_enable_random_interleaving=true
 // What the driver decided (device, threads, pinned core, torch version...) is
 // added to the JSON "context" block with AddCustomContext (keys dbench_*).
+//
+// GPU pass (--dbench_gpu_timer=cupti, CUDA devices only): the suite's CUPTI
+// collector (bench/cupti) is enabled once, before the inputs and pre-flight
+// checks are made (their kernels fall in no block), and
+// every timed loop is a CUPTI block: opened after the pre-loop device sync,
+// closed after the post-loop sync, then flushed. Each run gets the user
+// counters gpu_us (GPU-busy time per call: the union of the block's kernel,
+// memcpy and memset intervals, as the Python GPU rows define it) and
+// kernels_per_call. CUPTI adds CPU cost to every launch, so a GPU pass is a
+// separate run of the driver and its real_time is not a CPU figure
+// (bench/cpp_results.py takes only the counters from it): the CPU rows come
+// from a run without CUPTI, exactly as before. When CUPTI cannot be used the
+// pass goes on without counters, says why in one line on stderr and in the
+// context (dbench_gpu_timer=unavailable, dbench_gpu_timer_error); a block
+// CUPTI could not time is a SkipWithError ("error_occurred"), never a number.
+// Context dbench_gpu_timer: off (no GPU pass), cupti, or unavailable.
 //
 // This is the driver's only translation unit that includes torch headers.
 #include <ATen/Context.h>
@@ -65,6 +82,10 @@
 
 #include "launchers.h"
 #include "schemas.h"
+
+#ifdef DBENCH_DRIVER_CUPTI
+#include "blocks.h"  // bench/cupti: the CUPTI collector's per-block figures
+#endif
 
 #ifndef DBENCH_BENCHMARK_VERSION
 #define DBENCH_BENCHMARK_VERSION "unknown"
@@ -102,6 +123,13 @@ struct Sync {
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->synchronizeDevice(device.index());
     }
   }
+};
+
+// How every benchmark's loop is run: the device sync, and whether this is the
+// GPU pass (CUPTI enabled: each loop is a CUPTI block).
+struct Timing {
+  Sync sync;
+  bool gpu = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -178,7 +206,7 @@ struct L2NormOp {
 
 struct Config {
   c10::Device device{c10::kCPU};
-  Sync sync;
+  Timing timing;
 };
 
 Tensors make_inputs(size_t n, const Config& cfg, bool requires_grad) {
@@ -215,23 +243,58 @@ std::string preflight(const std::string& name, F&& check) {
 // The timed loop: one op call per iteration, its output freed inside the
 // iteration (as in Python, where the result is dropped right away).
 template <class F>
-void time_calls(benchmark::State& state, const std::string& error, const Sync& sync, F& call) {
-  if (!error.empty()) {
-    state.SkipWithError(error.c_str());
-    return;
-  }
-  sync();  // untimed: the loop starts with an empty device queue
+void run_loop(benchmark::State& state, F& call) {
   for (auto _ : state) {
     auto out = call();
     benchmark::DoNotOptimize(out);
   }
-  sync();  // untimed: the timer stopped when the loop ended
+}
+
+#ifdef DBENCH_DRIVER_CUPTI
+// The GPU pass's loop: the same loop inside one CUPTI block window. The block's
+// end, flush and read-back run after the loop, outside the timed region.
+template <class F>
+void time_gpu_block(benchmark::State& state, const Sync& sync, F& call) {
+  sync();  // untimed: the window opens on an empty device queue
+  dbench::cupti::ScopedBlock block(dbench::cupti::Collector::instance());
+  if (!block.opened().ok) {
+    state.SkipWithError(("CUPTI: " + block.opened().reason).c_str());
+    return;
+  }
+  run_loop(state, call);
+  sync();  // every activity of the loop has started (and ended) inside the window
+  dbench::cupti::PerCall per;
+  const dbench::cupti::Status s = block.finish(static_cast<uint64_t>(state.iterations()), &per);
+  if (!s.ok) {
+    state.SkipWithError(("CUPTI: " + s.reason).c_str());
+    return;
+  }
+  state.counters["gpu_us"] = per.gpu_us;  // plain values: already per call
+  state.counters["kernels_per_call"] = per.kernels;
+}
+#endif
+
+template <class F>
+void time_calls(benchmark::State& state, const std::string& error, const Timing& timing, F& call) {
+  if (!error.empty()) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+#ifdef DBENCH_DRIVER_CUPTI
+  if (timing.gpu) {
+    time_gpu_block(state, timing.sync, call);
+    return;
+  }
+#endif
+  timing.sync();  // untimed: the loop starts with an empty device queue
+  run_loop(state, call);
+  timing.sync();  // untimed: the timer stopped when the loop ended
 }
 
 template <class F>
-void add(const std::string& name, std::string error, const Sync& sync, F call) {
-  benchmark::RegisterBenchmark(name.c_str(), [error = std::move(error), sync, call](benchmark::State& state) mutable {
-    time_calls(state, error, sync, call);
+void add(const std::string& name, std::string error, const Timing& timing, F call) {
+  benchmark::RegisterBenchmark(name.c_str(), [error = std::move(error), timing, call](benchmark::State& state) mutable {
+    time_calls(state, error, timing, call);
   })
       ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
       ->Unit(benchmark::kMicrosecond);
@@ -253,7 +316,7 @@ void register_op(const Config& cfg) {
   {
     auto call = [x] { return Op::direct(x); };
     std::string err = preflight(op + "/direct", [&] { expect_close(call(), want, "direct"); });
-    add(op + "/direct/inference", err, cfg.sync, call);
+    add(op + "/direct/inference", err, cfg.timing, call);
   }
 
   // A typed call of a registered op; the handle is resolved once, here,
@@ -262,12 +325,12 @@ void register_op(const Config& cfg) {
     std::string err;
     const auto handle = find_op<typename Op::Sig>(qualified_name, library, err);
     if (!handle) {
-      add(op + "/" + name + "/inference", err, cfg.sync, [] { return at::Tensor(); });
+      add(op + "/" + name + "/inference", err, cfg.timing, [] { return at::Tensor(); });
       return false;
     }
     auto call = [x, h = *handle] { return Op::typed(h, x); };
     err = preflight(op + "/" + name, [&] { expect_close(call(), want, name); });
-    add(op + "/" + name + "/inference", err, cfg.sync, call);
+    add(op + "/" + name + "/inference", err, cfg.timing, call);
     return true;
   };
 
@@ -283,9 +346,9 @@ void register_op(const Config& cfg) {
       return std::move(stack.back());
     };
     const std::string err = preflight(op + "/boxed", [&] { expect_close(boxed().toTensor(), want, "boxed"); });
-    add(op + "/boxed/inference", err, cfg.sync, boxed);
+    add(op + "/boxed/inference", err, cfg.timing, boxed);
   } else {
-    add(op + "/boxed/inference", "op not registered: " + qualified, cfg.sync, [] { return at::Tensor(); });
+    add(op + "/boxed/inference", "op not registered: " + qualified, cfg.timing, [] { return at::Tensor(); });
   }
 
   // stable: the STABLE_TORCH_LIBRARY op (a boxed TORCH_BOX kernel), typed call.
@@ -298,14 +361,14 @@ void register_op(const Config& cfg) {
     if (!handle) {
       auto none = [] { return at::Tensor(); };
       for (const char* mode : {"inference", "fwd_requires_grad", "fwd_bwd"}) {
-        add(op + "/autograd/" + mode, err, cfg.sync, none);
+        add(op + "/autograd/" + mode, err, cfg.timing, none);
       }
       return;
     }
     const auto h = *handle;
     auto inf = [x, h] { return Op::typed(h, x); };
     err = preflight(op + "/autograd/inference", [&] { expect_close(inf(), want, "autograd inference"); });
-    add(op + "/autograd/inference", err, cfg.sync, inf);
+    add(op + "/autograd/inference", err, cfg.timing, inf);
 
     auto fwd = [xg, h] { return Op::typed(h, xg); };
     err = preflight(op + "/autograd/fwd_requires_grad", [&] {
@@ -313,7 +376,7 @@ void register_op(const Config& cfg) {
       if (!out.requires_grad()) throw std::runtime_error("output does not require grad");
       expect_close(out, want_g, "autograd forward");
     });
-    add(op + "/autograd/fwd_requires_grad", err, cfg.sync, fwd);
+    add(op + "/autograd/fwd_requires_grad", err, cfg.timing, fwd);
 
     auto fwd_bwd = [xg, h, grad_out] {
       const at::Tensor out = Op::typed(h, xg);
@@ -328,7 +391,7 @@ void register_op(const Config& cfg) {
       if (got.size() != ref.size()) throw std::runtime_error("wrong number of gradients");
       for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], ref[i], "gradient " + std::to_string(i));
     });
-    add(op + "/autograd/fwd_bwd", err, cfg.sync, fwd_bwd);
+    add(op + "/autograd/fwd_bwd", err, cfg.timing, fwd_bwd);
   }
 }
 
@@ -340,6 +403,7 @@ struct Options {
   double min_time = -1;  // < 0: Google Benchmark's default
   int threads = 1;
   bool pin = true;
+  bool gpu_timer = false;  // --dbench_gpu_timer=cupti
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -367,10 +431,14 @@ Options parse_own_flags(int& argc, char** argv) {
         o.threads = std::stoi(v);
       } else if (a == "--dbench_no_pin") {
         o.pin = false;
+      } else if (const char* v = value("--dbench_gpu_timer")) {
+        const std::string t = v;
+        if (t != "cupti" && t != "off") usage_error("--dbench_gpu_timer must be cupti or off, got '" + t + "'");
+        o.gpu_timer = t == "cupti";
       } else if (a.rfind("--dbench_", 0) == 0) {
         usage_error("unknown flag " + a +
                     " (valid: --dbench_device=cpu|cuda|cuda:N, --dbench_min_time=SECONDS, "
-                    "--dbench_threads=N, --dbench_no_pin)");
+                    "--dbench_threads=N, --dbench_no_pin, --dbench_gpu_timer=cupti|off)");
       } else {
         argv[out++] = argv[i];
       }
@@ -411,6 +479,82 @@ int pin_to_one_cpu() {
   return sched_setaffinity(0, sizeof(set), &set) == 0 ? last : -1;
 }
 
+// A reason on one line (libcupti's load failure lists every path tried, one per line).
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    if (ch != '\n') {
+      out += ch;
+    } else if (!out.empty()) {
+      out += "; ";
+    }
+  }
+  return out;
+}
+
+// --dbench_gpu_timer=cupti: the process-wide CUPTI collector, enabled once for the
+// whole run (before the inputs are made, so CUPTI sees the CUDA context from its
+// start) and finalized, with the device drained first as cuptiFinalize wants, when
+// the run ends. Whether it is on, or why not, goes into the JSON context.
+class GpuPass {
+ public:
+  explicit GpuPass(const Sync& sync) : sync_(sync) {
+#ifdef DBENCH_DRIVER_CUPTI
+    auto& collector = dbench::cupti::Collector::instance();
+    const dbench::cupti::Status s = dbench::cupti::enable_collector(collector);
+    on_ = s.ok;
+    if (s.ok) {
+      library_ = collector.info().library;
+    } else {
+      why_not_ = one_line(s.reason);
+    }
+#else
+    why_not_ = "this dbench_cpp_driver was built without the CUPTI collector "
+               "(bench/cupti is built only when CMake finds cupti.h)";
+#endif
+  }
+  ~GpuPass() { finish(); }
+  GpuPass(const GpuPass&) = delete;
+  GpuPass& operator=(const GpuPass&) = delete;
+
+  bool on() const { return on_; }
+
+  void add_context() const {
+    benchmark::AddCustomContext("dbench_gpu_timer", on_ ? "cupti" : "unavailable");
+    if (on_) benchmark::AddCustomContext("dbench_cupti_library", library_);
+    if (!on_) benchmark::AddCustomContext("dbench_gpu_timer_error", why_not_);
+  }
+
+  void warn_if_off() const {
+    if (!on_) std::cerr << "dbench_cpp_driver: warning: no GPU time (--dbench_gpu_timer=cupti): " << why_not_ << "\n";
+  }
+
+  // Disable and detach CUPTI (DBENCH_CUPTI_DETACH=0: no cuptiFinalize, as in
+  // bench/gputimer.py). Idempotent; a failure is a warning: the results are written.
+  void finish() noexcept {
+#ifdef DBENCH_DRIVER_CUPTI
+    if (!on_) return;
+    on_ = false;
+    try {
+      sync_();
+    } catch (const std::exception& e) {
+      std::cerr << "dbench_cpp_driver: warning: device sync before cuptiFinalize failed: " << one_line(e.what())
+                << "\n";
+    }
+    const char* detach = std::getenv("DBENCH_CUPTI_DETACH");
+    const dbench::cupti::Status s =
+        dbench::cupti::Collector::instance().finalize(!(detach != nullptr && std::strcmp(detach, "0") == 0));
+    if (!s.ok) std::cerr << "dbench_cpp_driver: warning: CUPTI finalize: " << one_line(s.reason) << "\n";
+#endif
+  }
+
+ private:
+  Sync sync_;
+  bool on_ = false;
+  std::string library_;
+  std::string why_not_;
+};
+
 std::string min_time_flag(double seconds) {
   std::ostringstream v;
   v << "--benchmark_min_time=" << seconds << (DBENCH_MIN_TIME_SUFFIX_S ? "s" : "");
@@ -434,12 +578,24 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
 
   Config cfg;
+  std::optional<GpuPass> gpu_pass;
   try {
     cfg.device = resolve_device(opt.device);
-    cfg.sync.device = cfg.device;
+    cfg.timing.sync.device = cfg.device;
+    if (opt.gpu_timer && !cfg.device.is_cuda()) {
+      usage_error("--dbench_gpu_timer=cupti times GPU work: it needs --dbench_device=cuda, got '" + opt.device + "'");
+    }
     at::set_num_threads(opt.threads);
     const int pinned = opt.pin ? pin_to_one_cpu() : -1;
     at::manual_seed(0);
+    if (opt.gpu_timer) {
+      gpu_pass.emplace(cfg.timing.sync);
+      gpu_pass->warn_if_off();
+      gpu_pass->add_context();
+      cfg.timing.gpu = gpu_pass->on();  // off: the pass runs on without counters, as its context says
+    } else {
+      benchmark::AddCustomContext("dbench_gpu_timer", "off");
+    }
     register_op<NoopOp>(cfg);
     register_op<MulAddOp>(cfg);
     register_op<L2NormOp>(cfg);
@@ -455,6 +611,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const size_t matched = benchmark::RunSpecifiedBenchmarks();
+  if (gpu_pass) gpu_pass->finish();
   benchmark::Shutdown();
   if (matched == 0) {
     std::cerr << "dbench_cpp_driver: no benchmark matched --benchmark_filter\n";

@@ -53,8 +53,8 @@ struct AtenApi {
   }
 
   // Input contract shared by every op; messages name the op and the argument.
-  static bool supported(at::ScalarType t, InputRule rule) {
-    return t == at::kFloat || t == at::kDouble || (rule.half_types && (t == at::kHalf || t == at::kBFloat16));
+  static bool supported(at::ScalarType t) {
+    return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
   }
 
   static void check_inputs(const char* op, std::initializer_list<NamedTensor> args, InputRule rule = {}) {
@@ -63,8 +63,8 @@ struct AtenApi {
       DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
       DBENCH_CHECK(t->layout() == at::kStrided, fail, op, ": argument '", name, "' has unsupported layout ",
                    layout_name(t->layout()), " (only strided tensors are supported)");
-      DBENCH_CHECK(supported(t->scalar_type(), rule), fail, op, ": argument '", name, "' has unsupported dtype ",
-                   c10::toString(t->scalar_type()), " (", expected_dtypes(rule), ")");
+      DBENCH_CHECK(supported(t->scalar_type()), fail, op, ": argument '", name, "' has unsupported dtype ",
+                   c10::toString(t->scalar_type()), " (", kExpectedDtypes, ")");
       DBENCH_CHECK(t->device().is_cpu() || t->device().is_cuda(), fail, op, ": argument '", name,
                    "' is on unsupported device ", t->device().str());
       DBENCH_CHECK(t->device() == first->device(), fail, op, ": arguments '", first_name, "' and '", name,
@@ -154,10 +154,20 @@ k::IndexWidth parse_index(const char* op, const std::string& index) {
   AtenApi::fail(msg::cat(op, ": index must be 'auto', 'int32' or 'int64', got '", index, "'"));
 }
 
+k::RowPath parse_row_path(const char* op, const std::string& path) {
+  if (path == "auto") return k::RowPath::kAuto;
+  if (path == "warp") return k::RowPath::kWarp;
+  if (path == "block") return k::RowPath::kBlock;
+  AtenApi::fail(msg::cat(op, ": path must be 'auto', 'warp' or 'block', got '", path, "'"));
+}
+
 k::DType parse_dtype(const std::string& dtype) {
   if (dtype == "float32") return k::DType::kFloat32;
   if (dtype == "float64") return k::DType::kFloat64;
-  AtenApi::fail(msg::cat("attributes: dtype must be 'float32' or 'float64', got '", dtype, "'"));
+  if (dtype == "float16") return k::DType::kFloat16;
+  if (dtype == "bfloat16") return k::DType::kBFloat16;
+  AtenApi::fail(msg::cat("attributes: dtype must be 'float16', 'bfloat16', 'float32' or 'float64', got '", dtype,
+                         "'"));
 }
 
 }  // namespace
@@ -172,9 +182,9 @@ at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c,
   return Bodies::muladd(op, a, b, c, parse_index(op, index));
 }
 
-at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index) {
+at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index, const std::string& path) {
   constexpr const char* op = "dbench::l2norm";
-  return Bodies::l2norm(op, x, eps, parse_index(op, index));
+  return Bodies::l2norm(op, x, eps, parse_index(op, index), parse_row_path(op, path));
 }
 
 at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps, const std::string& index) {
@@ -239,17 +249,37 @@ InKernelDelay::~InKernelDelay() {
   if (set_) k::set_launch_delay_ns(0);
 }
 
-bool vector_path(const std::vector<at::Tensor>& tensors) {
-  DBENCH_CHECK(!tensors.empty(), AtenApi::fail, "vector_path: expected at least one tensor");
-  std::vector<at::Tensor> kept;  // keeps the contiguous copies alive while their pointers are read
+namespace {
+// The pointers the launchers pass for these inputs: each made contiguous (`kept` holds the copies
+// alive while their pointers are read), checked as an op's inputs are.
+std::vector<const void*> launch_pointers(const char* what, const std::vector<at::Tensor>& tensors,
+                                         std::vector<at::Tensor>& kept) {
+  DBENCH_CHECK(!tensors.empty(), AtenApi::fail, what, ": expected at least one tensor");
   std::vector<const void*> ptrs;
   for (const auto& t : tensors) {
-    AtenApi::check_inputs("vector_path", {{"tensor", &t}, {"first", &tensors.front()}});
+    AtenApi::check_inputs(what, {{"tensor", &t}, {"first", &tensors.front()}});
     kept.push_back(t.contiguous());
     ptrs.push_back(kept.back().const_data_ptr());
   }
+  return ptrs;
+}
+}  // namespace
+
+bool vector_path(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> kept;
+  const auto ptrs = launch_pointers("vector_path", tensors, kept);
   return k::vector_path_ok(ptrs.data(), static_cast<int>(ptrs.size()), tensors.front().numel(),
                            AtenApi::dtype(tensors.front()));
+}
+
+std::string row_path(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> kept;
+  const auto ptrs = launch_pointers("row_path", tensors, kept);
+  const at::Tensor& x = tensors.front();
+  DBENCH_CHECK(x.dim() >= 1, AtenApi::fail, "row_path: expected a tensor with at least 1 dimension, got a scalar");
+  const auto path = k::resolve_row_path(k::RowPath::kAuto, ptrs.data(), static_cast<int>(ptrs.size()),
+                                        x.size(x.dim() - 1), AtenApi::dtype(x));
+  return k::row_path_name(path);
 }
 
 }  // namespace dbench

@@ -23,11 +23,12 @@ at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k
 
 // Kernel-level variants, reached from the raw module only (the registered ops use `auto`):
 // the offset width forced ("auto", "int32" or "int64"; a forced int32 that does not fit is
-// refused with an error before any work), and one step of a chain at a time.
+// refused with an error before any work), l2norm's row schedule forced ("auto", "warp" or
+// "block": kernels.h RowPath), and one step of a chain at a time.
 namespace kernel_variants {
 at::Tensor noop(const at::Tensor& x, const std::string& index);
 at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const std::string& index);
-at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index);
+at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index, const std::string& path);
 at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps, const std::string& index);
 at::Tensor chain(const at::Tensor& x, int64_t k, int64_t first, const std::string& index);
 at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k, const std::string& index);
@@ -63,6 +64,11 @@ class InKernelDelay {
 // inputs: the predicate the launch applies (kernels::vector_path_ok) to the pointers
 // the launchers pass (each input made contiguous; the fresh output is always aligned).
 bool vector_path(const std::vector<at::Tensor>& tensors);
+
+// The row schedule ("warp" or "block") l2norm's CUDA forward takes on these inputs (x, then the
+// output or any other tensor whose pointer counts): kernels::resolve_row_path on the pointers
+// the launchers pass, as vector_path does.
+std::string row_path(const std::vector<at::Tensor>& tensors);
 
 // True when this build carries CUDA kernels.
 bool has_cuda_kernels();

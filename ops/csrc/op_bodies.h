@@ -29,20 +29,19 @@
 namespace dbench {
 
 // What check_inputs demands beyond the shared contract (defined, strided, CPU or CUDA,
-// one device, one dtype). The elementwise and row-wise ops take float32/float64 tensors
-// of one shape; mm also takes float16/bfloat16 and checks its shapes itself.
+// one device, one of the four floating dtypes, one dtype): the elementwise and row-wise
+// ops take tensors of one shape; mm checks its shapes itself.
 struct InputRule {
   bool same_shape = true;
-  bool half_types = false;
 };
 
-inline constexpr InputRule kMatmulInputs{false, true};
+inline constexpr InputRule kMatmulInputs{false};
 
-inline const char* expected_dtypes(InputRule rule) {
-  return rule.half_types ? "expected float16, bfloat16, float32 or float64" : "expected float32 or float64";
-}
+// Every op takes these (ops/contract.py SUPPORTED_DTYPES words them the same).
+inline constexpr const char* kExpectedDtypes = "expected float16, bfloat16, float32 or float64";
 
 using kernels::IndexWidth;
+using kernels::RowPath;
 
 template <class Api>
 struct OpBodies {
@@ -77,18 +76,23 @@ struct OpBodies {
     return out;
   }
 
-  static Tensor l2norm(const char* op, const Tensor& x, double eps, IndexWidth index = IndexWidth::kAuto) {
+  // `path` forces l2norm's row schedule on CUDA (kernels.h RowPath; the `kernel` variants); a
+  // forced warp schedule the rows do not fit is refused on every device, before the launch.
+  static Tensor l2norm(const char* op, const Tensor& x, double eps, IndexWidth index = IndexWidth::kAuto,
+                       RowPath path = RowPath::kAuto) {
     Api::check_inputs(op, {{"x", &x}});
     const auto [rows, cols] = rows_cols(op, x, eps);
     const auto w = index_width(op, index, kernels::rowwise_reach(rows, cols), {{"x", &x}});
     const Tensor xc = Api::contiguous(x);
     Tensor y = Api::contiguous_output(xc);
     const auto dt = Api::dtype(xc);
+    const void* ptrs[2] = {xc.const_data_ptr(), y.mutable_data_ptr()};
+    Api::check(kernels::resolve_row_path(path, ptrs, 2, cols, dt) != RowPath::kAuto, op,
+               ": path=warp refused: rows of ", cols, " elements need more than ", kernels::kWarpRowPacks,
+               " accesses per lane; use path=block or auto");
     Api::launch(
-        op, xc, [&] { kernels::l2norm_fwd_cpu(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps, w); },
-        [&](void* s) {
-          return kernels::l2norm_fwd_cuda(dt, xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, eps, s, w);
-        });
+        op, xc, [&] { kernels::l2norm_fwd_cpu(dt, ptrs[0], y.mutable_data_ptr(), rows, cols, eps, w); },
+        [&](void* s) { return kernels::l2norm_fwd_cuda(dt, ptrs[0], y.mutable_data_ptr(), rows, cols, eps, s, w, path); });
     return y;
   }
 

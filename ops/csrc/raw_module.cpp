@@ -24,7 +24,7 @@ PYBIND11_MODULE(_dbench_raw, m) {
   const auto index = pybind11::arg("index") = "auto";
   kernel.def("noop", &kv::noop, pybind11::arg("x"), index);
   kernel.def("muladd", &kv::muladd, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("c"), index);
-  kernel.def("l2norm", &kv::l2norm, pybind11::arg("x"), pybind11::arg("eps"), index);
+  kernel.def("l2norm", &kv::l2norm, pybind11::arg("x"), pybind11::arg("eps"), index, pybind11::arg("path") = "auto");
   kernel.def("l2norm_backward", &kv::l2norm_backward, pybind11::arg("grad"), pybind11::arg("x"), pybind11::arg("eps"),
              index);
   kernel.def("chain", &kv::chain, pybind11::arg("x"), pybind11::arg("k"), pybind11::arg("first") = 0, index);
@@ -40,6 +40,9 @@ PYBIND11_MODULE(_dbench_raw, m) {
 
   m.def("vector_path", &dbench::vector_path,
         "whether the elementwise CUDA kernels would take the 16-byte vector path for these inputs",
+        pybind11::arg("tensors"));
+  m.def("row_path", &dbench::row_path,
+        "the row schedule ('warp' or 'block') l2norm's CUDA forward takes for these inputs (x first)",
         pybind11::arg("tensors"));
   m.def("has_cuda_kernels", &dbench::has_cuda_kernels);
 }

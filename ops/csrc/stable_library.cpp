@@ -62,9 +62,9 @@ struct StableApi {
 
   // The ATen launchers' contract. No layout check: a sparse tensor never gets
   // here, the dispatcher has no Sparse kernel for these ops to send it to.
-  static bool supported(ScalarType t, InputRule rule) {
-    return t == ScalarType::Float || t == ScalarType::Double ||
-           (rule.half_types && (t == ScalarType::Half || t == ScalarType::BFloat16));
+  static bool supported(ScalarType t) {
+    return t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half ||
+           t == ScalarType::BFloat16;
   }
 
   static msg::Sizes sizes(const Tensor& t) { return {t.sizes().data(), t.sizes().size()}; }
@@ -73,8 +73,8 @@ struct StableApi {
     const auto& [first_name, first] = *args.begin();
     for (const auto& [name, t] : args) {
       DBENCH_CHECK(t->defined(), fail, op, ": argument '", name, "' is undefined");
-      DBENCH_CHECK(supported(t->scalar_type(), rule), fail, op, ": argument '", name, "' has unsupported dtype ",
-                   dtype_name(t->scalar_type()), " (", expected_dtypes(rule), ")");
+      DBENCH_CHECK(supported(t->scalar_type()), fail, op, ": argument '", name, "' has unsupported dtype ",
+                   dtype_name(t->scalar_type()), " (", kExpectedDtypes, ")");
       DBENCH_CHECK(t->is_cpu() || t->is_cuda(), fail, op, ": argument '", name, "' is on an unsupported device");
       DBENCH_CHECK(t->is_cuda() == first->is_cuda() && t->get_device_index() == first->get_device_index(), fail,
                    op, ": arguments '", first_name, "' and '", name, "' are on different devices");

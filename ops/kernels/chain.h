@@ -10,17 +10,15 @@
 // the two to each other. Every operation rounds to T on its own (no contraction into an
 // FMA: __fmul_rn / __fadd_rn on the GPU, -ffp-contract=off for the CPU kernels), so k
 // launches of one-step kernels, one launch of the k-step kernel and the k eager torch ops
-// all give the same bits.
+// all give the same bits. float16 / bfloat16 (Rounded below) compute each operation in float
+// and round it back to the 16-bit format at once, as eager PyTorch does (its opmath is float):
+// the same bits again.
 #pragma once
 
 #include <cmath>
 #include <type_traits>
 
-#if defined(__CUDACC__)
-#define DBENCH_HD __host__ __device__ __forceinline__
-#else
-#define DBENCH_HD inline __attribute__((always_inline))
-#endif
+#include "numeric.h"
 
 namespace dbench::kernels::chain {
 
@@ -42,17 +40,43 @@ template <class T>
 DBENCH_HD T add(T a, T b) { return a + b; }
 #endif
 
+// A float16 / bfloat16 value (S: Float16 or BFloat16) held widened in float, every operation
+// rounded back to S's grid: one eager PyTorch op per operation.
+template <class S>
+struct Rounded {
+  float v;
+  static DBENCH_HD Rounded exact(float x) { return Rounded{x}; }  // x already on S's grid
+  static DBENCH_HD Rounded of(float x) { return Rounded{Num<S>::widen(Num<S>::narrow(x))}; }
+};
+// The steps' constants (1.25, -0.5, 0.75, -0.125, 0, 1) are exact in both 16-bit formats.
+template <class T, class C>
+DBENCH_HD T constant(C c) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return T(c);
+  } else {
+    return T::of(static_cast<float>(c));
+  }
+}
+template <class S>
+DBENCH_HD Rounded<S> mul(Rounded<S> a, Rounded<S> b) { return Rounded<S>::of(mul(a.v, b.v)); }
+template <class S>
+DBENCH_HD Rounded<S> add(Rounded<S> a, Rounded<S> b) { return Rounded<S>::of(add(a.v, b.v)); }
+template <class S>
+DBENCH_HD bool operator<(Rounded<S> a, Rounded<S> b) { return a.v < b.v; }
+template <class S>
+DBENCH_HD bool operator>(Rounded<S> a, Rounded<S> b) { return a.v > b.v; }
+
 // Step S applied to x.
 template <int S, class T>
 DBENCH_HD T step(T x) {
   if constexpr (S % kCycle == 0) {
-    return add(mul(x, T(1.25)), T(-0.5));
+    return add(mul(x, constant<T>(1.25)), constant<T>(-0.5));
   } else if constexpr (S % kCycle == 1) {
-    return x < T(0) ? T(0) : x;  // relu; NaN passes through, as in torch.relu
+    return x < constant<T>(0) ? constant<T>(0) : x;  // relu; NaN passes through, as in torch.relu
   } else if constexpr (S % kCycle == 2) {
-    return mul(x, T(0.75));
+    return mul(x, constant<T>(0.75));
   } else {
-    return add(x, T(-0.125));
+    return add(x, constant<T>(-0.125));
   }
 }
 
@@ -60,13 +84,13 @@ DBENCH_HD T step(T x) {
 template <int S, class T>
 DBENCH_HD T slope(T x) {
   if constexpr (S % kCycle == 0) {
-    return T(1.25);
+    return constant<T>(1.25);
   } else if constexpr (S % kCycle == 1) {
-    return x > T(0) ? T(1) : T(0);
+    return x > constant<T>(0) ? constant<T>(1) : constant<T>(0);
   } else if constexpr (S % kCycle == 2) {
-    return T(0.75);
+    return constant<T>(0.75);
   } else {
-    return T(1);
+    return constant<T>(1);
   }
 }
 
@@ -88,6 +112,37 @@ DBENCH_HD T backward(T g, T x) {
   } else {
     return backward<K - 1, First + 1>(mul(g, slope<First>(x)), step<First>(x));
   }
+}
+
+// What the chain computes in for a stored element type: itself (float, double), or Rounded.
+template <class T>
+struct Arith {
+  using type = T;
+  static DBENCH_HD T in(T v) { return v; }
+  static DBENCH_HD T out(T v) { return v; }
+};
+template <class S>
+struct RoundedArith {
+  using type = Rounded<S>;
+  static DBENCH_HD Rounded<S> in(S v) { return Rounded<S>::exact(Num<S>::widen(v)); }
+  static DBENCH_HD S out(Rounded<S> v) { return Num<S>::narrow(v.v); }  // exact: v is on the grid
+};
+template <>
+struct Arith<Float16> : RoundedArith<Float16> {};
+template <>
+struct Arith<BFloat16> : RoundedArith<BFloat16> {};
+
+// forward / backward on stored elements (what the kernels call).
+template <int First, int K, class T>
+DBENCH_HD T apply(T x) {
+  using A = Arith<T>;
+  return A::out(forward<First, K>(A::in(x)));
+}
+
+template <int K, class T>
+DBENCH_HD T apply_backward(T g, T x) {
+  using A = Arith<T>;
+  return A::out(backward<K>(A::in(g), A::in(x)));
 }
 
 // Calls f(std::integral_constant<int, K>{}) for a runtime k in [1, kMaxLength].

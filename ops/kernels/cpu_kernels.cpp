@@ -1,5 +1,8 @@
 // Reference-quality CPU kernels: single-threaded loops, so the boundary table
-// on a CPU measures the dispatch path rather than a thread pool.
+// on a CPU measures the dispatch path rather than a thread pool. float16/bfloat16
+// (numeric.h) are widened to float on load and rounded once on store: muladd in
+// float, l2norm accumulating in double like the other types; the chain rounds each
+// operation (chain.h).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -9,6 +12,7 @@
 #include "dispatch.h"
 #include "half_convert.h"
 #include "kernels.h"
+#include "numeric.h"
 
 namespace dbench::kernels {
 
@@ -31,21 +35,30 @@ void muladd_cpu(DType dt, const void* a, const void* b, const void* c, void* out
     using T = decltype(tag);
     visit_index(w, n, [&](auto index) {
       using I = decltype(index);
+      using N = Num<T>;
       const T* pa = static_cast<const T*>(a);
       const T* pb = static_cast<const T*>(b);
       const T* pc = static_cast<const T*>(c);
       T* po = static_cast<T*>(out);
-      for (I i = 0; i < static_cast<I>(n); ++i) po[i] = pa[i] * pb[i] + pc[i];
+      // 16-bit: the product is exact in float, so this is the CUDA kernel's fma, bit for bit.
+      for (I i = 0; i < static_cast<I>(n); ++i) po[i] = N::narrow(N::widen(pa[i]) * N::widen(pb[i]) + N::widen(pc[i]));
     });
   });
 }
 
 namespace {
 // Accumulate in double for every dtype: the CPU path doubles as a reference.
+template <class T>
+double wide(T v) { return static_cast<double>(Num<T>::widen(v)); }
+
+// The one rounding of a row-wise result to T (through float for the 16-bit types).
+template <class T>
+T store(double v) { return Num<T>::narrow(static_cast<typename Num<T>::Acc>(v)); }
+
 template <class I, class T>
 double row_rstd(const T* row, I cols, double eps) {
   double sumsq = 0.0;
-  for (I j = 0; j < cols; ++j) sumsq += static_cast<double>(row[j]) * row[j];
+  for (I j = 0; j < cols; ++j) sumsq += wide(row[j]) * wide(row[j]);
   return 1.0 / std::sqrt(sumsq + eps);
 }
 }  // namespace
@@ -60,7 +73,7 @@ void l2norm_fwd_cpu(DType dt, const void* x, void* y, int64_t rows, int64_t cols
         const T* xr = static_cast<const T*>(x) + r * nc;
         T* yr = static_cast<T*>(y) + r * nc;
         const double rstd = row_rstd(xr, nc, eps);
-        for (I j = 0; j < nc; ++j) yr[j] = static_cast<T>(xr[j] * rstd);
+        for (I j = 0; j < nc; ++j) yr[j] = store<T>(wide(xr[j]) * rstd);
       }
     });
   });
@@ -79,8 +92,8 @@ void l2norm_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int
         T* gxr = static_cast<T*>(grad_x) + r * nc;
         const double rstd = row_rstd(xr, nc, eps);
         double dot = 0.0;  // sum(g * y)
-        for (I j = 0; j < nc; ++j) dot += static_cast<double>(gr[j]) * xr[j] * rstd;
-        for (I j = 0; j < nc; ++j) gxr[j] = static_cast<T>(rstd * (gr[j] - xr[j] * rstd * dot));
+        for (I j = 0; j < nc; ++j) dot += wide(gr[j]) * wide(xr[j]) * rstd;
+        for (I j = 0; j < nc; ++j) gxr[j] = store<T>(rstd * (wide(gr[j]) - wide(xr[j]) * rstd * dot));
       }
     });
   });
@@ -106,9 +119,9 @@ void chain_cpu(DType dt, const void* x, void* out, int64_t n, int first, int k, 
         for (I i = 0; i < static_cast<I>(n); ++i) dst[i] = step(src[i]);
       };
       if (first == 0) {
-        chain::visit_length(k, [&](auto len) { run([](T v) { return chain::forward<0, decltype(len)::value>(v); }); });
+        chain::visit_length(k, [&](auto len) { run([](T v) { return chain::apply<0, decltype(len)::value>(v); }); });
       } else {
-        chain::visit_step(first, [&](auto s) { run([](T v) { return chain::forward<decltype(s)::value, 1>(v); }); });
+        chain::visit_step(first, [&](auto s) { run([](T v) { return chain::apply<decltype(s)::value, 1>(v); }); });
       }
     });
   });
@@ -124,7 +137,7 @@ void chain_bwd_cpu(DType dt, const void* grad, const void* x, void* grad_x, int6
       const T* xs = static_cast<const T*>(x);
       T* gx = static_cast<T*>(grad_x);
       chain::visit_length(k, [&](auto len) {
-        for (I i = 0; i < static_cast<I>(n); ++i) gx[i] = chain::backward<decltype(len)::value>(g[i], xs[i]);
+        for (I i = 0; i < static_cast<I>(n); ++i) gx[i] = chain::apply_backward<decltype(len)::value>(g[i], xs[i]);
       });
     });
   });

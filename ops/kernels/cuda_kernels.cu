@@ -5,8 +5,14 @@
 //
 // Each elementwise and row-wise kernel has two signatures, selected on the real
 // pointers at launch (kernels.h: vector_path_ok): W = 16 / sizeof(T) elements per
-// access (float4 / double2 loads and stores) when every pointer is 16-byte aligned,
-// and W = 1, the general path, otherwise. The mm kernels are in cuda_mm.cu.
+// access (one 16-byte load or store: 4 floats, 2 doubles, 8 float16/bfloat16) when
+// every pointer is 16-byte aligned, and W = 1, the general path, otherwise.
+// float16/bfloat16 are stored as bits and computed in float (numeric.h): widened on
+// load, rounded once on store (the chain rounds each operation, as eager PyTorch).
+// l2norm's forward has two row schedules, selected on the row length and the access
+// width (kernels.h: resolve_row_path): one warp per row holding the row in registers
+// (read once, no block barrier), and one block per row for long rows.
+// The mm kernels are in cuda_mm.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,14 +24,10 @@
 #include "chain.h"
 #include "dispatch.h"
 #include "kernels.h"
+#include "numeric.h"
 
 namespace dbench::kernels {
 namespace {
-
-template <class T>
-struct Acc { using type = float; };
-template <>
-struct Acc<double> { using type = double; };
 
 // W consecutive elements moved by one access: 16 bytes for the vector path.
 template <class T, int W>
@@ -79,10 +81,17 @@ struct Copy {
   __device__ T operator()(T x) const { return x; }
 };
 
-// One rounding (fused multiply-add) on both paths, so they agree bit for bit.
+__device__ __forceinline__ float fused(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double fused(double a, double b, double c) { return fma(a, b, c); }
+
+// One fused multiply-add on both paths, so they agree bit for bit; the 16-bit types take it in
+// float (their product is exact there) and round once to their format on store.
 struct MulAdd {
-  __device__ float operator()(float a, float b, float c) const { return fmaf(a, b, c); }
-  __device__ double operator()(double a, double b, double c) const { return fma(a, b, c); }
+  template <class T>
+  __device__ T operator()(T a, T b, T c) const {
+    using N = Num<T>;
+    return N::narrow(fused(N::widen(a), N::widen(b), N::widen(c)));
+  }
 };
 
 template <int W, class T, class Index>
@@ -104,13 +113,13 @@ __global__ void __launch_bounds__(kThreads) muladd_kernel(const T* __restrict__ 
 template <int First, int K>
 struct ChainOp {
   template <class T>
-  __device__ T operator()(T x) const { return chain::forward<First, K>(x); }
+  __device__ T operator()(T x) const { return chain::apply<First, K>(x); }
 };
 
 template <int K>
 struct ChainGradOp {
   template <class T>
-  __device__ T operator()(T g, T x) const { return chain::backward<K>(g, x); }
+  __device__ T operator()(T g, T x) const { return chain::apply_backward<K>(g, x); }
 };
 
 template <int W, class T, class Index, int First, int K>
@@ -149,13 +158,38 @@ __device__ A block_sum(A v) {
   return total;
 }
 
-// One block per row (grid-stride over rows), W elements per access: on the vector
-// path cols is a multiple of W, so every row starts 16-byte aligned.
+// Sum of squares of one pack's elements, added to ss; and the pack scaled by rstd.
+template <class T, int W, class A>
+__device__ __forceinline__ A add_squares(A ss, Pack<T, W> v) {  // by value: one wide load
+#pragma unroll
+  for (int w = 0; w < W; ++w) {
+    const A e = Num<T>::widen(v.v[w]);
+    ss += e * e;
+  }
+  return ss;
+}
+
+template <class T, int W, class A>
+__device__ __forceinline__ Pack<T, W> scaled(Pack<T, W> v, A rstd) {
+  Pack<T, W> o;
+#pragma unroll
+  for (int w = 0; w < W; ++w) o.v[w] = Num<T>::narrow(static_cast<A>(Num<T>::widen(v.v[w]) * rstd));
+  return o;
+}
+
+template <class A>
+__device__ __forceinline__ A row_rstd(A sum_of_squares, double eps) {
+  return static_cast<A>(1) / sqrt(sum_of_squares + static_cast<A>(eps));
+}
+
+// The block schedule: one block per row (grid-stride over rows), W elements per access: on the
+// vector path cols is a multiple of W, so every row starts 16-byte aligned. Any row length; the
+// row is read twice (the second read mostly from L2).
 template <int W, class T, class Index>
 __global__ void __launch_bounds__(kThreads) l2norm_fwd_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                               Index rows, Index cols, double eps,
                                                               uint32_t delay) {
-  using A = typename Acc<T>::type;
+  using A = typename Num<T>::Acc;
   using P = Pack<T, W>;
   wait_cycles(delay);
   const Index packs = cols / W;
@@ -163,26 +197,70 @@ __global__ void __launch_bounds__(kThreads) l2norm_fwd_kernel(const T* __restric
     const P* xr = reinterpret_cast<const P*>(x + r * cols);
     P* yr = reinterpret_cast<P*>(y + r * cols);
     A ss = 0;
-    for (Index j = threadIdx.x; j < packs; j += blockDim.x) {
-      const P v = xr[j];
+    for (Index j = threadIdx.x; j < packs; j += blockDim.x) ss = add_squares(ss, xr[j]);
+    const A rstd = row_rstd(block_sum(ss), eps);
+    for (Index j = threadIdx.x; j < packs; j += blockDim.x) yr[j] = scaled(xr[j], rstd);
+  }
+}
+
+// The warp schedule: one warp per row (kWarpsPerBlock rows per block, grid-stride over rows),
+// lane l holding the row's accesses l, l + 32, ..., l + 32 * (Packs - 1) in registers. All Packs
+// loads of a lane are issued before the first is used, the sum is reduced with shuffles only (no
+// shared memory, no barrier) and the row is scaled from the registers: one read of x. Rows of
+// at most 32 * Packs accesses (kernels.h: warp_row_packs). The loop bound is uniform per warp,
+// so every lane reaches the shuffles.
+template <int W, int Packs, class T, class Index>
+__global__ void __launch_bounds__(kThreads) l2norm_fwd_warp_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                                   Index rows, Index cols, double eps,
+                                                                   uint32_t delay) {
+  using A = typename Num<T>::Acc;
+  using P = Pack<T, W>;
+  wait_cycles(delay);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const Index packs = cols / W;
+  const Index stride = static_cast<Index>(gridDim.x) * kWarpsPerBlock;
+  const Index first_row = static_cast<Index>(blockIdx.x) * kWarpsPerBlock + static_cast<Index>(threadIdx.x / 32);
+  for (Index r = first_row; r < rows; r += stride) {
+    const P* xr = reinterpret_cast<const P*>(x + r * cols);
+    P* yr = reinterpret_cast<P*>(y + r * cols);
+    P v[Packs];
 #pragma unroll
-      for (int w = 0; w < W; ++w) ss += static_cast<A>(v.v[w]) * v.v[w];
+    for (int u = 0; u < Packs; ++u) {
+      const Index j = lane + u * 32;
+      if (j < packs) v[u] = xr[j];
     }
-    const A rstd = static_cast<A>(1) / sqrt(block_sum(ss) + static_cast<A>(eps));
-    for (Index j = threadIdx.x; j < packs; j += blockDim.x) {
-      const P v = xr[j];
-      P o;
+    A ss = 0;
 #pragma unroll
-      for (int w = 0; w < W; ++w) o.v[w] = static_cast<T>(v.v[w] * rstd);
-      yr[j] = o;
+    for (int u = 0; u < Packs; ++u) {
+      if (lane + u * 32 < packs) ss = add_squares(ss, v[u]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const A rstd = row_rstd(ss, eps);
+#pragma unroll
+    for (int u = 0; u < Packs; ++u) {
+      const Index j = lane + u * 32;
+      if (j < packs) yr[j] = scaled(v[u], rstd);
     }
   }
 }
 
+// Calls f(std::integral_constant<int, P>{}) for the accesses per lane of the warp schedule.
+template <class F>
+void visit_row_packs(int packs, F&& f) {
+  switch (packs) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    default: return f(std::integral_constant<int, kWarpRowPacks>{});  // warp_row_packs gives 1, 2, 4 or 8
+  }
+}
+static_assert(kWarpRowPacks == 8, "visit_row_packs instantiates 1, 2, 4 and 8 accesses per lane");
+
 template <int W, class T, class Index>
 __global__ void __launch_bounds__(kThreads) l2norm_bwd_kernel(const T* __restrict__ g, const T* __restrict__ x,
                                                               T* __restrict__ gx, Index rows, Index cols, double eps) {
-  using A = typename Acc<T>::type;
+  using A = typename Num<T>::Acc;
   using P = Pack<T, W>;
   const Index packs = cols / W;
   for (Index r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -194,17 +272,21 @@ __global__ void __launch_bounds__(kThreads) l2norm_bwd_kernel(const T* __restric
       const P xv = xr[j], gv = gr[j];
 #pragma unroll
       for (int w = 0; w < W; ++w) {
-        ss += static_cast<A>(xv.v[w]) * xv.v[w];
-        gdotx += static_cast<A>(gv.v[w]) * xv.v[w];
+        const A xe = Num<T>::widen(xv.v[w]), ge = Num<T>::widen(gv.v[w]);
+        ss += xe * xe;
+        gdotx += ge * xe;
       }
     }
-    const A rstd = static_cast<A>(1) / sqrt(block_sum(ss) + static_cast<A>(eps));
+    const A rstd = row_rstd(block_sum(ss), eps);
     const A dot = block_sum(gdotx) * rstd;  // sum(g * y)
     for (Index j = threadIdx.x; j < packs; j += blockDim.x) {
       const P xv = xr[j], gv = gr[j];
       P o;
 #pragma unroll
-      for (int w = 0; w < W; ++w) o.v[w] = static_cast<T>(rstd * (gv.v[w] - static_cast<A>(xv.v[w]) * rstd * dot));
+      for (int w = 0; w < W; ++w) {
+        const A xe = Num<T>::widen(xv.v[w]), ge = Num<T>::widen(gv.v[w]);
+        o.v[w] = Num<T>::narrow(static_cast<A>(rstd * (ge - xe * rstd * dot)));
+      }
       gxr[j] = o;
     }
   }
@@ -254,6 +336,7 @@ int dispatch(DType dt, IndexWidth w, int64_t reachable, bool vector, F&& f) {
 }
 
 int grid_for_rows(int64_t rows) { return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(rows, kMaxBlocks))); }
+int grid_for_warp_rows(int64_t rows) { return grid_for_rows((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
 template <class T>
 const T* in(const void* p) { return static_cast<const T*>(p); }
@@ -290,15 +373,25 @@ int muladd_cuda(DType dt, const void* a, const void* b, const void* c, void* y, 
 }
 
 int l2norm_fwd_cuda(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps, void* stream,
-                    IndexWidth w) {
+                    IndexWidth w, RowPath path) {
   const void* ptrs[] = {x, y};
   const bool vec = rows_vector_path_ok(ptrs, 2, cols, dt);
+  const RowPath schedule = resolve_row_path(path, ptrs, 2, cols, dt);
+  if (schedule == RowPath::kAuto) return kRefused;  // a forced warp schedule the rows do not fit
   return dispatch(dt, w, rowwise_reach(rows, cols), vec, [&](auto t, auto i, auto width) {
     using T = decltype(t);
     using I = decltype(i);
     constexpr int W = decltype(width)::value;
-    l2norm_fwd_kernel<W, T, I><<<grid_for_rows(rows), kThreads, 0, as_stream(stream)>>>(
-        in<T>(x), out<T>(y), I(rows), I(cols), eps, delay_cycles());
+    const uint32_t delay = delay_cycles();
+    if (schedule == RowPath::kBlock) {
+      l2norm_fwd_kernel<W, T, I><<<grid_for_rows(rows), kThreads, 0, as_stream(stream)>>>(
+          in<T>(x), out<T>(y), I(rows), I(cols), eps, delay);
+      return;
+    }
+    visit_row_packs(warp_row_packs(cols, W), [&](auto packs) {
+      l2norm_fwd_warp_kernel<W, decltype(packs)::value, T, I><<<grid_for_warp_rows(rows), kThreads, 0, as_stream(stream)>>>(
+          in<T>(x), out<T>(y), I(rows), I(cols), eps, delay);
+    });
   });
 }
 
@@ -352,6 +445,7 @@ int chain_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int6
 
 int kernel_attributes(const char* kernel, DType dt, IndexWidth w, bool vector, int k, KernelAttributes* result) {
   if (w == IndexWidth::kAuto || k < 1 || k > chain::kMaxLength) return kRefused;
+  if (std::strcmp(kernel, "l2norm_warp") == 0 && (k & (k - 1)) != 0) return kRefused;  // 1, 2, 4 or 8 per lane
   int status = kRefused;
   dispatch(dt, w, 0, vector, [&](auto t, auto i, auto width) {
     using T = decltype(t);
@@ -362,6 +456,11 @@ int kernel_attributes(const char* kernel, DType dt, IndexWidth w, bool vector, i
     if (is("copy")) fn = reinterpret_cast<const void*>(copy_kernel<W, T, I>);
     if (is("muladd")) fn = reinterpret_cast<const void*>(muladd_kernel<W, T, I>);
     if (is("l2norm")) fn = reinterpret_cast<const void*>(l2norm_fwd_kernel<W, T, I>);
+    if (is("l2norm_warp")) {
+      visit_row_packs(k, [&](auto packs) {
+        fn = reinterpret_cast<const void*>(l2norm_fwd_warp_kernel<W, decltype(packs)::value, T, I>);
+      });
+    }
     if (is("l2norm_backward")) fn = reinterpret_cast<const void*>(l2norm_bwd_kernel<W, T, I>);
     if (is("chain")) {
       chain::visit_length(k, [&](auto len) { fn = reinterpret_cast<const void*>(chain_kernel<W, T, I, 0, decltype(len)::value>); });
@@ -386,6 +485,10 @@ int spin_cuda(int64_t ns, void* stream) {
 }
 
 const char* cuda_error_string(int code) {
+  if (code == kMmKernelUnknown) return "DBENCH_MM_KERNEL must be unset, \"mma_sync\" or \"wgmma\"";
+  if (code == kMmWgmmaUnavailable) {
+    return "DBENCH_MM_KERNEL=wgmma needs a build with the sm_90a kernel and a compute capability 9.0 device";
+  }
   return cudaGetErrorString(static_cast<cudaError_t>(code));
 }
 

@@ -1,6 +1,9 @@
 // mm on CUDA: out[M, N] = a[M, K] @ b[K, N], row-major, on the caller's stream.
 //
-// float16 / bfloat16 (compute capability >= 8.0): a tiled tensor-core kernel.
+// float16 / bfloat16 with DBENCH_MM_KERNEL=wgmma, on compute capability 9.0 when the build
+//   has the sm_90a kernel (DBENCH_MM_SM90A) and every row starts 16-byte aligned: the
+//   warpgroup (wgmma) kernel of cuda_mm_sm90.cu (see mm_choice below).
+// float16 / bfloat16 otherwise (compute capability >= 8.0): a tiled mma.sync tensor-core kernel.
 //   CTA tile 128 x 256 x 32, 8 warps as 2 x 4, each warp 64 x 64 (4 x 8 mma tiles of
 //   m16n8k16, fp32 accumulators in registers). Shared memory holds kStages = 4 stages
 //   of A (128 x 32) and B (32 x 256) tiles, 96 KiB, filled by cp.async 16-byte copies
@@ -21,12 +24,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels.h"
+#include "mm_device.cuh"
+#ifdef DBENCH_MM_SM90A
+#include "mm_sm90.h"
+#endif
 
 namespace dbench::kernels {
 namespace {
+
+using namespace mmdev;
 
 // ---------------------------------------------------------------------------
 // Tensor-core kernel.
@@ -53,18 +64,6 @@ struct ASwizzle {
 struct BSwizzle {
   __device__ static int offset(int k, int chunk) { return k * kBN + ((chunk ^ (k & 7)) * kChunk); }
 };
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte global -> shared copy; src_bytes = 0 writes zeros (the matrix edges).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -93,12 +92,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
-}
-
-template <bool kBf16>
-__device__ __forceinline__ uint16_t to_bits(float v) {
-  if constexpr (kBf16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
 }
 
 // One chunk (8 elements of a row) of a tile: cp.async, or bounds-checked element loads.
@@ -148,14 +141,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   uint16_t* smem_a = reinterpret_cast<uint16_t*>(smem_raw);
   uint16_t* smem_b = smem_a + kStages * kAStage;
 
-  // Grouped rasterisation: consecutive CTAs sweep kGroupM tile rows per tile column.
-  const int64_t tiles_m = (m + kBM - 1) / kBM, tiles_n = (n + kBN - 1) / kBN;
-  const int64_t pid = blockIdx.x;
-  const int64_t per_group = kGroupM * tiles_n;
-  const int64_t first_m = pid / per_group * kGroupM;
-  const int64_t group_m = min(tiles_m - first_m, static_cast<int64_t>(kGroupM));
-  const int64_t m0 = (first_m + pid % per_group % group_m) * kBM;
-  const int64_t n0 = pid % per_group / group_m * kBN;
+  const TileOrigin tile = tile_origin(blockIdx.x, m, n, kBM, kBN, kGroupM);
+  const int64_t m0 = tile.m0, n0 = tile.n0;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
@@ -222,19 +209,9 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
     for (int j = 0; j < kFragsN; ++j) {
       const int64_t col = n0 + warp_n * kWN + j * 8 + 2 * t;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = m0 + warp_m * kWM + i * 16 + g + 8 * h;
-        if (row >= m) continue;
-        uint16_t* dst = out + row * n + col;
-        const uint16_t lo = to_bits<kBf16>(acc[i][j][2 * h]), hi = to_bits<kBf16>(acc[i][j][2 * h + 1]);
-        if (kChunked && col + 1 < n) {  // n even, col even: a 4-byte aligned pair
-          *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-        } else {
-          if (col < n) dst[0] = lo;
-          if (col + 1 < n) dst[1] = hi;
-        }
-      }
+      const int64_t row = m0 + warp_m * kWM + i * 16 + g;
+      store_pair<kBf16>(out, m, n, row, col, acc[i][j][0], acc[i][j][1], kChunked);
+      store_pair<kBf16>(out, m, n, row + 8, col, acc[i][j][2], acc[i][j][3], kChunked);
     }
   }
 #else
@@ -352,22 +329,55 @@ cudaError_t launch_fma(const void* a, const void* b, void* out, int64_t m, int64
   return cudaGetLastError();
 }
 
+// DBENCH_MM_KERNEL picks the 16-bit kernel: unset or "mma_sync" the mma.sync kernel (the default:
+// the one validated on a GPU so far), "wgmma" the Hopper kernel (refused where the build or
+// the device lacks it; rows that are not 16-byte aligned still take the mma.sync kernel's
+// element-wise loads). Read on every call, cheap beside a matrix product, so a test or a
+// benchmark can switch it in-process.
+enum class MmChoice { kMmaSync, kWgmma, kUnknown };
+MmChoice mm_choice() {
+  const char* v = std::getenv("DBENCH_MM_KERNEL");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "mma_sync") == 0) return MmChoice::kMmaSync;
+  if (std::strcmp(v, "wgmma") == 0) return MmChoice::kWgmma;
+  return MmChoice::kUnknown;
+}
+
+bool wgmma_built() {
+#ifdef DBENCH_MM_SM90A
+  return true;
+#else
+  return false;
+#endif
+}
+
 template <bool kBf16>
-cudaError_t launch_half(const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, DType dt,
-                        cudaStream_t stream) {
-  int device = 0, major = 0;
+int launch_half(const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, DType dt,
+                cudaStream_t stream) {
+  int device = 0, major = 0, minor = 0;
   if (const cudaError_t s = cudaGetDevice(&device); s != cudaSuccess) return s;
   if (const cudaError_t s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); s != cudaSuccess) {
     return s;
   }
+  if (const cudaError_t s = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); s != cudaSuccess) {
+    return s;
+  }
+  const bool chunked = mm_chunked_path_ok(a, b, out, k, n, dt);
+  if (mm_choice() == MmChoice::kWgmma) {
+    // sm_90a machine code runs on compute capability 9.0 alone.
+    if (!wgmma_built() || major != 9 || minor != 0) return kMmWgmmaUnavailable;
+#ifdef DBENCH_MM_SM90A
+    if (chunked) return mm_sm90(kBf16, a, b, out, m, k, n, device, stream);
+#endif
+  }
   if (major < 8) return launch_fma<std::conditional_t<kBf16, BF16, F16>>(a, b, out, m, k, n, stream);
-  if (mm_chunked_path_ok(a, b, out, k, n, dt)) return launch_tc<kBf16, true>(a, b, out, m, k, n, device, stream);
+  if (chunked) return launch_tc<kBf16, true>(a, b, out, m, k, n, device, stream);
   return launch_tc<kBf16, false>(a, b, out, m, k, n, device, stream);
 }
 
 }  // namespace
 
 int mm_cuda(DType dt, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, void* stream) {
+  if (mm_choice() == MmChoice::kUnknown) return kMmKernelUnknown;
   if (m == 0 || n == 0) return 0;  // no output element; k == 0 writes zeros
   const auto s = static_cast<cudaStream_t>(stream);
   switch (dt) {

@@ -14,7 +14,7 @@ int noop_cuda(DType, const void*, void*, int64_t, void*, IndexWidth) { return kN
 int muladd_cuda(DType, const void*, const void*, const void*, void*, int64_t, void*, IndexWidth) {
   return kNotBuilt;
 }
-int l2norm_fwd_cuda(DType, const void*, void*, int64_t, int64_t, double, void*, IndexWidth) {
+int l2norm_fwd_cuda(DType, const void*, void*, int64_t, int64_t, double, void*, IndexWidth, RowPath) {
   return kNotBuilt;
 }
 int l2norm_bwd_cuda(DType, const void*, const void*, void*, int64_t, int64_t, double, void*,

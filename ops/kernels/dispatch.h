@@ -1,10 +1,12 @@
-// Maps the runtime DType onto a C++ scalar type for kernel templates.
+// Maps the runtime DType onto a C++ element type for kernel templates (numeric.h: the 16-bit
+// types are stored as bits and computed in float). mm dispatches on its dtypes itself.
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 
 #include "kernels.h"
+#include "numeric.h"
 
 namespace dbench::kernels {
 
@@ -15,8 +17,10 @@ decltype(auto) visit_dtype(DType dt, F&& f) {
       return f(float{});
     case DType::kFloat64:
       return f(double{});
-    default:  // the 16-bit types are mm's alone: it dispatches on them itself
-      break;
+    case DType::kFloat16:
+      return f(Float16{});
+    case DType::kBFloat16:
+      return f(BFloat16{});
   }
   throw std::invalid_argument("dbench kernels: unsupported dtype code");
 }

@@ -12,7 +12,8 @@
 
 namespace dbench::kernels {
 
-// Elementwise and row-wise ops take kFloat32/kFloat64; mm also takes the 16-bit types.
+// Every op takes all four; the elementwise and row-wise kernels compute float16/bfloat16 in
+// float and round once on store (numeric.h), mm accumulates them in float32.
 enum class DType : int { kFloat32 = 0, kFloat64 = 1, kFloat16 = 2, kBFloat16 = 3 };
 
 inline int dtype_size(DType dt) {
@@ -64,11 +65,15 @@ inline int elementwise_blocks(int64_t n, int width) { return blocks_for((n / wid
 
 // The largest index a kernel's own loops compute, so that no index arithmetic overflows:
 // elementwise, i + (kUnroll - 1) * stride with i up to n + kUnroll * stride, and the tail
-// (bounded with the scalar path's grid, the largest); row-wise, the last element plus a block.
+// (bounded with the scalar path's grid, the largest); row-wise, the last element plus a block,
+// and the row counter's last step (rows + one row per warp of the largest grid).
+inline constexpr int kWarpsPerBlock = kThreads / 32;
 inline int64_t elementwise_reach(int64_t n) {
   return n + int64_t{2 * kUnroll + 1} * kThreads * elementwise_blocks(n, 1);
 }
-inline int64_t rowwise_reach(int64_t rows, int64_t cols) { return rows * cols + kThreads; }
+inline int64_t rowwise_reach(int64_t rows, int64_t cols) {
+  return rows * cols + kThreads + int64_t{kMaxBlocks} * kWarpsPerBlock;
+}
 
 // int32 or int64 (never kAuto) for a launch whose own loops reach `kernel_reach` and
 // whose arguments' views all fit (`views_fit`), or kAuto when int32 was forced and does
@@ -86,9 +91,9 @@ inline const char* index_name(IndexWidth w) {
 
 // ---- Elementwise path selection (host, torch-free) ---------------------------
 // The CUDA elementwise kernels have two signatures: a vector path moving 16 bytes per
-// access (float4 / double2), taken when every pointer is 16-byte aligned (a tensor's
-// storage offset included), and a general scalar path for anything else. Both handle
-// any n. The launch code and the tests call these same predicates.
+// access (4 floats, 2 doubles, 8 float16/bfloat16), taken when every pointer is 16-byte
+// aligned (a tensor's storage offset included), and a general scalar path for anything
+// else. Both handle any n. The launch code and the tests call these same predicates.
 inline constexpr int kVectorBytes = 16;
 
 inline int vector_width(DType dt) { return kVectorBytes / dtype_size(dt); }
@@ -107,6 +112,41 @@ inline bool vector_path_ok(const void* const* ptrs, int n_ptrs, int64_t n, DType
 // Row-wise kernels (l2norm) also need every row start aligned: cols a multiple of the width.
 inline bool rows_vector_path_ok(const void* const* ptrs, int n_ptrs, int64_t cols, DType dt) {
   return cols % vector_width(dt) == 0 && vector_path_ok(ptrs, n_ptrs, cols, dt);
+}
+
+// l2norm's forward has two row schedules on CUDA. kWarp: one warp per row, the row's accesses
+// (16-byte packs on the vector path, single elements otherwise) held in registers between the
+// sum of squares and the scaling, so the row is read once and no block barrier is needed; it
+// takes rows of at most 32 * kWarpRowPacks accesses. kBlock: one block per row, any length
+// (the row is read twice). kAuto takes kWarp whenever the row fits; a forced kWarp that does not
+// fit is refused by the launchers. The CPU kernel has one schedule and ignores the choice.
+enum class RowPath : int { kAuto = 0, kWarp = 1, kBlock = 2 };
+inline constexpr int kWarpRowPacks = 8;  // accesses per lane: 8 x 16 bytes in flight per lane
+
+// Accesses per lane the warp schedule needs for rows of `cols` elements taken `width` at a time
+// (a power of two, 1 .. kWarpRowPacks), or 0 when such a row does not fit in a warp's registers.
+inline int warp_row_packs(int64_t cols, int width) {
+  const int64_t per_lane = (cols / width + 31) / 32;
+  if (per_lane > kWarpRowPacks) return 0;
+  int packs = 1;
+  while (packs < per_lane) packs *= 2;
+  return packs;
+}
+
+// The access width and schedule l2norm's forward takes on these pointers (kAuto resolved):
+// kWarp when the row fits, else kBlock.
+inline int rows_width(const void* const* ptrs, int n_ptrs, int64_t cols, DType dt) {
+  return rows_vector_path_ok(ptrs, n_ptrs, cols, dt) ? vector_width(dt) : 1;
+}
+inline RowPath resolve_row_path(RowPath requested, const void* const* ptrs, int n_ptrs, int64_t cols, DType dt) {
+  const bool fits = warp_row_packs(cols, rows_width(ptrs, n_ptrs, cols, dt)) > 0;
+  if (requested == RowPath::kBlock) return RowPath::kBlock;
+  if (requested == RowPath::kWarp) return fits ? RowPath::kWarp : RowPath::kAuto;  // kAuto: refused
+  return fits ? RowPath::kWarp : RowPath::kBlock;
+}
+
+inline const char* row_path_name(RowPath p) {
+  return p == RowPath::kWarp ? "warp" : p == RowPath::kBlock ? "block" : "auto";
 }
 
 // mm's tensor-core kernel copies 16-byte chunks of rows (cp.async): every row of a
@@ -151,22 +191,31 @@ int noop_cuda(DType dt, const void* x, void* out, int64_t n, void* stream,
               IndexWidth width = IndexWidth::kAuto);
 int muladd_cuda(DType dt, const void* a, const void* b, const void* c, void* out, int64_t n,
                 void* stream, IndexWidth width = IndexWidth::kAuto);
+// `path` (kAuto, or forced: kernels.h RowPath) is resolved on the real pointers; a forced kWarp
+// that does not fit returns an error without launching.
 int l2norm_fwd_cuda(DType dt, const void* x, void* y, int64_t rows, int64_t cols, double eps,
-                    void* stream, IndexWidth width = IndexWidth::kAuto);
+                    void* stream, IndexWidth width = IndexWidth::kAuto, RowPath path = RowPath::kAuto);
 int l2norm_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows,
                     int64_t cols, double eps, void* stream, IndexWidth width = IndexWidth::kAuto);
-// float16/bfloat16: a tiled tensor-core kernel (mma.sync, fp32 accumulation) on
-// compute capability >= 8.0; float32/float64 (and older GPUs): a tiled FMA kernel.
+// float16/bfloat16 (fp32 accumulation): a tiled mma.sync kernel on compute capability >= 8.0,
+// or with DBENCH_MM_KERNEL=wgmma the Hopper warpgroup kernel (cuda_mm_sm90.cu, sm_90a builds,
+// compute capability 9.0, 16-byte aligned rows); float32/float64 (and older GPUs): a tiled FMA
+// kernel.
 int mm_cuda(DType dt, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n,
             void* stream);
+// mm_cuda's status when DBENCH_MM_KERNEL names no kernel, or asks for wgmma where the build or
+// the device has none (cuda_error_string says which).
+constexpr int kMmKernelUnknown = -2;
+constexpr int kMmWgmmaUnavailable = -3;
 int chain_cuda(DType dt, const void* x, void* out, int64_t n, int first, int k, void* stream,
                IndexWidth width = IndexWidth::kAuto);
 int chain_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t n, int k, void* stream,
                    IndexWidth width = IndexWidth::kAuto);
 
 // What the compiler made of one kernel specialisation (cudaFuncGetAttributes): registers
-// and local (spill) bytes per thread. `kernel` is copy, muladd, l2norm, l2norm_backward,
-// chain or chain_backward; `k` the chain length. Returns the cudaError_t (0 on success).
+// and local (spill) bytes per thread. `kernel` is copy, muladd, l2norm (the block schedule),
+// l2norm_warp (the warp schedule, `k` accesses per lane: 1, 2, 4 or 8), l2norm_backward, chain or
+// chain_backward (`k` the chain length). Returns the cudaError_t (0 on success).
 struct KernelAttributes {
   int registers = 0;
   int local_bytes = 0;

@@ -119,6 +119,81 @@ TEST(VectorPath, RowsNeedAlignedRowStarts) {
   EXPECT_FALSE(k::rows_vector_path_ok(ptrs, 2, 6, k::DType::kFloat32));  // row 1 starts 8 bytes in
 }
 
+TEST(VectorPath, SixteenBitTypesMoveEightElementsPerAccess) {
+  EXPECT_EQ(k::vector_width(k::DType::kFloat16), 8);
+  EXPECT_EQ(k::vector_width(k::DType::kBFloat16), 8);
+  alignas(16) static uint16_t buf[32];
+  const void* aligned[] = {buf, buf + 8};
+  const void* offset[] = {buf, buf + 4};  // 8 bytes in
+  EXPECT_TRUE(k::rows_vector_path_ok(aligned, 2, 8, k::DType::kBFloat16));
+  EXPECT_FALSE(k::rows_vector_path_ok(aligned, 2, 4, k::DType::kBFloat16));
+  EXPECT_FALSE(k::vector_path_ok(offset, 2, 16, k::DType::kFloat16));
+}
+
+// ---- l2norm's row schedules --------------------------------------------------------
+
+TEST(RowPath, WarpAccessesPerLaneArePowersOfTwoUpToTheLimit) {
+  EXPECT_EQ(k::warp_row_packs(0, 4), 1);
+  EXPECT_EQ(k::warp_row_packs(32, 1), 1);
+  EXPECT_EQ(k::warp_row_packs(33, 1), 2);
+  EXPECT_EQ(k::warp_row_packs(384, 4), 4);    // 96 packs: 3 per lane, rounded up to 4
+  EXPECT_EQ(k::warp_row_packs(1024, 4), 8);   // the roofline's float32 rows: 8 x 16 bytes per lane
+  EXPECT_EQ(k::warp_row_packs(1028, 4), 0);   // one pack too many
+  EXPECT_EQ(k::warp_row_packs(2048, 8), 8);   // float16 / bfloat16
+  EXPECT_EQ(k::warp_row_packs(257, 1), 0);
+}
+
+TEST(RowPath, AutoTakesTheWarpScheduleWhereTheRowFits) {
+  alignas(16) static float buf[2048 + 4];
+  const void* aligned[] = {buf, buf + 1024};
+  const void* misaligned[] = {buf + 1, buf + 1024};
+  const auto f32 = k::DType::kFloat32;
+  EXPECT_EQ(k::resolve_row_path(k::RowPath::kAuto, aligned, 2, 1024, f32), k::RowPath::kWarp);
+  EXPECT_EQ(k::resolve_row_path(k::RowPath::kAuto, misaligned, 2, 1024, f32), k::RowPath::kBlock);  // 1024 accesses
+  EXPECT_EQ(k::resolve_row_path(k::RowPath::kAuto, misaligned, 2, 256, f32), k::RowPath::kWarp);
+  EXPECT_EQ(k::resolve_row_path(k::RowPath::kBlock, aligned, 2, 1024, f32), k::RowPath::kBlock);
+  EXPECT_EQ(k::resolve_row_path(k::RowPath::kWarp, aligned, 2, 1024, f32), k::RowPath::kWarp);
+  EXPECT_EQ(k::resolve_row_path(k::RowPath::kWarp, aligned, 2, 2048, f32), k::RowPath::kAuto);  // refused
+}
+
+TEST(IndexWidth, RowwiseReachCoversTheRowCountersLastStep) {
+  EXPECT_GE(k::rowwise_reach(1, 1), int64_t{1} + int64_t{k::kMaxBlocks} * k::kWarpsPerBlock);
+}
+
+// ---- 16-bit CPU kernels ------------------------------------------------------------
+
+TEST(CpuKernels, MulAddFloat16RoundsOnceFromFloat) {
+  namespace hc = dbench::kernels::halfconv;
+  const auto a = random_vector(257, 21), b = random_vector(257, 22), c = random_vector(257, 23);
+  std::vector<uint16_t> ah, bh, ch, out(a.size(), 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    ah.push_back(hc::float_to_fp16(static_cast<float>(a[i])));
+    bh.push_back(hc::float_to_fp16(static_cast<float>(b[i])));
+    ch.push_back(hc::float_to_fp16(static_cast<float>(c[i])));
+  }
+  k::muladd_cpu(k::DType::kFloat16, ah.data(), bh.data(), ch.data(), out.data(), static_cast<int64_t>(a.size()));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float want = std::fma(hc::fp16_to_float(ah[i]), hc::fp16_to_float(bh[i]), hc::fp16_to_float(ch[i]));
+    EXPECT_EQ(out[i], hc::float_to_fp16(want)) << "element " << i;
+  }
+}
+
+TEST(CpuKernels, L2NormBFloat16RowsHaveUnitNorm) {
+  namespace hc = dbench::kernels::halfconv;
+  const int64_t rows = 4, cols = 33;
+  const auto x = random_vector(rows * cols, 24);
+  std::vector<uint16_t> xh, y(x.size(), 0);
+  for (double v : x) xh.push_back(hc::float_to_bf16(static_cast<float>(v)));
+  for (const auto w : {k::IndexWidth::kInt32, k::IndexWidth::kInt64}) {
+    k::l2norm_fwd_cpu(k::DType::kBFloat16, xh.data(), y.data(), rows, cols, 1e-6, w);
+    for (int64_t r = 0; r < rows; ++r) {
+      double norm = 0;
+      for (int64_t j = 0; j < cols; ++j) norm += std::pow(hc::bf16_to_float(y[r * cols + j]), 2);
+      EXPECT_NEAR(std::sqrt(norm), 1.0, 4e-3);  // each entry within half a bfloat16 ulp (2^-9 relative)
+    }
+  }
+}
+
 TEST(VectorPath, MmChunksNeedAlignedRows) {
   alignas(16) static uint16_t buf[256];
   EXPECT_TRUE(k::mm_chunked_path_ok(buf, buf + 64, buf + 128, 16, 8, k::DType::kBFloat16));
