@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -192,6 +193,16 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
                              f"valid {what}s: {', '.join(valid)}")
 
 
+def check_knobs(environ: dict[str, str]) -> None:
+    """DBENCH_* settings the kernel layer reads mid-run: a bad value fails here, before any work."""
+    from ops.specs import MM_KERNEL_ENV, MM_KERNELS
+
+    value = environ.get(MM_KERNEL_ENV)
+    if value and value not in MM_KERNELS:
+        raise UsageError(f"{MM_KERNEL_ENV}={value!r}: valid values are {', '.join(MM_KERNELS)} "
+                         f"(unset: {MM_KERNELS[0]})")
+
+
 def check_out_dir(folder: Path, option: str = "--out") -> Path:
     """The output folder exists or can be created, and a file can be created in it (probed, then removed)."""
     if folder.exists() and not folder.is_dir():
@@ -259,6 +270,7 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
         if args.gpus is not None and args.device not in (None, "cuda"):
             raise UsageError(f"argument --gpus: runs shard i on cuda:i; drop --device {args.device}")
         check_repeats(args)
+        check_knobs(dict(os.environ))
         if args.baseline is not None:
             args.baseline_files = check_baseline(args.baseline)
         check_out_dir(args.out or default_out)

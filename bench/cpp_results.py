@@ -45,7 +45,6 @@ TIMER = "google-benchmark real_time"
 GPU_TIMER = "cupti"  # the GPU rows' timer, spelled as the Python CUPTI rows (bench.gputimer.CuptiTimer.name)
 # The driver's context key dbench_gpu_timer: off (a plain run), cupti (a GPU pass that traced), unavailable.
 GPU_PASS_OFF, GPU_PASS_TRACED, GPU_PASS_UNAVAILABLE = "off", "cupti", "unavailable"
-GPU_MIN_TIME = 0.01  # seconds per GPU-pass repetition: bench.runner.GPU_MIN_BLOCK_SECONDS (torch-free here)
 BUILD_HINT = (
     "build it with `cmake --build build --target dbench_cpp_driver` (or `bash scripts/setup.sh`); "
     "it is only built when CMake finds Google Benchmark (Debian: libbenchmark-dev)"
@@ -312,7 +311,7 @@ def run_cpp_driver(
 def run_cpp_gpu_pass(
     device: str,
     repetitions: int = 5,
-    min_time: float = GPU_MIN_TIME,
+    min_time: float | None = None,
     extra_args: Iterable[str] = (),
     *,
     timeout: float | None = None,
@@ -320,7 +319,11 @@ def run_cpp_gpu_pass(
     """The driver's GPU pass on a CUDA ``device``: (gpu_us and kernels_per_call rows, context).
 
     A separate run from the CPU one (CUPTI's per-launch cost stays out of the CPU rows), with
-    blocks of at least ``min_time`` (10 ms, as the Python GPU pass). No rows, and
-    ``gpu_timer_problem(context)`` saying why, when CUPTI could not be enabled.
+    blocks of at least ``min_time`` (default: the Python GPU pass's, bench.runner.GPU_MIN_BLOCK_SECONDS).
+    No rows, and ``gpu_timer_problem(context)`` saying why, when CUPTI could not be enabled.
     """
+    if min_time is None:
+        from .runner import GPU_MIN_BLOCK_SECONDS
+
+        min_time = GPU_MIN_BLOCK_SECONDS
     return run_cpp_driver(device, repetitions, min_time, extra_args, timeout=timeout, gpu_timer=GPU_PASS_TRACED)

@@ -13,6 +13,11 @@ from enum import Enum
 
 OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain")
 
+# DBENCH_MM_KERNEL: mm's 16-bit CUDA kernel, read by the kernel layer on every call
+# (ops/kernels/cuda_mm.cu: mm_choice); unset means the first, the default.
+MM_KERNEL_ENV = "DBENCH_MM_KERNEL"
+MM_KERNELS: tuple[str, ...] = ("mma_sync", "wgmma")
+
 
 class Mode(str, Enum):
     INFERENCE = "inference"

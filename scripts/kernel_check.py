@@ -32,6 +32,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ops import native  # noqa: E402
+from ops.specs import MM_KERNEL_ENV, MM_KERNELS  # noqa: E402
 
 ELEMENTWISE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # Elementwise bounds against the fp64 reference: the 16-bit types round once (half an ulp).
@@ -79,13 +80,12 @@ def check() -> int:
     return 1 if failures else 0
 
 
-# DBENCH_MM_KERNEL values: the mma.sync kernel (the default), and the Hopper wgmma kernel where
-# the build and the device have it; each runs every check and bench.
-MM_KERNELS = ("mma_sync", "wgmma")
+# Every DBENCH_MM_KERNEL value (the mma.sync kernel, the default; the Hopper wgmma kernel where
+# the build and the device have it) runs every check and bench.
 
 
 def _mm_kernel_runs(raw, kernel: str) -> bool:
-    os.environ["DBENCH_MM_KERNEL"] = kernel
+    os.environ[MM_KERNEL_ENV] = kernel
     try:
         raw.mm(*(torch.ones(8, 8, dtype=torch.bfloat16, device="cuda") for _ in range(2)))
         return True
@@ -93,13 +93,13 @@ def _mm_kernel_runs(raw, kernel: str) -> bool:
         print(f"mm kernel {kernel}: not run here ({e})")
         return False
     finally:
-        del os.environ["DBENCH_MM_KERNEL"]
+        del os.environ[MM_KERNEL_ENV]
 
 
 def check_mm(raw, kernel: str) -> list[str]:
     """mm in every dtype against an fp64 product: edge tiles in M, N and K (K past one 64-wide
     k tile, and not a multiple of it), an offset (misaligned) A, K = 0 and 1 x 1 x 1."""
-    os.environ["DBENCH_MM_KERNEL"] = kernel
+    os.environ[MM_KERNEL_ENV] = kernel
     failures = []
     shapes = ((130, 72, 264), (17, 33, 65), (256, 64, 256), (300, 520, 776), (129, 136, 512), (5, 0, 7), (1, 1, 1))
     for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5), (torch.float64, 1e-12)):
@@ -112,7 +112,7 @@ def check_mm(raw, kernel: str) -> list[str]:
                 err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
                 if out.isnan().any() or err > bound:
                     failures.append(f"mm [{kernel}] {dtype} {m}x{k}x{n}: relative error {err:.2e}")
-    del os.environ["DBENCH_MM_KERNEL"]
+    del os.environ[MM_KERNEL_ENV]
     return failures
 
 
@@ -219,7 +219,7 @@ def _time_ms(fn, reps: int = 50) -> float:
 def bench() -> int:
     raw = native.raw()
     for kernel in (k for k in MM_KERNELS if _mm_kernel_runs(raw, k)):
-        os.environ["DBENCH_MM_KERNEL"] = kernel
+        os.environ[MM_KERNEL_ENV] = kernel
         for dtype in (torch.bfloat16, torch.float16):
             for size in (4096, 8192):
                 a = torch.randn(size, size, dtype=dtype, device="cuda")
@@ -228,7 +228,7 @@ def bench() -> int:
                 tflops = 2 * size**3 / 1e9
                 print(f"mm [{kernel:8}] {str(dtype):15} {size}^3: ours {tflops / ours:7.1f} TFLOP/s, torch.mm "
                       f"{tflops / cublas:7.1f} TFLOP/s, ratio {cublas / ours:.2f}")
-        del os.environ["DBENCH_MM_KERNEL"]
+        del os.environ[MM_KERNEL_ENV]
     n = 1 << 28
     for dtype in ELEMENTWISE_DTYPES:
         x = torch.randn(n * 4 // dtype.itemsize, dtype=dtype, device="cuda")  # 1 GiB per tensor

@@ -34,6 +34,16 @@ def test_bad_names_list_the_valid_ones(args: list[str], expected: str) -> None:
     assert expected in proc.stderr
 
 
+def test_a_bad_mm_kernel_setting_fails_before_any_work(tmp_path: Path) -> None:
+    import os
+
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "roofline", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "DBENCH_MM_KERNEL": "cublas"})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "DBENCH_MM_KERNEL='cublas': valid values are mma_sync, wgmma (unset: mma_sync)" in proc.stderr
+    assert not list(tmp_path.glob("*.json"))
+
+
 def test_missing_scenario_is_an_error() -> None:
     proc = run_py()
     assert proc.returncode == 2 and "--scenario" in proc.stderr

@@ -30,6 +30,7 @@
 
 #include "kernels.h"
 #include "mm_device.cuh"
+#include "numeric.h"
 #ifdef DBENCH_MM_SM90A
 #include "mm_sm90.h"
 #endif
@@ -209,9 +210,11 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
     for (int j = 0; j < kFragsN; ++j) {
       const int64_t col = n0 + warp_n * kWN + j * 8 + 2 * t;
-      const int64_t row = m0 + warp_m * kWM + i * 16 + g;
-      store_pair<kBf16>(out, m, n, row, col, acc[i][j][0], acc[i][j][1], kChunked);
-      store_pair<kBf16>(out, m, n, row + 8, col, acc[i][j][2], acc[i][j][3], kChunked);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = m0 + warp_m * kWM + i * 16 + g + 8 * h;
+        store_pair<kBf16>(out, m, n, row, col, acc[i][j][2 * h], acc[i][j][2 * h + 1], kChunked);
+      }
     }
   }
 #else
@@ -245,38 +248,14 @@ cudaError_t launch_tc(const void* a, const void* b, void* out, int64_t m, int64_
 // ---------------------------------------------------------------------------
 // FMA kernel: float32 / float64, and the 16-bit types where there are no tensor cores.
 
-struct F32 {
-  using S = float;
-  using A = float;
-  __device__ static float load(float v) { return v; }
-  __device__ static float store(float v) { return v; }
-};
-struct F64 {
-  using S = double;
-  using A = double;
-  __device__ static double load(double v) { return v; }
-  __device__ static double store(double v) { return v; }
-};
-struct F16 {
-  using S = uint16_t;
-  using A = float;
-  __device__ static float load(uint16_t v) { return __half2float(__ushort_as_half(v)); }
-  __device__ static uint16_t store(float v) { return __half_as_ushort(__float2half_rn(v)); }
-};
-struct BF16 {
-  using S = uint16_t;
-  using A = float;
-  __device__ static float load(uint16_t v) { return __bfloat162float(__ushort_as_bfloat16(v)); }
-  __device__ static uint16_t store(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-};
-
 constexpr int kFmaTile = 64, kFmaBK = 16, kFmaThreads = 256, kFmaPer = 4;  // 16 x 16 threads, 4 x 4 each
 
-template <class E>
+// S: the stored element type (numeric.h); products accumulate in Num<S>::Acc.
+template <class S>
 __global__ void __launch_bounds__(kFmaThreads)
-    mm_fma_kernel(const typename E::S* __restrict__ a, const typename E::S* __restrict__ b,
-                  typename E::S* __restrict__ out, int64_t m, int64_t k, int64_t n) {
-  using A = typename E::A;
+    mm_fma_kernel(const S* __restrict__ a, const S* __restrict__ b, S* __restrict__ out, int64_t m, int64_t k,
+                  int64_t n) {
+  using A = typename Num<S>::Acc;
   __shared__ A sa[kFmaBK][kFmaTile + 1];  // transposed: k-major, padded against bank conflicts
   __shared__ A sb[kFmaBK][kFmaTile];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -288,10 +267,10 @@ __global__ void __launch_bounds__(kFmaThreads)
       const int q = threadIdx.x + l * kFmaThreads;
       const int ar = q / kFmaBK, ac = q % kFmaBK;  // A: 64 rows x 16 k
       const int64_t gr = m0 + ar, gk = k0 + ac;
-      sa[ac][ar] = gr < m && gk < k ? E::load(a[gr * k + gk]) : A{0};
+      sa[ac][ar] = gr < m && gk < k ? Num<S>::widen(a[gr * k + gk]) : A{0};
       const int br = q / kFmaTile, bc = q % kFmaTile;  // B: 16 k x 64 columns
       const int64_t bk = k0 + br, bn = n0 + bc;
-      sb[br][bc] = bk < k && bn < n ? E::load(b[bk * n + bn]) : A{0};
+      sb[br][bc] = bk < k && bn < n ? Num<S>::widen(b[bk * n + bn]) : A{0};
     }
     __syncthreads();
 #pragma unroll
@@ -314,17 +293,16 @@ __global__ void __launch_bounds__(kFmaThreads)
 #pragma unroll
     for (int j = 0; j < kFmaPer; ++j) {
       const int64_t col = n0 + tx + 16 * j;
-      if (row < m && col < n) out[row * n + col] = E::store(acc[i][j]);
+      if (row < m && col < n) out[row * n + col] = Num<S>::narrow(acc[i][j]);
     }
   }
 }
 
-template <class E>
+template <class S>
 cudaError_t launch_fma(const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, cudaStream_t stream) {
   const int64_t gx = (n + kFmaTile - 1) / kFmaTile, gy = (m + kFmaTile - 1) / kFmaTile;
   if (gx > INT32_MAX || gy > 65535) return cudaErrorInvalidValue;
-  using S = typename E::S;
-  mm_fma_kernel<E><<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kFmaThreads, 0, stream>>>(
+  mm_fma_kernel<S><<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kFmaThreads, 0, stream>>>(
       static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(out), m, k, n);
   return cudaGetLastError();
 }
@@ -369,7 +347,7 @@ int launch_half(const void* a, const void* b, void* out, int64_t m, int64_t k, i
     if (chunked) return mm_sm90(kBf16, a, b, out, m, k, n, device, stream);
 #endif
   }
-  if (major < 8) return launch_fma<std::conditional_t<kBf16, BF16, F16>>(a, b, out, m, k, n, stream);
+  if (major < 8) return launch_fma<std::conditional_t<kBf16, BFloat16, Float16>>(a, b, out, m, k, n, stream);
   if (chunked) return launch_tc<kBf16, true>(a, b, out, m, k, n, device, stream);
   return launch_tc<kBf16, false>(a, b, out, m, k, n, device, stream);
 }
@@ -381,8 +359,8 @@ int mm_cuda(DType dt, const void* a, const void* b, void* out, int64_t m, int64_
   if (m == 0 || n == 0) return 0;  // no output element; k == 0 writes zeros
   const auto s = static_cast<cudaStream_t>(stream);
   switch (dt) {
-    case DType::kFloat32: return static_cast<int>(launch_fma<F32>(a, b, out, m, k, n, s));
-    case DType::kFloat64: return static_cast<int>(launch_fma<F64>(a, b, out, m, k, n, s));
+    case DType::kFloat32: return static_cast<int>(launch_fma<float>(a, b, out, m, k, n, s));
+    case DType::kFloat64: return static_cast<int>(launch_fma<double>(a, b, out, m, k, n, s));
     case DType::kFloat16: return static_cast<int>(launch_half<false>(a, b, out, m, k, n, dt, s));
     case DType::kBFloat16: return static_cast<int>(launch_half<true>(a, b, out, m, k, n, dt, s));
   }

@@ -7,24 +7,28 @@
 
 #include <cstdint>
 
+#include "numeric.h"
+
 namespace dbench::kernels::mmdev {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// 16-byte global -> shared copy; src_bytes = 0 writes zeros (the matrix edges).
+// 16-byte global -> shared copy; src_bytes = 0 writes zeros (the matrix edges). No memory
+// clobbers: the kernels order shared memory by the barrier (and fence) after each wait.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// float -> the 16-bit type's bits, rounded to nearest even.
 template <bool kBf16>
 __device__ __forceinline__ uint16_t to_bits(float v) {
-  if constexpr (kBf16) return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-  else return __half_as_ushort(__float2half_rn(v));
+  if constexpr (kBf16) return Num<BFloat16>::narrow(v).bits;
+  else return Num<Float16>::narrow(v).bits;
 }
 
 // The output tile (m0, n0) of CTA `pid`, rasterised in groups of `group` tile rows: consecutive
