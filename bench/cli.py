@@ -195,12 +195,12 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
 
 def check_knobs(environ: dict[str, str]) -> None:
     """DBENCH_* settings the kernel layer reads mid-run: a bad value fails here, before any work."""
-    from ops.specs import MM_KERNEL_ENV, MM_KERNELS
+    from ops.specs import MM_KERNEL_AUTO, MM_KERNEL_ENV, MM_KERNELS
 
     value = environ.get(MM_KERNEL_ENV)
-    if value and value not in MM_KERNELS:
-        raise UsageError(f"{MM_KERNEL_ENV}={value!r}: valid values are {', '.join(MM_KERNELS)} "
-                         f"(unset: {MM_KERNELS[0]})")
+    valid = (MM_KERNEL_AUTO, *MM_KERNELS)
+    if value and value not in valid:
+        raise UsageError(f"{MM_KERNEL_ENV}={value!r}: valid values are {', '.join(valid)} (unset: {MM_KERNEL_AUTO})")
 
 
 def check_out_dir(folder: Path, option: str = "--out") -> Path:

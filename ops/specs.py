@@ -14,9 +14,12 @@ from enum import Enum
 OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain")
 
 # DBENCH_MM_KERNEL: mm's 16-bit CUDA kernel, read by the kernel layer on every call
-# (ops/kernels/cuda_mm.cu: mm_choice); unset means the first, the default.
+# (ops/kernels/cuda_mm.cu: select_kernel). Unset or "auto": the wgmma kernel where it can run
+# (an sm_90a build, compute capability 9.0, 16-byte aligned rows), else the mma.sync kernel;
+# a kernel's name forces that kernel. `raw().mm_kernel(a, b)` says which one runs.
 MM_KERNEL_ENV = "DBENCH_MM_KERNEL"
-MM_KERNELS: tuple[str, ...] = ("mma_sync", "wgmma")
+MM_KERNEL_AUTO = "auto"
+MM_KERNELS: tuple[str, ...] = ("wgmma", "mma_sync")
 
 
 class Mode(str, Enum):

@@ -108,6 +108,8 @@ def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: Inp
 
 
 def build(sel: Selection) -> list[Case]:
+    from ops.native import raw as native_raw
+
     from .base import device_sync
 
     pool = InputPool(sel)
@@ -137,6 +139,8 @@ def build(sel: Selection) -> list[Case]:
                         work = contract.work if mode == "forward" else contract.backward_work
                         case.work = work(args) if work else None
                         case.flush = flush if cache == "cold" else None
+                        if contract.name == "mm" and variant == "raw":  # which of mm's kernels this row times
+                            key["kernel"] = native_raw().mm_kernel(*args)
                         # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
                         expected = (lambda: _reference(contract, args, mode, pool)) if variant == "aten" else calls["aten"]
                         check_against(case, calls[variant], expected, dtype)

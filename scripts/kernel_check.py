@@ -47,8 +47,8 @@ def _offset(t: torch.Tensor, k: int) -> torch.Tensor:
     return view
 
 
-def check() -> int:
-    raw = native.raw()
+def check_elementwise(raw) -> list[str]:
+    """noop and muladd on both access paths, l2norm forward and backward on the default schedule."""
     failures = []
     for dtype in ELEMENTWISE_DTYPES:
         tol = TOLERANCE[dtype]
@@ -67,12 +67,27 @@ def check() -> int:
                 if not torch.allclose(y.double(), _l2norm_ref(xs), rtol=tol, atol=tol):
                     failures.append(f"l2norm {dtype} cols={cols}")
                 raw.l2norm_backward(gs, xs, 1e-6)
-    failures += check_row_schedules(raw)
-    failures += check_chain_and_widths(raw)
-    failures += check_in_kernel_delay()
-    for kernel in MM_KERNELS:
-        if _mm_kernel_runs(raw, kernel):
-            failures += check_mm(raw, kernel)
+    return failures
+
+
+PARTS = ("elementwise", "rows", "chain", "delay", "mm")
+
+
+def check(parts: tuple[str, ...] = PARTS) -> int:
+    raw = native.raw()
+    failures = []
+    if "elementwise" in parts:
+        failures += check_elementwise(raw)
+    if "rows" in parts:
+        failures += check_row_schedules(raw)
+    if "chain" in parts:
+        failures += check_chain_and_widths(raw)
+    if "delay" in parts:
+        failures += check_in_kernel_delay()
+    if "mm" in parts:
+        for kernel in MM_KERNELS:
+            if _mm_kernel_runs(raw, kernel):
+                failures += check_mm(raw, kernel)
     torch.cuda.synchronize()
     for f in failures:
         print("FAILED", f)
@@ -80,14 +95,16 @@ def check() -> int:
     return 1 if failures else 0
 
 
-# Every DBENCH_MM_KERNEL value (the mma.sync kernel, the default; the Hopper wgmma kernel where
-# the build and the device have it) runs every check and bench.
+# Each tensor-core kernel DBENCH_MM_KERNEL can force (the Hopper wgmma kernel, the default where
+# the build and the device have it; the mma.sync kernel) runs every check and bench.
 
 
 def _mm_kernel_runs(raw, kernel: str) -> bool:
     os.environ[MM_KERNEL_ENV] = kernel
     try:
-        raw.mm(*(torch.ones(8, 8, dtype=torch.bfloat16, device="cuda") for _ in range(2)))
+        ones = [torch.ones(8, 8, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+        raw.mm(*ones)
+        assert raw.mm_kernel(*ones) == kernel, f"{kernel} forced, {raw.mm_kernel(*ones)} reported"
         return True
     except RuntimeError as e:
         print(f"mm kernel {kernel}: not run here ({e})")
@@ -112,8 +129,27 @@ def check_mm(raw, kernel: str) -> list[str]:
                 err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
                 if out.isnan().any() or err > bound:
                     failures.append(f"mm [{kernel}] {dtype} {m}x{k}x{n}: relative error {err:.2e}")
+                    if len(failures) == 1:
+                        print(_error_map(out.double(), ref, 8 * bound))
     del os.environ[MM_KERNEL_ENV]
     return failures
+
+
+def _error_map(out: torch.Tensor, ref: torch.Tensor, bound: float) -> str:
+    """Where a wrong product is wrong, in tile coordinates: rows mod 128 in groups of 8 (lines)
+    against columns mod 256 in groups of 8 (characters), '#' where most elements are off, '+'
+    where some are, '.' where none; the layout bug behind a failure usually shows as a pattern."""
+    bad = ((out - ref).abs() > bound * ref.abs().mean().clamp_min(1e-30)) | out.isnan()
+    m, n = bad.shape
+    rows = torch.arange(m, device=bad.device) % 128 // 8
+    cols = torch.arange(n, device=bad.device) % 256 // 8
+    cell = (rows[:, None] * 32 + cols[None, :]).flatten()
+    zeros = torch.zeros(16 * 32, dtype=torch.float64, device=bad.device)
+    hits = zeros.clone().index_add_(0, cell, bad.flatten().double())
+    total = zeros.clone().index_add_(0, cell, torch.ones(cell.numel(), dtype=torch.float64, device=bad.device))
+    frac = (hits / total.clamp_min(1)).view(16, 32).cpu()
+    lines = ["".join("#" if f > 0.5 else "+" if f > 0 else "." for f in row) for row in frac.tolist()]
+    return f"  error map of {m}x{n} ({bad.double().mean().item():.1%} off):\n" + "\n".join("  " + ln for ln in lines)
 
 
 def _l2norm_ref(x: torch.Tensor) -> torch.Tensor:
@@ -261,7 +297,13 @@ def bench_l2norm(raw) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bench", action="store_true", help="time instead of checking")
+    parser.add_argument("--only", default=",".join(PARTS),
+                        help=f"comma-separated checks to run (default all: {','.join(PARTS)})")
+    args = parser.parse_args()
+    only = tuple(p for p in args.only.split(",") if p)
+    if unknown := [p for p in only if p not in PARTS]:
+        parser.error(f"--only: unknown check {', '.join(unknown)}; valid: {', '.join(PARTS)}")
     if not torch.cuda.is_available() or not native.has_cuda_kernels():
         print("needs a CUDA device and a build with CUDA kernels")
         sys.exit(2)
-    sys.exit(bench() if parser.parse_args().bench else check())
+    sys.exit(bench() if args.bench else check(only))

@@ -40,7 +40,7 @@ def test_a_bad_mm_kernel_setting_fails_before_any_work(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "roofline", "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=60, env={**os.environ, "DBENCH_MM_KERNEL": "cublas"})
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    assert "DBENCH_MM_KERNEL='cublas': valid values are mma_sync, wgmma (unset: mma_sync)" in proc.stderr
+    assert "DBENCH_MM_KERNEL='cublas': valid values are auto, wgmma, mma_sync (unset: auto)" in proc.stderr
     assert not list(tmp_path.glob("*.json"))
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import TOLERANCES, requires_cuda, variant_cases
+from conftest import DEVICES, TOLERANCES, requires_cuda, variant_cases
 from ops.catalog import OPS
+from ops.specs import MM_KERNEL_ENV, MM_KERNELS
 from ops.contract import InputSpec
 from ops.variants import Variant
 
@@ -140,7 +141,7 @@ def _select_mm_kernel(monkeypatch: pytest.MonkeyPatch, kernel: str) -> None:
 
 
 @requires_cuda
-@pytest.mark.parametrize("kernel", ["mma_sync", "wgmma"])
+@pytest.mark.parametrize("kernel", MM_KERNELS)
 @pytest.mark.parametrize("size", CUDA_SIZES, ids=_ids(CUDA_SIZES))
 @pytest.mark.parametrize("dtype", list(REL_BOUND), ids=["bfloat16", "float16"])
 def test_mm_each_tensor_core_kernel(
@@ -155,11 +156,43 @@ def test_mm_each_tensor_core_kernel(
     base = torch.empty(a.numel() + 1, dtype=dtype, device="cuda")
     a_off = base[1:].view(a.shape)
     a_off.copy_(a)
+    aligned = size[1] % 8 == 0 and size[2] % 8 == 0
+    expected = {a: kernel if aligned else "mma_sync_elementwise", a_off: "mma_sync_elementwise"}
     for lhs in (a, a_off):
+        assert native.raw().mm_kernel(lhs, b) == expected[lhs]
         _poisoned_output("cuda", size, dtype)
         out = native.raw().mm(lhs, b)
         assert not out.isnan().any(), "an output element was not written (or the kernel made a NaN)"
         assert _rel_error(out, a, b) < REL_BOUND[dtype]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mm_kernel_names_the_kernel_that_runs(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
+    """The default ("auto"): wgmma on compute capability 9.0 for aligned rows, mma_sync on other
+    tensor-core GPUs, the FMA kernel for float32 and float64; "cpu" for CPU tensors."""
+    from ops import native
+
+    raw = native.raw()
+    monkeypatch.delenv(MM_KERNEL_ENV, raising=False)
+    a, b = _inputs((64, 64, 64), torch.bfloat16, device)
+    if device == "cpu":
+        assert raw.mm_kernel(a, b) == "cpu"
+        return
+    cc = torch.cuda.get_device_capability()
+    assert raw.mm_kernel(a, b) == ("wgmma" if cc == (9, 0) else "mma_sync" if cc >= (8, 0) else "fma")
+    assert raw.mm_kernel(a.float(), b.float()) == "fma"
+    monkeypatch.setenv(MM_KERNEL_ENV, "mma_sync")
+    assert raw.mm_kernel(a, b) == ("mma_sync" if cc >= (8, 0) else "fma")
+    monkeypatch.setenv(MM_KERNEL_ENV, "cublas")
+    with pytest.raises(RuntimeError, match="DBENCH_MM_KERNEL must be"):
+        raw.mm_kernel(a, b)
+
+
+def test_mm_kernel_refuses_what_is_not_two_matrices() -> None:
+    from ops import native
+
+    with pytest.raises(RuntimeError, match="mm_kernel: expected two matrices, got 1-D and 2-D"):
+        native.raw().mm_kernel(torch.ones(4), torch.ones(4, 4))
 
 
 @requires_cuda

@@ -282,4 +282,19 @@ std::string row_path(const std::vector<at::Tensor>& tensors) {
   return k::row_path_name(path);
 }
 
+std::string mm_kernel(const at::Tensor& a, const at::Tensor& b) {
+  AtenApi::check_inputs("mm_kernel", {{"a", &a}, {"b", &b}}, kMatmulInputs);
+  DBENCH_CHECK(a.dim() == 2 && b.dim() == 2, AtenApi::fail, "mm_kernel: expected two matrices, got ", a.dim(),
+               "-D and ", b.dim(), "-D tensors");
+  if (!a.is_cuda()) return "cpu";
+  DBENCH_CHECK(k::cuda_kernels_available(), AtenApi::fail, "mm_kernel: ", k::cuda_error_string(-1));
+  const c10::DeviceGuard guard(a.device());
+  const at::Tensor ac = a.contiguous(), bc = b.contiguous();  // what mm passes its kernel
+  k::MmKernel kernel{};
+  const int status = k::mm_kernel_cuda(AtenApi::dtype(ac), ac.const_data_ptr(), bc.const_data_ptr(), nullptr,
+                                       a.size(1), b.size(1), &kernel);
+  DBENCH_CHECK(status == 0, AtenApi::fail, "mm_kernel: ", k::cuda_error_string(status));
+  return k::mm_kernel_name(kernel);
+}
+
 }  // namespace dbench

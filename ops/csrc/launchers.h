@@ -70,6 +70,11 @@ bool vector_path(const std::vector<at::Tensor>& tensors);
 // the launchers pass, as vector_path does.
 std::string row_path(const std::vector<at::Tensor>& tensors);
 
+// The kernel mm(a, b) runs: "cpu", or on CUDA kernels::mm_kernel_name of kernels::mm_kernel_cuda
+// ("wgmma", "mma_sync", "mma_sync_elementwise", "fma") on the pointers the launcher passes (the
+// fresh output is always aligned). Raises where mm itself would refuse the kernel choice.
+std::string mm_kernel(const at::Tensor& a, const at::Tensor& b);
+
 // True when this build carries CUDA kernels.
 bool has_cuda_kernels();
 

@@ -44,5 +44,7 @@ PYBIND11_MODULE(_dbench_raw, m) {
   m.def("row_path", &dbench::row_path,
         "the row schedule ('warp' or 'block') l2norm's CUDA forward takes for these inputs (x first)",
         pybind11::arg("tensors"));
+  m.def("mm_kernel", &dbench::mm_kernel, "the kernel mm(a, b) runs ('wgmma', 'mma_sync', ..., or 'cpu')",
+        pybind11::arg("a"), pybind11::arg("b"));
   m.def("has_cuda_kernels", &dbench::has_cuda_kernels);
 }

@@ -485,7 +485,7 @@ int spin_cuda(int64_t ns, void* stream) {
 }
 
 const char* cuda_error_string(int code) {
-  if (code == kMmKernelUnknown) return "DBENCH_MM_KERNEL must be unset, \"mma_sync\" or \"wgmma\"";
+  if (code == kMmKernelUnknown) return "DBENCH_MM_KERNEL must be unset, \"auto\", \"wgmma\" or \"mma_sync\"";
   if (code == kMmWgmmaUnavailable) {
     return "DBENCH_MM_KERNEL=wgmma needs a build with the sm_90a kernel and a compute capability 9.0 device";
   }

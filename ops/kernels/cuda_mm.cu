@@ -1,8 +1,8 @@
 // mm on CUDA: out[M, N] = a[M, K] @ b[K, N], row-major, on the caller's stream.
 //
-// float16 / bfloat16 with DBENCH_MM_KERNEL=wgmma, on compute capability 9.0 when the build
-//   has the sm_90a kernel (DBENCH_MM_SM90A) and every row starts 16-byte aligned: the
-//   warpgroup (wgmma) kernel of cuda_mm_sm90.cu (see mm_choice below).
+// float16 / bfloat16 on compute capability 9.0, when the build has the sm_90a kernel
+//   (DBENCH_MM_SM90A) and every row starts 16-byte aligned: the warpgroup (wgmma) kernel of
+//   cuda_mm_sm90.cu (select_kernel below; DBENCH_MM_KERNEL forces either tensor-core kernel).
 // float16 / bfloat16 otherwise (compute capability >= 8.0): a tiled mma.sync tensor-core kernel.
 //   CTA tile 128 x 256 x 32, 8 warps as 2 x 4, each warp 64 x 64 (4 x 8 mma tiles of
 //   m16n8k16, fp32 accumulators in registers). Shared memory holds kStages = 4 stages
@@ -307,62 +307,99 @@ cudaError_t launch_fma(const void* a, const void* b, void* out, int64_t m, int64
   return cudaGetLastError();
 }
 
-// DBENCH_MM_KERNEL picks the 16-bit kernel: unset or "mma_sync" the mma.sync kernel (the default:
-// the one validated on a GPU so far), "wgmma" the Hopper kernel (refused where the build or
-// the device lacks it; rows that are not 16-byte aligned still take the mma.sync kernel's
+// DBENCH_MM_KERNEL picks the 16-bit kernel: unset, empty or "auto" the wgmma kernel where it can
+// run (an sm_90a build on compute capability 9.0, 16-byte aligned rows), else the mma.sync
+// kernel; "mma_sync" that kernel always; "wgmma" the Hopper kernel, refused where the build or
+// the device lacks it (rows that are not 16-byte aligned still take the mma.sync kernel's
 // element-wise loads). Read on every call, cheap beside a matrix product, so a test or a
 // benchmark can switch it in-process.
-enum class MmChoice { kMmaSync, kWgmma, kUnknown };
+enum class MmChoice { kAuto, kMmaSync, kWgmma, kUnknown };
 MmChoice mm_choice() {
   const char* v = std::getenv("DBENCH_MM_KERNEL");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "mma_sync") == 0) return MmChoice::kMmaSync;
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return MmChoice::kAuto;
+  if (std::strcmp(v, "mma_sync") == 0) return MmChoice::kMmaSync;
   if (std::strcmp(v, "wgmma") == 0) return MmChoice::kWgmma;
   return MmChoice::kUnknown;
 }
 
-bool wgmma_built() {
+constexpr bool kWgmmaBuilt =
 #ifdef DBENCH_MM_SM90A
-  return true;
+    true;
 #else
-  return false;
+    false;
 #endif
+
+// The one definition of which kernel runs (mm_cuda launches it, mm_kernel_cuda reports it).
+int select_kernel(DType dt, const void* a, const void* b, const void* out, int64_t k, int64_t n, MmKernel* kernel,
+                  int* device) {
+  const MmChoice choice = mm_choice();
+  if (choice == MmChoice::kUnknown) return kMmKernelUnknown;
+  if (const cudaError_t s = cudaGetDevice(device); s != cudaSuccess) return s;
+  if (dt == DType::kFloat32 || dt == DType::kFloat64) {
+    *kernel = MmKernel::kFma;
+    return 0;
+  }
+  int major = 0, minor = 0;
+  if (const cudaError_t s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *device); s != cudaSuccess) {
+    return s;
+  }
+  if (const cudaError_t s = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *device); s != cudaSuccess) {
+    return s;
+  }
+  const bool wgmma_runs = kWgmmaBuilt && major == 9 && minor == 0;  // sm_90a code runs on 9.0 alone
+  if (choice == MmChoice::kWgmma && !wgmma_runs) return kMmWgmmaUnavailable;
+  const bool chunked = mm_chunked_path_ok(a, b, out, k, n, dt);
+  if (chunked && wgmma_runs && choice != MmChoice::kMmaSync) *kernel = MmKernel::kWgmma;
+  else if (major < 8) *kernel = MmKernel::kFma;
+  else *kernel = chunked ? MmKernel::kMmaSync : MmKernel::kMmaSyncElementwise;
+  return 0;
 }
 
-template <bool kBf16>
-int launch_half(const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, DType dt,
-                cudaStream_t stream) {
-  int device = 0, major = 0, minor = 0;
-  if (const cudaError_t s = cudaGetDevice(&device); s != cudaSuccess) return s;
-  if (const cudaError_t s = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device); s != cudaSuccess) {
-    return s;
-  }
-  if (const cudaError_t s = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device); s != cudaSuccess) {
-    return s;
-  }
-  const bool chunked = mm_chunked_path_ok(a, b, out, k, n, dt);
-  if (mm_choice() == MmChoice::kWgmma) {
-    // sm_90a machine code runs on compute capability 9.0 alone.
-    if (!wgmma_built() || major != 9 || minor != 0) return kMmWgmmaUnavailable;
+template <class S>
+int launch_kernel(MmKernel kernel, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, int device,
+                  cudaStream_t stream) {
+  constexpr bool kBf16 = std::is_same_v<S, BFloat16>;
+  switch (kernel) {
+    case MmKernel::kWgmma:
 #ifdef DBENCH_MM_SM90A
-    if (chunked) return mm_sm90(kBf16, a, b, out, m, k, n, device, stream);
+      if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Float16>) {
+        return mm_sm90(kBf16, a, b, out, m, k, n, device, stream);
+      }
 #endif
+      break;
+    case MmKernel::kMmaSync:
+      if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Float16>) {
+        return launch_tc<kBf16, true>(a, b, out, m, k, n, device, stream);
+      }
+      break;
+    case MmKernel::kMmaSyncElementwise:
+      if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Float16>) {
+        return launch_tc<kBf16, false>(a, b, out, m, k, n, device, stream);
+      }
+      break;
+    case MmKernel::kFma: return launch_fma<S>(a, b, out, m, k, n, stream);
   }
-  if (major < 8) return launch_fma<std::conditional_t<kBf16, BFloat16, Float16>>(a, b, out, m, k, n, stream);
-  if (chunked) return launch_tc<kBf16, true>(a, b, out, m, k, n, device, stream);
-  return launch_tc<kBf16, false>(a, b, out, m, k, n, device, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
+int mm_kernel_cuda(DType dt, const void* a, const void* b, const void* out, int64_t k, int64_t n, MmKernel* kernel) {
+  int device = 0;
+  return select_kernel(dt, a, b, out, k, n, kernel, &device);
+}
+
 int mm_cuda(DType dt, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n, void* stream) {
-  if (mm_choice() == MmChoice::kUnknown) return kMmKernelUnknown;
+  MmKernel kernel{};
+  int device = 0;
+  if (const int s = select_kernel(dt, a, b, out, k, n, &kernel, &device); s != 0) return s;
   if (m == 0 || n == 0) return 0;  // no output element; k == 0 writes zeros
   const auto s = static_cast<cudaStream_t>(stream);
   switch (dt) {
-    case DType::kFloat32: return static_cast<int>(launch_fma<float>(a, b, out, m, k, n, s));
-    case DType::kFloat64: return static_cast<int>(launch_fma<double>(a, b, out, m, k, n, s));
-    case DType::kFloat16: return static_cast<int>(launch_half<false>(a, b, out, m, k, n, dt, s));
-    case DType::kBFloat16: return static_cast<int>(launch_half<true>(a, b, out, m, k, n, dt, s));
+    case DType::kFloat32: return launch_kernel<float>(kernel, a, b, out, m, k, n, device, s);
+    case DType::kFloat64: return launch_kernel<double>(kernel, a, b, out, m, k, n, device, s);
+    case DType::kFloat16: return launch_kernel<Float16>(kernel, a, b, out, m, k, n, device, s);
+    case DType::kBFloat16: return launch_kernel<BFloat16>(kernel, a, b, out, m, k, n, device, s);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

@@ -22,6 +22,7 @@ int l2norm_bwd_cuda(DType, const void*, const void*, void*, int64_t, int64_t, do
   return kNotBuilt;
 }
 int mm_cuda(DType, const void*, const void*, void*, int64_t, int64_t, int64_t, void*) { return kNotBuilt; }
+int mm_kernel_cuda(DType, const void*, const void*, const void*, int64_t, int64_t, MmKernel*) { return kNotBuilt; }
 int chain_cuda(DType, const void*, void*, int64_t, int, int, void*, IndexWidth) { return kNotBuilt; }
 int chain_bwd_cuda(DType, const void*, const void*, void*, int64_t, int, void*, IndexWidth) { return kNotBuilt; }
 int kernel_attributes(const char*, DType, IndexWidth, bool, int, KernelAttributes*) { return kNotBuilt; }

@@ -197,12 +197,26 @@ int l2norm_fwd_cuda(DType dt, const void* x, void* y, int64_t rows, int64_t cols
                     void* stream, IndexWidth width = IndexWidth::kAuto, RowPath path = RowPath::kAuto);
 int l2norm_bwd_cuda(DType dt, const void* grad, const void* x, void* grad_x, int64_t rows,
                     int64_t cols, double eps, void* stream, IndexWidth width = IndexWidth::kAuto);
-// float16/bfloat16 (fp32 accumulation): a tiled mma.sync kernel on compute capability >= 8.0,
-// or with DBENCH_MM_KERNEL=wgmma the Hopper warpgroup kernel (cuda_mm_sm90.cu, sm_90a builds,
-// compute capability 9.0, 16-byte aligned rows); float32/float64 (and older GPUs): a tiled FMA
-// kernel.
+// float16/bfloat16 (fp32 accumulation): on compute capability 9.0 in a build with the sm_90a
+// kernel, the Hopper warpgroup (wgmma) kernel when every row is 16-byte aligned; else a tiled
+// mma.sync kernel on compute capability >= 8.0; float32/float64 (and older GPUs): a tiled FMA
+// kernel. DBENCH_MM_KERNEL=mma_sync or =wgmma forces one of the two tensor-core kernels
+// (mm_kernel_cuda says which runs).
 int mm_cuda(DType dt, const void* a, const void* b, void* out, int64_t m, int64_t k, int64_t n,
             void* stream);
+// The kernel mm_cuda launches on the current device for these operands (pointers of a, b and
+// the output; the output's may be null for a fresh, aligned one): a status as mm_cuda's.
+enum class MmKernel : int { kFma = 0, kMmaSync = 1, kMmaSyncElementwise = 2, kWgmma = 3 };
+int mm_kernel_cuda(DType dt, const void* a, const void* b, const void* out, int64_t k, int64_t n, MmKernel* kernel);
+inline const char* mm_kernel_name(MmKernel k) {
+  switch (k) {
+    case MmKernel::kFma: return "fma";
+    case MmKernel::kMmaSync: return "mma_sync";
+    case MmKernel::kMmaSyncElementwise: return "mma_sync_elementwise";
+    case MmKernel::kWgmma: return "wgmma";
+  }
+  return "unknown";
+}
 // mm_cuda's status when DBENCH_MM_KERNEL names no kernel, or asks for wgmma where the build or
 // the device has none (cuda_error_string says which).
 constexpr int kMmKernelUnknown = -2;
