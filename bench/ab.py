@@ -64,7 +64,9 @@ def paired_ratio(a: Sequence[float | None], b: Sequence[float | None],
 
 
 def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 6)
+    """Six significant digits: a ratio's interval over few, far-apart pairs can reach 1e-7,
+    which six decimals would write as 0."""
+    return None if x is None else float(f"{x:.6g}")
 
 
 def ab_fields(a_row: Mapping[str, Any] | None, b_row: Mapping[str, Any] | None, pairs: int) -> dict[str, Any]:

@@ -9,13 +9,13 @@
 #   boundary   pair, a third run and the pairwise spreads, and one run unpinned (--no-pin)
 #   kernels    compute-sanitizer (memcheck, racecheck) over scripts/kernel_check.py, its --bench
 #              timings, the roofline (warm and cold L2) and launch scenarios, and on compute
-#              capability 9.0 the roofline's mm with the wgmma kernel (DBENCH_MM_KERNEL=wgmma)
+#              capability 9.0 the roofline's mm with the mma.sync kernel (DBENCH_MM_KERNEL=mma_sync)
 #   checks     tests + scenarios;  all: checks + kernels + boundary
 # Usage: bash scripts/gpu_validate.sh OUTDIR [PART[,PART...]]   (default all)
 # Each step is time-boxed; logs land in OUTDIR. COLLECT=DIR also copies every result JSON there
-# (one flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 8).
+# (one flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 14).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: gpu_validate.sh OUTDIR [PART[,PART...]]}
 PARTS=",${2:-all},"
 PARTS=${PARTS//,all,/,checks,kernels,boundary,}
@@ -45,7 +45,7 @@ if has tests; then
   step 90 python3 -X faulthandler -m pytest -v -p no:cacheprovider tests/test_errors.py > "$OUT/errors.log" 2>&1
   grep -E "passed|failed|Fatal|terminate|Abort|undefined symbol|Error" "$OUT/errors.log" | tail -15
   xdist=()
-  python3 -c "import xdist" 2>/dev/null && xdist=(-n "${TEST_WORKERS:-8}")
+  python3 -c "import xdist" 2>/dev/null && xdist=(-n "${TEST_WORKERS:-14}")
   step "${TEST_LIMIT:-360}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider tests > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)|crashed|^[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -25
   ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -2 "$OUT/ctest.log"
@@ -57,22 +57,27 @@ if has scenarios; then
 fi
 
 if has kernels; then
-  for tool in memcheck racecheck; do
-    # No caching allocator: memcheck then sees each tensor's own allocation bounds.
-    step 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-      python3 scripts/kernel_check.py > "$OUT/sanitizer-$tool.log" 2>&1
-    tail -4 "$OUT/sanitizer-$tool.log"
+  # No caching allocator: memcheck then sees each tensor's own allocation bounds. Racecheck is
+  # slow: its mm part (two tensor-core kernels) and the rest each get their own step.
+  step 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    python3 scripts/kernel_check.py > "$OUT/sanitizer-memcheck.log" 2>&1
+  tail -4 "$OUT/sanitizer-memcheck.log"
+  for part in mm elementwise,rows,chain,delay; do
+    step 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool racecheck --error-exitcode 1 \
+      python3 scripts/kernel_check.py --only "$part" > "$OUT/sanitizer-racecheck-${part%%,*}.log" 2>&1
+    tail -4 "$OUT/sanitizer-racecheck-${part%%,*}.log"
   done
   step 120 python3 scripts/kernel_check.py --bench > "$OUT/kernel-bench.log" 2>&1; tail -12 "$OUT/kernel-bench.log"
   step 300 python3 run.py --scenario roofline --cache warm,cold --out "$OUT/roofline" > "$OUT/roofline.log" 2>&1
   tail -60 "$OUT/roofline.log"; collect roofline
   step 300 python3 run.py --scenario launch --out "$OUT/launch" > "$OUT/launch.log" 2>&1
   tail -45 "$OUT/launch.log"; collect launch
-  # The opt-in Hopper mm kernel beside the default one (its env.knobs record the choice).
+  # On compute capability 9.0 the default mm kernel is wgmma: the mma.sync kernel beside it
+  # (its env.knobs record the choice).
   if python3 -c "import sys, torch; sys.exit(torch.cuda.get_device_capability() != (9, 0))"; then
-    step 200 env DBENCH_MM_KERNEL=wgmma python3 run.py --scenario roofline --ops mm --cache warm,cold \
-      --out "$OUT/roofline-wgmma" > "$OUT/roofline-wgmma.log" 2>&1
-    tail -30 "$OUT/roofline-wgmma.log"; collect roofline-wgmma
+    step 200 env DBENCH_MM_KERNEL=mma_sync python3 run.py --scenario roofline --ops mm --cache warm,cold \
+      --out "$OUT/roofline-mma-sync" > "$OUT/roofline-mma-sync.log" 2>&1
+    tail -30 "$OUT/roofline-mma-sync.log"; collect roofline-mma-sync
   fi
 fi
 

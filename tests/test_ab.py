@@ -110,6 +110,14 @@ def test_paired_ratio_is_the_geometric_mean_with_a_t_interval() -> None:
     assert same["ci_low"] == pytest.approx(1.1) and same["ci_high"] == pytest.approx(1.1)
 
 
+def test_a_wide_interval_keeps_its_positive_bounds() -> None:
+    """Two pairs 20x apart (a loaded machine): t(0.975, 1) = 12.7 puts the low end near 2.4e-8.
+    It is written as a positive number, not rounded to 0."""
+    row = ab_fields({"process_medians": [1.0, 1.0]}, {"process_medians": [1.0, 20.0]}, 2)
+    assert 0 < row["ab_ratio_ci_low"] < 1e-7 < row["ab_ratio_median"] < row["ab_ratio_ci_high"]
+    assert row["ab_ratio_median"] == pytest.approx(20 ** 0.5, rel=1e-5)
+
+
 def test_ab_fields_of_a_row_only_one_side_has() -> None:
     fields = ab_fields(None, {"process_medians": [1.0, 2.0], "process_ratio_medians": [None, None]}, 2)
     assert fields["a_status"] == "not run" and fields["a_process_medians"] == [None, None]
