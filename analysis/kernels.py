@@ -106,8 +106,9 @@ def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']} at size {r['size']} "
                       f"({r['cache']})[/red]: {r['reason']}", soft_wrap=True)
     if frame["above_roof"].any():
-        console.print("[red]ABOVE ROOF: a point faster than the measured roof is a counting or timing error, "
-                      "not a result[/red]")
+        console.print("[red]ABOVE ROOF: a point faster than the measured roof is not a result: a counting or "
+                      "timing error, or (warm cache) a working set just past the cache that it still partly "
+                      "serves[/red]")
 
 
 def _print_titled(console: Console, titled: list[tuple[str, Table]]) -> None:
