@@ -18,8 +18,10 @@ Exits 1 on a wrong result.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 # The `cpp` variant's kernels wait 2 µs inside themselves (the gate's GPU injection, read when
@@ -70,68 +72,50 @@ def check_elementwise(raw) -> list[str]:
     return failures
 
 
-PARTS = ("elementwise", "rows", "chain", "delay", "mm")
-
-
-def check(parts: tuple[str, ...] = PARTS) -> int:
-    raw = native.raw()
-    failures = []
-    if "elementwise" in parts:
-        failures += check_elementwise(raw)
-    if "rows" in parts:
-        failures += check_row_schedules(raw)
-    if "chain" in parts:
-        failures += check_chain_and_widths(raw)
-    if "delay" in parts:
-        failures += check_in_kernel_delay()
-    if "mm" in parts:
-        for kernel in MM_KERNELS:
-            if _mm_kernel_runs(raw, kernel):
-                failures += check_mm(raw, kernel)
-    torch.cuda.synchronize()
-    for f in failures:
-        print("FAILED", f)
-    print(f"{'ok' if not failures else f'{len(failures)} failures'}")
-    return 1 if failures else 0
-
-
 # Each tensor-core kernel DBENCH_MM_KERNEL can force (the Hopper wgmma kernel, the default where
 # the build and the device have it; the mma.sync kernel) runs every check and bench.
 
 
-def _mm_kernel_runs(raw, kernel: str) -> bool:
+@contextlib.contextmanager
+def _mm_kernel(kernel: str) -> Iterator[None]:
+    """DBENCH_MM_KERNEL=kernel inside (the kernel layer reads it on every call), unset after."""
     os.environ[MM_KERNEL_ENV] = kernel
     try:
-        ones = [torch.ones(8, 8, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
-        raw.mm(*ones)
-        assert raw.mm_kernel(*ones) == kernel, f"{kernel} forced, {raw.mm_kernel(*ones)} reported"
-        return True
-    except RuntimeError as e:
-        print(f"mm kernel {kernel}: not run here ({e})")
-        return False
+        yield
     finally:
         del os.environ[MM_KERNEL_ENV]
+
+
+def _mm_kernel_runs(raw, kernel: str) -> bool:
+    with _mm_kernel(kernel):
+        ones = [torch.ones(8, 8, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+        try:
+            raw.mm(*ones)
+        except RuntimeError as e:
+            print(f"mm kernel {kernel}: not run here ({e})")
+            return False
+        assert raw.mm_kernel(*ones) == kernel, f"{kernel} forced, {raw.mm_kernel(*ones)} reported"
+        return True
 
 
 def check_mm(raw, kernel: str) -> list[str]:
     """mm in every dtype against an fp64 product: edge tiles in M, N and K (K past one 64-wide
     k tile, and not a multiple of it), an offset (misaligned) A, K = 0 and 1 x 1 x 1."""
-    os.environ[MM_KERNEL_ENV] = kernel
     failures = []
     shapes = ((130, 72, 264), (17, 33, 65), (256, 64, 256), (300, 520, 776), (129, 136, 512), (5, 0, 7), (1, 1, 1))
-    for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5), (torch.float64, 1e-12)):
-        for m, k, n in shapes:
-            a = torch.randn(m, k, dtype=dtype, device="cuda")
-            b = torch.randn(k, n, dtype=dtype, device="cuda")
-            for aa in (a, _offset(a, 1)):
-                out = raw.mm(aa, b)
-                ref = a.double() @ b.double()
-                err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-                if out.isnan().any() or err > bound:
-                    failures.append(f"mm [{kernel}] {dtype} {m}x{k}x{n}: relative error {err:.2e}")
-                    if len(failures) == 1:
-                        print(_error_map(out.double(), ref, 8 * bound))
-    del os.environ[MM_KERNEL_ENV]
+    with _mm_kernel(kernel):
+        for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5), (torch.float64, 1e-12)):
+            for m, k, n in shapes:
+                a = torch.randn(m, k, dtype=dtype, device="cuda")
+                b = torch.randn(k, n, dtype=dtype, device="cuda")
+                for aa in (a, _offset(a, 1)):
+                    out = raw.mm(aa, b)
+                    ref = a.double() @ b.double()
+                    err = ((out.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+                    if out.isnan().any() or err > bound:
+                        failures.append(f"mm [{kernel}] {dtype} {m}x{k}x{n}: relative error {err:.2e}")
+                        if len(failures) == 1:
+                            print(_error_map(out.double(), ref, 8 * bound))
     return failures
 
 
@@ -238,6 +222,26 @@ def check_in_kernel_delay() -> list[str]:
     return failures
 
 
+def check_mm_kernels(raw) -> list[str]:
+    return [f for kernel in MM_KERNELS if _mm_kernel_runs(raw, kernel) for f in check_mm(raw, kernel)]
+
+
+# --only's names, in the order the checks run.
+CHECKS = {"elementwise": check_elementwise, "rows": check_row_schedules, "chain": check_chain_and_widths,
+          "delay": lambda raw: check_in_kernel_delay(), "mm": check_mm_kernels}
+PARTS = tuple(CHECKS)
+
+
+def check(parts: tuple[str, ...] = PARTS) -> int:
+    raw = native.raw()
+    failures = [f for name, run in CHECKS.items() if name in parts for f in run(raw)]
+    torch.cuda.synchronize()
+    for f in failures:
+        print("FAILED", f)
+    print(f"{'ok' if not failures else f'{len(failures)} failures'}")
+    return 1 if failures else 0
+
+
 def _time_ms(fn, reps: int = 50) -> float:
     for _ in range(5):
         fn()
@@ -255,16 +259,15 @@ def _time_ms(fn, reps: int = 50) -> float:
 def bench() -> int:
     raw = native.raw()
     for kernel in (k for k in MM_KERNELS if _mm_kernel_runs(raw, k)):
-        os.environ[MM_KERNEL_ENV] = kernel
-        for dtype in (torch.bfloat16, torch.float16):
-            for size in (4096, 8192):
-                a = torch.randn(size, size, dtype=dtype, device="cuda")
-                b = torch.randn(size, size, dtype=dtype, device="cuda")
-                ours, cublas = _time_ms(lambda: raw.mm(a, b)), _time_ms(lambda: torch.mm(a, b))
-                tflops = 2 * size**3 / 1e9
-                print(f"mm [{kernel:8}] {str(dtype):15} {size}^3: ours {tflops / ours:7.1f} TFLOP/s, torch.mm "
-                      f"{tflops / cublas:7.1f} TFLOP/s, ratio {cublas / ours:.2f}")
-        del os.environ[MM_KERNEL_ENV]
+        with _mm_kernel(kernel):
+            for dtype in (torch.bfloat16, torch.float16):
+                for size in (4096, 8192):
+                    a = torch.randn(size, size, dtype=dtype, device="cuda")
+                    b = torch.randn(size, size, dtype=dtype, device="cuda")
+                    ours, cublas = _time_ms(lambda: raw.mm(a, b)), _time_ms(lambda: torch.mm(a, b))
+                    tflops = 2 * size**3 / 1e9
+                    print(f"mm [{kernel:8}] {str(dtype):15} {size}^3: ours {tflops / ours:7.1f} TFLOP/s, torch.mm "
+                          f"{tflops / cublas:7.1f} TFLOP/s, ratio {cublas / ours:.2f}")
     n = 1 << 28
     for dtype in ELEMENTWISE_DTYPES:
         x = torch.randn(n * 4 // dtype.itemsize, dtype=dtype, device="cuda")  # 1 GiB per tensor
