@@ -38,7 +38,7 @@ from ops import OPS
 from ops import chain as chain_def
 
 from .base import Axis, Scenario, Selection, case_key, device_sync
-from .kernels import InputPool, check_against, check_exact, console_report, elements_for
+from .kernels import InputPool, check_against, check_exact, compile_tuned, console_report, elements_for
 
 VARIANTS = ("unfused", "fused", "aten", "compiled", "triton")
 LENGTHS = tuple(range(1, chain_def.MAX_LENGTH + 1))
@@ -62,8 +62,9 @@ def _skip(variant: str, device: str) -> str | None:
     return None
 
 
-def implementations(sel: Selection) -> dict[str, Callable[[Tensor, int], Tensor]]:
-    """variant -> fn(x, k). Built once per run; compiled keeps one graph per k."""
+def implementations(sel: Selection, pool: InputPool) -> dict[str, Callable[[Tensor, int], Tensor]]:
+    """variant -> fn(x, k). Built once per run; compiled keeps one graph per k, each tuned on the
+    run's largest input (from `pool`) at its first use."""
     from ops import get_variant
     from ops.native import raw
 
@@ -83,9 +84,14 @@ def implementations(sel: Selection) -> dict[str, Callable[[Tensor, int], Tensor]
         config = torch._dynamo.config
         limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
         setattr(config, limit, max(getattr(config, limit), 4 * len(LENGTHS)))
-        graphs = {k: torch.compile(functools.partial(chain_def.aten_chain, k=k), fullgraph=True, dynamic=True)
-                  for k in LENGTHS}
-        impls["compiled"] = lambda x, k: graphs[k](x)
+        largest = (elements_for(sizes(sel)[-1], sel.dtype),)
+
+        @functools.cache
+        def graph(k: int) -> Callable[[Tensor], Tensor]:
+            return compile_tuned(functools.partial(chain_def.aten_chain, k=k),
+                                 lambda: (pool.args(OPS["chain"], largest)[0],))
+
+        impls["compiled"] = lambda x, k: graph(k)(x)
         triton = get_variant("triton_op", "chain", sel.device)
         if triton.available:
             impls["triton"] = triton.fn
@@ -100,7 +106,7 @@ def build(sel: Selection) -> list[Case]:
     contract = OPS["chain"]
     pool = InputPool(sel)
     sync = device_sync(sel.device)
-    impls = implementations(sel)
+    impls = implementations(sel, pool)
     cases: list[Case] = []
     for size in sizes(sel):
         shape = (elements_for(size, sel.dtype),)

@@ -5,7 +5,8 @@ Cases: ops x variants x modes x the axes `size` (bytes per tensor, powers of
 GPU) and `cache` (warm, or cold: the L2 flushed before every call).
 Variants: `raw` (the suite's kernel, called through its launcher), `aten`
 (PyTorch's native op of the same semantics) and `compiled` (the aten form
-under torch.compile, GPU only). Modes: `forward`, and `backward` for ops with
+under torch.compile, GPU only: one dynamic graph per op, first called and so
+autotuned on the op's largest inputs of the run; scenarios.kernels.compile_tuned). Modes: `forward`, and `backward` for ops with
 a backward kernel (l2norm). Each case's GPU time (CUPTI) is set against its
 declared work and the roofs measured in the same run (bench/roofline.py).
 
@@ -15,6 +16,7 @@ against aten on the same inputs, aten against the fp64 reference.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
@@ -24,7 +26,7 @@ from bench.runner import Case
 from ops import OPS, OpContract
 
 from .base import Axis, Scenario, Selection, case_key
-from .kernels import InputPool, check_against, console_report, elements_for, l2_flush, shape_for
+from .kernels import InputPool, check_against, compile_tuned, console_report, elements_for, l2_flush, shape_for
 
 VARIANTS = ("raw", "aten", "compiled")
 MODES = ("forward", "backward")
@@ -74,7 +76,7 @@ def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str
 
 
 def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
-           compiled: dict[str, Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
+           compiled: Callable[[OpContract], Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
     """variant -> a zero-argument call doing one call of that variant in `mode` on `args`."""
     from ops.native import raw
 
@@ -82,11 +84,8 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
         launcher = getattr(raw(), contract.name)
         if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
             return {"raw": lambda: launcher(*args), "aten": lambda: torch.mm(*args)}
-        if contract.name not in compiled and contract.aten is not None:
-            # dynamic: one graph for every size (a recompile per size would dominate the run)
-            compiled[contract.name] = torch.compile(contract.aten, fullgraph=True, dynamic=True)
         return {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args),  # type: ignore[misc]
-                "compiled": lambda: compiled[contract.name](*args)}
+                "compiled": lambda: compiled(contract)(*args)}
     x, *scalars = args
     grad = pool.grad(tuple(x.shape))
     backward = getattr(raw(), contract.backward_op or "")
@@ -113,7 +112,14 @@ def build(sel: Selection) -> list[Case]:
     from .base import device_sync
 
     pool = InputPool(sel)
-    compiled: dict[str, Callable[..., Any]] = {}
+
+    @functools.cache
+    def compiled(contract: OpContract) -> Callable[..., Any]:
+        """The op's aten form compiled, tuned on its largest inputs in this run (on first use)."""
+        dtype = op_dtype(sel, contract.name)
+        largest = op_shape(contract, sizes(sel, contract.name)[-1], dtype)
+        return compile_tuned(contract.aten, lambda: pool.args(contract, largest, dtype))  # type: ignore[arg-type]
+
     caches = sel.cache
     flush = l2_flush(sel.device) if "cold" in caches and sel.device.startswith("cuda") else None
     sync = device_sync(sel.device)

@@ -213,6 +213,27 @@ def test_cpu_crossover_uses_the_ratio_to_raw() -> None:
     assert found.iloc[0]["crossover_elements"] == 16
 
 
+def test_a_compiled_form_is_first_called_on_its_example_then_serves_every_size_without_recompiling() -> None:
+    from torch._inductor import config as inductor
+
+    from scenarios.kernels import compile_tuned
+
+    examples: list[int] = []
+
+    def example() -> tuple[torch.Tensor, ...]:
+        examples.append(1)
+        return tuple(torch.randn(4096) for _ in range(3))
+
+    caches = (inductor.fx_graph_cache, inductor.autotune_local_cache)
+    fn = compile_tuned(torch.addcmul, example)
+    assert examples == [1]  # called once, at once, before any size of the run
+    assert (inductor.fx_graph_cache, inductor.autotune_local_cache) == caches  # the patch is undone
+    a, b, c = (torch.randn(777) for _ in range(3))
+    with torch.compiler.set_stance("fail_on_recompile"):  # one dynamic graph: no recompile per size
+        assert torch.allclose(fn(a, b, c), torch.addcmul(a, b, c))
+    assert examples == [1]
+
+
 # ---------------------------------------------------------------------------
 # The scenarios end to end (CPU), and their figures.
 
