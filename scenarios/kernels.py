@@ -61,7 +61,8 @@ def compile_tuned(fn: Callable[..., Tensor], example: Callable[[], tuple[Any, ..
 
     Inductor autotunes a dynamic kernel once, at its first call, and keeps the choice on disk for
     later processes. On the H200, compiled addcmul first called at 64 KiB ran 256 MiB at 2549 GB/s
-    (XBLOCK 128, 4 warps); first called at 256 MiB, at 3516 GB/s (XBLOCK 512, 8 warps). A roofline
+    (XBLOCK 128, 4 warps); first called at 256 MiB, at 3516 GB/s (XBLOCK 512, 8 warps;
+    scripts/inductor_first_call.py, results/h200/logs/inductor-first-call-*.log). A roofline
     row is about the large sizes, and it must not depend on what an earlier process compiled."""
     compiled = torch.compile(fn, fullgraph=True, dynamic=True)
     with torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):

@@ -5,10 +5,11 @@ Cases: ops x variants x modes x the axes `size` (bytes per tensor, powers of
 GPU) and `cache` (warm, or cold: the L2 flushed before every call).
 Variants: `raw` (the suite's kernel, called through its launcher), `aten`
 (PyTorch's native op of the same semantics) and `compiled` (the aten form
-under torch.compile, GPU only: one dynamic graph per op, first called and so
-autotuned on the op's largest inputs of the run; scenarios.kernels.compile_tuned). Modes: `forward`, and `backward` for ops with
-a backward kernel (l2norm). Each case's GPU time (CUPTI) is set against its
-declared work and the roofs measured in the same run (bench/roofline.py).
+under torch.compile, GPU only: one dynamic graph per op, first called, and so
+autotuned, on the op's largest inputs of the run; kernels.compile_tuned).
+Modes: `forward`, and `backward` for ops with a backward kernel (l2norm).
+Each case's GPU time (CUPTI) is set against its declared work and the roofs
+measured in the same run (bench/roofline.py).
 
 Every case is checked at its full size before it is timed: raw and compiled
 against aten on the same inputs, aten against the fp64 reference.
@@ -76,7 +77,7 @@ def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str
 
 
 def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
-           compiled: Callable[[OpContract], Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
+           compiled: Callable[[str], Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
     """variant -> a zero-argument call doing one call of that variant in `mode` on `args`."""
     from ops.native import raw
 
@@ -85,7 +86,7 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
         if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
             return {"raw": lambda: launcher(*args), "aten": lambda: torch.mm(*args)}
         return {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args),  # type: ignore[misc]
-                "compiled": lambda: compiled(contract)(*args)}
+                "compiled": lambda: compiled(contract.name)(*args)}
     x, *scalars = args
     grad = pool.grad(tuple(x.shape))
     backward = getattr(raw(), contract.backward_op or "")
@@ -113,11 +114,11 @@ def build(sel: Selection) -> list[Case]:
 
     pool = InputPool(sel)
 
-    @functools.cache
-    def compiled(contract: OpContract) -> Callable[..., Any]:
+    @functools.cache  # keyed by name: the lookup runs on every compiled call
+    def compiled(op: str) -> Callable[..., Any]:
         """The op's aten form compiled, tuned on its largest inputs in this run (on first use)."""
-        dtype = op_dtype(sel, contract.name)
-        largest = op_shape(contract, sizes(sel, contract.name)[-1], dtype)
+        contract, dtype = OPS[op], op_dtype(sel, op)
+        largest = op_shape(contract, sizes(sel, op)[-1], dtype)
         return compile_tuned(contract.aten, lambda: pool.args(contract, largest, dtype))  # type: ignore[arg-type]
 
     caches = sel.cache
