@@ -282,58 +282,70 @@ def _roofline_points(frame: pd.DataFrame) -> pd.DataFrame:
     return points[(points["status"] == "ok") & points["gbps"].notna()]
 
 
+def _roofline_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> None:
+    """The roofline (log-log): achieved TFLOP/s against arithmetic intensity, one marker per op x
+    size, under the measured roofs min(P, B x I)."""
+    memory = roofs["memory"]["value"]
+    intensity = np.logspace(-2.5, 4, 200)
+    for i, (name, roof) in enumerate(sorted(roofs.get("compute", {}).items())):
+        line = np.minimum(roof["value"], memory * intensity / 1e3)
+        ax.plot(intensity, line, color=SERIES_COLORS[i % len(SERIES_COLORS)], lw=1.6,
+                label=f"roof {name}: {roof['value']:.0f} TFLOP/s, {memory:.0f} GB/s")
+    for (op_name, mode), g in points.groupby(["op", "mode"], sort=False):
+        sizes = g["size"].astype(float)
+        area = 14 + 90 * (np.log(sizes) - np.log(sizes.min())) / max(1e-9, np.log(sizes.max()) - np.log(sizes.min()))
+        ax.scatter(g["intensity"], g["tflops"], s=area, marker=OP_MARKERS.get(op_name, "o"), alpha=0.8,
+                   edgecolors="black", linewidths=0.4, label=f"{op_name} {mode} ({g['dtype'].iloc[0]})")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved)", ylabel="achieved TFLOP/s")
+    ax.set_title("ours (raw), warm cache, working sets beyond the L2; marker ~ size", fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+
+
+def _bandwidth_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> None:
+    """Achieved GB/s by size for every memory-bound op and variant, under the memory roof."""
+    memory = roofs["memory"]["value"]
+    styles = {"raw": "-", "aten": "--", "compiled": ":"}
+    for i, ((op_name, mode), g) in enumerate(points.groupby(["op", "mode"], sort=False)):
+        for variant, line in g.groupby("variant", sort=False):
+            line = line.sort_values("size")
+            ax.plot(line["size"], line["gbps"], styles.get(variant, "-"), marker=OP_MARKERS.get(op_name, "o"),
+                    ms=4, color=SERIES_COLORS[i % len(SERIES_COLORS)], label=f"{op_name} {mode} {variant}")
+    ax.axhline(memory, color=FLOOR, ls="--", lw=1)
+    ax.text(points["size"].min(), memory * 1.02, f"memory roof {memory:.0f} GB/s ({roofs['memory']['method']})",
+            fontsize=8, va="bottom")
+    ax.set(xscale="log", yscale="log", xlabel="bytes per tensor", ylabel="achieved GB/s (read + written)")
+    ax.set_title(f"by size, {points['cache'].iloc[0]} cache: ours solid, aten dashed, compiled dotted", fontsize=10)
+    ticks = sorted(points["size"].astype(float).unique())
+    ax.set_xticks(ticks, [size_text(t, "B") for t in ticks], fontsize=8)
+    ax.minorticks_off()
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, ncols=2, loc="lower right")
+
+
 def roofline_chart(frame: pd.DataFrame) -> Figure:
-    """Left: the roofline (log-log): achieved TFLOP/s against arithmetic intensity, one marker per
-    op x size (the suite's kernels, warm cache; larger markers for larger sizes), under the
-    measured roofs min(P, B x I). Right: achieved GB/s by size for every op and variant, under the
-    memory roof. Points above their roof are not drawn."""
+    """The roofline of the suite's kernels (warm cache, working sets beyond the cache) and, beside
+    it, achieved GB/s by size for the memory-bound ops. A panel with nothing to show is left out
+    (a run of `--ops mm` has no memory-bound op; one of `--ops noop` has no FLOPs). Points above
+    their roof are not drawn."""
     roofs = frame.attrs.get("roofs") or {}
     points = _roofline_points(frame)
     if points.empty or not roofs:
         raise ValueError("no roofline rows with derived rates (and roofs) in this frame")
-    fig = Figure(figsize=(14, 5.6), dpi=DPI, layout="constrained")
-    left, right = fig.subplots(1, 2)
-    memory = roofs["memory"]["value"]
     # Cache-resident points are not bounded by the memory roof: the roofline shows the others.
     ours = points[(points["variant"] == "raw") & (points["cache"] == "warm") & (points["flops"] > 0)
                   & (points["bound"] != "cache")]
-    intensity = np.logspace(-2.5, 4, 200)
-    for i, (name, roof) in enumerate(sorted(roofs.get("compute", {}).items())):
-        line = np.minimum(roof["value"], memory * intensity / 1e3)
-        left.plot(intensity, line, color=SERIES_COLORS[i % len(SERIES_COLORS)], lw=1.6,
-                  label=f"roof {name}: {roof['value']:.0f} TFLOP/s, {memory:.0f} GB/s")
-    for (op_name, mode), g in ours.groupby(["op", "mode"], sort=False):
-        sizes = g["size"].astype(float)
-        area = 14 + 90 * (np.log(sizes) - np.log(sizes.min())) / max(1e-9, np.log(sizes.max()) - np.log(sizes.min()))
-        left.scatter(g["intensity"], g["tflops"], s=area, marker=OP_MARKERS.get(op_name, "o"), alpha=0.8,
-                     edgecolors="black", linewidths=0.4, label=f"{op_name} {mode} ({g['dtype'].iloc[0]})")
-    left.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per byte moved)",
-             ylabel="achieved TFLOP/s")
-    left.set_title("ours (raw), warm cache, working sets beyond the L2; marker ~ size", fontsize=10)
-    left.grid(True, which="major", alpha=0.3)
-    left.legend(fontsize=8, loc="upper left")
     # Cold cache (L2 flushed before each call): every byte comes from memory, so the roof applies at every size.
     memory_ops = points[(points["op"] != "mm") & (points["cache"] == "cold")]
     if memory_ops.empty:  # a CPU run, or one without cold-cache cases
         memory_ops = points[(points["op"] != "mm") & (points["bound"] != "cache")]
-    styles = {"raw": "-", "aten": "--", "compiled": ":"}
-    for i, ((op_name, mode), g) in enumerate(memory_ops.groupby(["op", "mode"], sort=False)):
-        for variant, line in g.groupby("variant", sort=False):
-            line = line.sort_values("size")
-            right.plot(line["size"], line["gbps"], styles.get(variant, "-"), marker=OP_MARKERS.get(op_name, "o"),
-                       ms=4, color=SERIES_COLORS[i % len(SERIES_COLORS)], label=f"{op_name} {mode} {variant}")
-    right.axhline(memory, color=FLOOR, ls="--", lw=1)
-    right.text(memory_ops["size"].min(), memory * 1.02, f"memory roof {memory:.0f} GB/s ({roofs['memory']['method']})",
-               fontsize=8, va="bottom")
-    cache_state = memory_ops["cache"].iloc[0] if len(memory_ops) else ""
-    right.set(xscale="log", yscale="log", xlabel="bytes per tensor", ylabel="achieved GB/s (read + written)",
-              )
-    right.set_title(f"by size, {cache_state} cache: ours solid, aten dashed, compiled dotted", fontsize=10)
-    ticks = sorted(memory_ops["size"].astype(float).unique())
-    right.set_xticks(ticks, [size_text(t, "B") for t in ticks], fontsize=8)
-    right.minorticks_off()
-    right.grid(True, which="major", alpha=0.3)
-    right.legend(fontsize=7, ncols=2, loc="lower right")
+    panels = [(draw, data) for draw, data in ((_roofline_panel, ours), (_bandwidth_panel, memory_ops))
+              if not data.empty]
+    if not panels:
+        raise ValueError("no roofline point beyond the cache to draw in this frame")
+    fig = Figure(figsize=(7 * len(panels), 5.6), dpi=DPI, layout="constrained")
+    for ax, (draw, data) in zip(fig.subplots(1, len(panels), squeeze=False)[0], panels):
+        draw(ax, data, roofs)
     _titled(fig, "roofline: achieved rate against the roofs measured in the same run", frame)
     return fig
 

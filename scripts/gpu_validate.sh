@@ -12,8 +12,11 @@
 #              capability 9.0 the roofline's mm with the mma.sync kernel (DBENCH_MM_KERNEL=mma_sync)
 #   checks     tests + scenarios;  all: checks + kernels + boundary
 # Usage: bash scripts/gpu_validate.sh OUTDIR [PART[,PART...]]   (default all)
-# Each step is time-boxed; logs land in OUTDIR. COLLECT=DIR also copies every result JSON there
-# (one flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 14).
+# Each step is time-boxed; logs land in OUTDIR, and OUTDIR/steps.tsv lists every step with its exit
+# status and seconds. The script ends with that list and exits 1 when any step failed or ran out
+# of time (each part still runs to its end). COLLECT=DIR also copies every result JSON there (one
+# flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 14); TEST_LIMIT=S the
+# test suite's limit (default 480 s: 367 s on 15 workers of an H200 host on 2026-12-02).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: gpu_validate.sh OUTDIR [PART[,PART...]]}
@@ -23,7 +26,16 @@ PARTS=${PARTS//,checks,/,tests,scenarios,}
 has() { [[ $PARTS == *",$1,"* ]]; }
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-step() { local limit=$1; shift; echo "== $* (limit ${limit}s)"; timeout "$limit" "$@"; echo "== rc=$?"; }
+STEPS="$OUT/steps.tsv"
+printf 'rc\tseconds\tstep\n' > "$STEPS"
+# A step often runs inside a pipeline (a subshell): its status goes to the file, not a variable.
+step() {
+  local limit=$1 start=$SECONDS rc; shift
+  echo "== $* (limit ${limit}s)"
+  timeout "$limit" "$@"; rc=$?
+  printf '%s\t%s\t%s\n' "$rc" "$((SECONDS - start))" "$*" >> "$STEPS"
+  echo "== rc=$rc$([ "$rc" = 124 ] && echo ' (out of time)')"
+}
 collect() { [ -n "${COLLECT:-}" ] && cp "$OUT/$1"/*.json "$COLLECT/$1.json" 2>/dev/null; true; }
 boundary() {  # boundary NAME [run.py options...]
   local name=$1; shift
@@ -46,9 +58,9 @@ if has tests; then
   grep -E "passed|failed|Fatal|terminate|Abort|undefined symbol|Error" "$OUT/errors.log" | tail -15
   xdist=()
   python3 -c "import xdist" 2>/dev/null && xdist=(-n "${TEST_WORKERS:-14}")
-  step "${TEST_LIMIT:-360}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider tests > "$OUT/pytest.log" 2>&1
+  step "${TEST_LIMIT:-480}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider tests > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)|crashed|^[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -25
-  ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -2 "$OUT/ctest.log"
+  step 180 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -3 "$OUT/ctest.log"
 fi
 
 if has scenarios; then
@@ -57,18 +69,12 @@ if has scenarios; then
 fi
 
 if has kernels; then
-  # No caching allocator: memcheck then sees each tensor's own allocation bounds. Racecheck is
-  # slow: it instruments only the suite's kernels (all in namespace dbench; torch's reductions in
-  # the checks would take most of its time), and the mm kernels, the row kernels and the rest
-  # each get their own step.
-  step 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    python3 scripts/kernel_check.py > "$OUT/sanitizer-memcheck.log" 2>&1
+  # scripts/sanitize.sh says how each tool is run. Racecheck is slow: the mm kernels, the row
+  # kernels and the rest each get their own step.
+  step 240 bash scripts/sanitize.sh memcheck > "$OUT/sanitizer-memcheck.log" 2>&1
   tail -4 "$OUT/sanitizer-memcheck.log"
-  ours=(--kernel-name kns=dbench)  # older releases call the option --filter
-  compute-sanitizer --help | grep -q -- --kernel-name || ours=(--filter kns=dbench)
   for part in mm rows elementwise,chain,delay; do
-    step 240 env PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool racecheck "${ours[@]}" --error-exitcode 1 \
-      python3 scripts/kernel_check.py --only "$part" > "$OUT/sanitizer-racecheck-${part%%,*}.log" 2>&1
+    step 240 bash scripts/sanitize.sh racecheck --only "$part" > "$OUT/sanitizer-racecheck-${part%%,*}.log" 2>&1
     tail -4 "$OUT/sanitizer-racecheck-${part%%,*}.log"
   done
   step 120 python3 scripts/kernel_check.py --bench > "$OUT/kernel-bench.log" 2>&1; tail -12 "$OUT/kernel-bench.log"
@@ -96,3 +102,9 @@ if has boundary; then
   boundary nopin --no-cpp --no-pin
   spread run1 nopin
 fi
+
+echo "== steps (rc, seconds, step): $STEPS"
+column -t -s $'\t' "$STEPS" 2>/dev/null || cat "$STEPS"
+failed=$(awk -F'\t' 'NR > 1 && $1 != 0' "$STEPS" | wc -l)
+[ "$failed" -eq 0 ] || { echo "== $failed step(s) failed or ran out of time"; exit 1; }
+echo "== every step passed"

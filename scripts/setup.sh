@@ -86,6 +86,8 @@ if [ -f "$BUILD_DIR/CMakeCache.txt" ] && [ "$(cat "$BUILD_DIR/.torch-stamp" 2>/d
 fi
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   log "configuring $BUILD_DIR"
+  # CMAKE_ARGS holds several options: it is split into words on purpose.
+  # shellcheck disable=SC2086
   cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DPython3_EXECUTABLE="$(command -v "$PY")" ${CMAKE_ARGS:-}
 fi
 echo "$stamp" > "$BUILD_DIR/.torch-stamp"

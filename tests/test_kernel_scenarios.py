@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ from ops.catalog import OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "results" / "h200"
+# Named, not globbed: a glob's order is the file system's, and the committed runs differ in ops and caches.
+H200_ROOFLINE = H200 / "roofline-cuda0-20261202T132021Z-54fbab.json"  # every op, warm and cold
+H200_LAUNCH = H200 / "launch-cuda0-20261202T132457Z-261914.json"
 
 
 # ---------------------------------------------------------------------------
@@ -275,13 +279,30 @@ def test_roofline_and_crossover_figures_from_the_h200_results() -> None:
     from analysis.figures import crossover_chart, result_frame, roofline_chart
     from bench.results import load_result
 
-    roofline = result_frame(load_result(next(H200.glob("roofline-cuda0-*.json"))))
+    roofline = result_frame(load_result(H200_ROOFLINE))
     fig = roofline_chart(roofline)
     left, right = fig.axes
     assert len(left.lines) == len(roofline.attrs["roofs"]["compute"])  # one roof per dtype
     # ops x modes x variants, cold cache: noop/muladd/l2norm forward x 3 variants + l2norm backward x 2
     assert len(right.lines) == 3 * 3 + 2 + 1  # + the memory roof
-    launch = result_frame(load_result(next(H200.glob("launch-cuda0-*.json"))))
+    launch = result_frame(load_result(H200_LAUNCH))
     lines = crossover_chart(launch, "muladd").axes[0].lines
     assert lines[0].get_label().startswith("GPU µs per call")
     assert len([line for line in lines if line.get_label().startswith("CPU µs per call")]) == 6
+
+
+@pytest.mark.parametrize(("ops", "kept"), [(("mm",), "intensity"), (("noop",), "bytes per tensor")])
+def test_a_roofline_figure_leaves_out_the_panel_it_has_nothing_for(ops: tuple[str, ...], kept: str) -> None:
+    # `--ops mm` has no memory-bound op to draw by size; `--ops noop` has no FLOPs to draw on the
+    # roofline. The panel left would be empty, with an empty legend (matplotlib warns of that).
+    from analysis.figures import result_frame, roofline_chart
+    from bench.results import load_result
+
+    frame = result_frame(load_result(H200_ROOFLINE))
+    subset = frame[frame["op"].isin(ops)].copy()
+    subset.attrs = frame.attrs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = roofline_chart(subset)
+    (ax,) = fig.axes
+    assert kept in ax.get_xlabel() and ax.get_legend() is not None and ax.get_legend().get_texts()

@@ -1,0 +1,107 @@
+"""The shell scripts: shellcheck, the sanitizer's kernel filter, and gpu_validate's step table and
+exit status, run against stand-in programs on PATH (no GPU, no build)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = sorted((REPO_ROOT / "scripts").glob("*.sh"))
+
+NEW_HELP = "  --kernel-name arg    key1=val1,key2=val2,...\n  --tool arg (=memcheck)\n"
+OLD_HELP = "  --filter arg    key1=val1,key2=val2,...\n  --tool arg (=memcheck)\n"
+
+# Records its arguments; prints HELP for --help and exits 1 there, as a release did; fails the
+# racecheck of the row kernels, as a hazard would.
+FAKE_SANITIZER = """#!/usr/bin/env bash
+if [ "$1" = --help ]; then printf '%s' "$HELP"; exit 1; fi
+printf '%s\\n' "$*" >> "$CALLS"
+case "$*" in *"--tool racecheck"*"--only rows"*) exit 1 ;; esac
+exit 0
+"""
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None,
+                    reason="shellcheck is not installed (scripts/setup.sh installs it as root)")
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck_passes(script: Path) -> None:
+    out = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _stand_ins(tmp_path: Path, help_text: str, **programs: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"compute-sanitizer": FAKE_SANITIZER, **programs}.items():
+        path = bin_dir / name
+        path.write_text(body)
+        path.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HELP": help_text,
+            "CALLS": str(tmp_path / "calls.txt")}
+
+
+def _sanitize(tmp_path: Path, help_text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO_ROOT / "scripts" / "sanitize.sh"), *args],
+                          env=_stand_ins(tmp_path, help_text), capture_output=True, text=True, timeout=60)
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    calls = tmp_path / "calls.txt"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+@pytest.mark.parametrize(("help_text", "expected"), [(NEW_HELP, "--kernel-name kns=dbench"),
+                                                     (OLD_HELP, "--filter kns=dbench")])
+def test_racecheck_takes_the_kernel_filter_this_sanitizer_spells(tmp_path: Path, help_text: str,
+                                                                  expected: str) -> None:
+    out = _sanitize(tmp_path, help_text, "racecheck", "--only", "mm")
+    assert out.returncode == 0, out.stderr
+    assert _calls(tmp_path) == [f"--tool racecheck {expected} --error-exitcode 1 "
+                                "python3 scripts/kernel_check.py --only mm"]
+
+
+def test_memcheck_checks_every_kernel(tmp_path: Path) -> None:
+    out = _sanitize(tmp_path, NEW_HELP, "memcheck")
+    assert out.returncode == 0, out.stderr
+    assert _calls(tmp_path) == ["--tool memcheck --error-exitcode 1 python3 scripts/kernel_check.py"]
+
+
+@pytest.mark.parametrize(("args", "help_text", "message"), [
+    (["initcheck"], NEW_HELP, "usage: sanitize.sh memcheck|racecheck"),
+    ([], NEW_HELP, "usage: sanitize.sh memcheck|racecheck"),
+    (["racecheck"], "  --tool arg\n", "neither --kernel-name nor --filter"),
+])
+def test_sanitize_refuses_before_running_anything(tmp_path: Path, args: list[str], help_text: str,
+                                                  message: str) -> None:
+    out = _sanitize(tmp_path, help_text, *args)
+    assert out.returncode == 2 and message in out.stderr
+    assert _calls(tmp_path) == []
+
+
+def test_gpu_validate_lists_its_steps_and_fails_when_one_did(tmp_path: Path) -> None:
+    # A copy of the scripts whose setup does nothing, and a python3 that succeeds at everything:
+    # the kernels part then runs every step, and the racecheck of the rows fails.
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    for name in ("gpu_validate.sh", "sanitize.sh"):
+        shutil.copy(REPO_ROOT / "scripts" / name, repo / "scripts" / name)
+    (repo / "scripts" / "setup.sh").write_text("echo setup\n")
+    env = _stand_ins(tmp_path, NEW_HELP, python3="#!/bin/sh\nexit 0\n")
+    out_dir = tmp_path / "out"
+    out = subprocess.run(["bash", str(repo / "scripts" / "gpu_validate.sh"), str(out_dir), "kernels"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "1 step(s) failed or ran out of time" in out.stdout
+    rows = [line.split("\t") for line in (out_dir / "steps.tsv").read_text().splitlines()]
+    assert rows[0] == ["rc", "seconds", "step"]
+    steps = {step: rc for rc, _, step in rows[1:]}
+    assert steps["bash scripts/sanitize.sh racecheck --only rows"] == "1"
+    assert [step for step, rc in steps.items() if rc != "0"] == ["bash scripts/sanitize.sh racecheck --only rows"]
+    assert len(steps) == 9  # setup, memcheck, 3 racecheck parts, bench, roofline, launch, mma_sync roofline
+    racecheck = [c for c in _calls(tmp_path) if "racecheck" in c]
+    assert len(racecheck) == 3 and all("--kernel-name kns=dbench" in c for c in racecheck)
