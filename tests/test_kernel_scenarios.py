@@ -95,6 +95,25 @@ def test_cache_resident_points_are_not_judged_by_the_memory_roof() -> None:
         derive(0, 0, 1.0, 4000.0, None)
 
 
+def test_a_roof_is_the_best_of_its_candidates() -> None:
+    from bench.roofline import best_roof
+
+    roof = best_roof({"mm 256^3": 0.0901234, "mm 512^3": 0.1104321, "mm 1024^3": 0.0951}, 4)
+    assert (roof.value, roof.method) == (0.1104321, "mm 512^3")
+    assert roof.candidates == {"mm 256^3": 0.0901, "mm 512^3": 0.1104, "mm 1024^3": 0.0951}
+
+
+def test_the_cpu_roofs_keep_every_matmul_size_and_take_the_best() -> None:
+    from bench.roofline import CPU_GEMM_SIZES, measure_roofs
+
+    roofs = measure_roofs("cpu", (torch.float32,))
+    compute = roofs["compute"]["float32"]
+    assert [k.split("^")[0] for k in compute["candidates"]] == [f"torch.mm {n}" for n in CPU_GEMM_SIZES]
+    assert compute["method"] in compute["candidates"]
+    assert compute["value"] == pytest.approx(max(compute["candidates"].values()), abs=1e-4)
+    assert set(roofs["memory"]["candidates"]) == {"copy_", "read (torch.sum)"} and roofs["memory"]["value"] > 0
+
+
 def test_attach_adds_metrics_to_the_right_rows_only() -> None:
     from bench.identity import case_identity
     from ops.contract import Work
