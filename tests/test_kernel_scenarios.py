@@ -17,7 +17,7 @@ import torch
 
 from analysis.kernels import CPU_BOUNDARY_SHARE, GPU_BOUND_SHARE, crossovers, roofline_frame
 from bench.gputimer import GpuSamples
-from bench.roofline import ROOF_TOLERANCE, attach, derive
+from bench.roofline import CPU_GEMM_SIZES, ROOF_TOLERANCE, attach, best_roof, derive, measure_roofs
 from bench.runner import COLD_BLOCKS_PER_ROUND, Case, RunConfig, run, run_gpu
 from ops import InputSpec
 from ops.catalog import OPS
@@ -27,6 +27,15 @@ H200 = ROOT / "results" / "h200"
 # Named, not globbed: a glob's order is the file system's, and the committed runs differ in ops and caches.
 H200_ROOFLINE = H200 / "roofline-cuda0-20261202T132021Z-54fbab.json"  # every op, warm and cold
 H200_LAUNCH = H200 / "launch-cuda0-20261202T132457Z-261914.json"
+
+
+@pytest.fixture(scope="module")
+def h200_roofline() -> pd.DataFrame:
+    """The committed H200 roofline as a frame, read once for the figure tests."""
+    from analysis.figures import result_frame
+    from bench.results import load_result
+
+    return result_frame(load_result(H200_ROOFLINE))
 
 
 # ---------------------------------------------------------------------------
@@ -96,16 +105,12 @@ def test_cache_resident_points_are_not_judged_by_the_memory_roof() -> None:
 
 
 def test_a_roof_is_the_best_of_its_candidates() -> None:
-    from bench.roofline import best_roof
-
     roof = best_roof({"mm 256^3": 0.0901234, "mm 512^3": 0.1104321, "mm 1024^3": 0.0951}, 4)
     assert (roof.value, roof.method) == (0.1104321, "mm 512^3")
     assert roof.candidates == {"mm 256^3": 0.0901, "mm 512^3": 0.1104, "mm 1024^3": 0.0951}
 
 
 def test_the_cpu_roofs_keep_every_matmul_size_and_take_the_best() -> None:
-    from bench.roofline import CPU_GEMM_SIZES, measure_roofs
-
     roofs = measure_roofs("cpu", (torch.float32,))
     compute = roofs["compute"]["float32"]
     assert [k.split("^")[0] for k in compute["candidates"]] == [f"torch.mm {n}" for n in CPU_GEMM_SIZES]
@@ -294,14 +299,13 @@ def test_launch_on_the_cpu(tmp_path: Path) -> None:
     assert all(r["baseline"] == f"muladd/raw/inference[size={r['size']}]" and r["ratio_median"] for r in cpp)
 
 
-def test_roofline_and_crossover_figures_from_the_h200_results() -> None:
+def test_roofline_and_crossover_figures_from_the_h200_results(h200_roofline: pd.DataFrame) -> None:
     from analysis.figures import crossover_chart, result_frame, roofline_chart
     from bench.results import load_result
 
-    roofline = result_frame(load_result(H200_ROOFLINE))
-    fig = roofline_chart(roofline)
+    fig = roofline_chart(h200_roofline)
     left, right = fig.axes
-    assert len(left.lines) == len(roofline.attrs["roofs"]["compute"])  # one roof per dtype
+    assert len(left.lines) == len(h200_roofline.attrs["roofs"]["compute"])  # one roof per dtype
     # ops x modes x variants, cold cache: noop/muladd/l2norm forward x 3 variants + l2norm backward x 2
     assert len(right.lines) == 3 * 3 + 2 + 1  # + the memory roof
     launch = result_frame(load_result(H200_LAUNCH))
@@ -311,15 +315,14 @@ def test_roofline_and_crossover_figures_from_the_h200_results() -> None:
 
 
 @pytest.mark.parametrize(("ops", "kept"), [(("mm",), "intensity"), (("noop",), "bytes per tensor")])
-def test_a_roofline_figure_leaves_out_the_panel_it_has_nothing_for(ops: tuple[str, ...], kept: str) -> None:
+def test_a_roofline_figure_leaves_out_the_panel_it_has_nothing_for(h200_roofline: pd.DataFrame,
+                                                                    ops: tuple[str, ...], kept: str) -> None:
     # `--ops mm` has no memory-bound op to draw by size; `--ops noop` has no FLOPs to draw on the
     # roofline. The panel left would be empty, with an empty legend (matplotlib warns of that).
-    from analysis.figures import result_frame, roofline_chart
-    from bench.results import load_result
+    from analysis.figures import roofline_chart
 
-    frame = result_frame(load_result(H200_ROOFLINE))
-    subset = frame[frame["op"].isin(ops)].copy()
-    subset.attrs = frame.attrs
+    subset = h200_roofline[h200_roofline["op"].isin(ops)].copy()
+    subset.attrs = h200_roofline.attrs
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fig = roofline_chart(subset)
