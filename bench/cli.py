@@ -13,12 +13,14 @@ the sharded runs all read the same resolved values.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Sequence
+
+from .atomic import folder_output_problem
 
 # option -> (full run, --quick). The single source of the run defaults.
 DEFAULTS: dict[str, tuple[Any, Any]] = {
@@ -31,6 +33,12 @@ DEFAULTS: dict[str, tuple[Any, Any]] = {
 }
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 CACHE_STATES = ("warm", "cold")
+# Results go under the current folder, never into the checkout (whose results/ holds the committed
+# reference runs that tests and the notebook read): <cwd>/dbench-results/<machine>/ unless --out.
+DEFAULT_OUT = Path("dbench-results")
+# The longest file name a run writes in its folder: a result's atomic temporary
+# (".<scenario>-<device>-<stamp>-<random>.json.<random>.tmp") or a figure's name, with margin.
+LONGEST_NAME = 128
 
 
 class UsageError(ValueError):
@@ -139,7 +147,8 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--pairs", type=positive_int, metavar="K", help=f"--ab: ABBA pairs (default {AB_PAIRS})")
     p.add_argument("--baseline", type=Path, metavar="FILE|DIR",
                    help="after the run, gate it against these result files (analysis.gate); exit with its code")
-    p.add_argument("--out", type=Path, help="output folder (default: results/<machine>/)")
+    p.add_argument("--out", type=Path,
+                   help=f"output folder (default: ./{DEFAULT_OUT}/<machine>/ in the current folder)")
     p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
                    help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
                         "outside the timed window); the state is part of each row's identity")
@@ -151,8 +160,12 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
                    help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3)")
     p.add_argument("--cpp-min-time", type=positive_float,
                    help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01)")
+    # Set by run.py on a sharded run's children: each times the share of the selection it was given,
+    # which may hold nothing this device can time; the parent checked the whole selection.
+    p.add_argument("--shard-child", action="store_true", help=argparse.SUPPRESS)
     p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
-                "the result lists it); 2 bad command line; 130 interrupted (the result keeps every finished round); "
+                "the result lists it); 2 bad command line, or nothing selected can be timed on this device; "
+                "130 interrupted (the result keeps every finished round); "
                 "with --baseline, the gate's status when the run completed")
     return p
 
@@ -193,6 +206,9 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
                              f"valid {what}s: {', '.join(valid)}")
 
 
+INJECT_KNOBS = ("DBENCH_INJECT_NS", "DBENCH_INJECT_GPU_NS")  # ops/csrc/torch_library.cpp
+
+
 def check_knobs(environ: dict[str, str]) -> None:
     """DBENCH_* settings the kernel layer reads mid-run: a bad value fails here, before any work."""
     from ops.specs import MM_KERNEL_AUTO, MM_KERNEL_ENV, MM_KERNELS
@@ -201,29 +217,68 @@ def check_knobs(environ: dict[str, str]) -> None:
     valid = (MM_KERNEL_AUTO, *MM_KERNELS)
     if value and value not in valid:
         raise UsageError(f"{MM_KERNEL_ENV}={value!r}: valid values are {', '.join(valid)} (unset: {MM_KERNEL_AUTO})")
+    for name in INJECT_KNOBS:  # the native layer would read a bad value as 0 and inject nothing
+        value = environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit() and len(value) <= 12):
+            raise UsageError(f"{name}={value!r}: expected a whole number of nanoseconds (0 to 10^12)")
 
 
 def check_out_dir(folder: Path, option: str = "--out") -> Path:
-    """The output folder exists or can be created, and a file can be created in it (probed, then removed)."""
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"argument {option}: {folder} exists and is not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-probe-"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"argument {option}: cannot write result files in {folder}: {exc.strerror or exc}") from None
+    """The output folder exists or can be created, and a file with a name as long as any a run writes
+    can be created in it (bench.atomic.folder_output_problem): a name too long for the file system, a
+    read-only or missing parent, or a file in the way fail here, before any work."""
+    problem = folder_output_problem(folder, LONGEST_NAME, "result files")
+    if problem:
+        raise UsageError(f"argument {option}: {problem}")
     return folder
 
 
 def check_baseline(path: Path) -> list[Path]:
-    """--baseline: a result file, or a folder with result files (*.json, not searched below it)."""
-    if not path.exists():
-        raise UsageError(f"argument --baseline: {path} does not exist")
-    files = [path] if path.is_file() else sorted(path.glob("*.json"))
-    if not files:
-        raise UsageError(f"argument --baseline: {path} holds no result files (*.json)")
+    """--baseline: a result file, or a folder with result files (*.json, not searched below it), each
+    read and checked as a result document now, so a broken one fails before the run, not after it."""
+    from bench.document import ResultFileError, load_result  # the one checked reader (standard library only)
+
+    try:
+        if not path.exists():
+            raise UsageError(f"argument --baseline: {path} does not exist")
+        if not (path.is_file() or path.is_dir()):
+            raise UsageError(f"argument --baseline: {path} is neither a regular file nor a folder")
+        files = [path] if path.is_file() else sorted(path.glob("*.json"))
+        if not files:
+            raise UsageError(f"argument --baseline: {path} holds no result files (*.json)")
+        for file in files:
+            if not file.is_file():
+                raise UsageError(f"argument --baseline: {file} is not a regular file")
+            load_result(file)
+    except ResultFileError as exc:
+        raise UsageError(f"argument --baseline: {exc}") from None
+    except OSError as exc:  # e.g. a name too long, a folder that cannot be listed
+        raise UsageError(f"argument --baseline: {path}: {exc.strerror or exc}") from None
     return files
+
+
+def check_pinning(args: argparse.Namespace) -> None:
+    """--pin-cores (with --pin-offset) within the cores this process may run on: asking for more is
+    an error, not a silent clamp (a sharded run checks its shards' cores itself, bench/shard)."""
+    if args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or args.gpus is not None or args.shards is not None:
+        return
+    allowed = len(os.sched_getaffinity(0))
+    need = args.pin_cores * (args.pin_offset + 1)
+    if need > allowed:
+        most = allowed // (args.pin_offset + 1)
+        asked = f"{args.pin_cores} with --pin-offset {args.pin_offset}" if args.pin_offset else str(args.pin_cores)
+        hint = f"give at most {most}" if most else f"--pin-offset {args.pin_offset} leaves no core to pin to"
+        raise UsageError(f"argument --pin-cores: {asked} needs {need} cores, but this process may run on {allowed}; "
+                         f"{hint} (or --no-pin)")
+
+
+def absolute_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every path option made absolute against the current folder, once, here: child processes
+    (--processes, --ab, --shards) run elsewhere and must write and read the same places."""
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.type is Path and isinstance(value, Path):
+            setattr(args, action.dest, value.absolute())
 
 
 def check_repeats(args: argparse.Namespace) -> None:
@@ -247,19 +302,28 @@ def check_repeats(args: argparse.Namespace) -> None:
             args.ab_sides = tuple(parse_side(spec) for spec in args.ab)
         except SideError as exc:
             raise UsageError(f"argument --ab: {exc}") from None
+        for side in args.ab_sides:  # a side's own settings, checked before side A runs a whole process
+            try:
+                check_knobs({**os.environ, **side.env})
+            except UsageError as exc:
+                raise UsageError(f"argument --ab: {side.spec!r}: {exc}") from None
         args.pairs = args.pairs or AB_PAIRS
 
 
 def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
-          default_out: Path, scenario_variants: dict[str, tuple[str, ...]] | None = None,
+          default_out: Path | None = None, scenario_variants: dict[str, tuple[str, ...]] | None = None,
           scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None,
           scenario_ops: dict[str, tuple[str, ...]] | None = None,
           scenario_cuda_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None) -> argparse.Namespace:
     """Parse and check the whole command line; exits 2 with one line on the first problem.
     scenario_variants / scenario_defaults / scenario_ops / scenario_cuda_defaults: a scenario's own
-    variant names, run defaults, the ops it takes and its run defaults on a CUDA device."""
+    variant names, run defaults, the ops it takes and its run defaults on a CUDA device.
+    default_out: the folder the machine's folder goes in without --out (DEFAULT_OUT in the current
+    folder); made absolute, as every path option, in args.default_out."""
     parser = build_parser(scenarios)
     args = parser.parse_args(argv)
+    absolute_paths(parser, args)
+    args.default_out = (DEFAULT_OUT if default_out is None else Path(default_out)).absolute()
     args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario),
                           (scenario_cuda_defaults or {}).get(args.scenario))
     try:
@@ -270,10 +334,13 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
         if args.gpus is not None and args.device not in (None, "cuda"):
             raise UsageError(f"argument --gpus: runs shard i on cuda:i; drop --device {args.device}")
         check_repeats(args)
+        check_pinning(args)
         check_knobs(dict(os.environ))
+        if args.plot and importlib.util.find_spec("matplotlib") is None:  # not after a whole run
+            raise UsageError("argument --plot: matplotlib is not installed (pip install matplotlib)")
+        check_out_dir(args.out or args.default_out)
         if args.baseline is not None:
             args.baseline_files = check_baseline(args.baseline)
-        check_out_dir(args.out or default_out)
     except UsageError as exc:
         parser.error(str(exc))
     return args

@@ -71,7 +71,7 @@ def test_interpreter_and_build_sides(tmp_path: Path) -> None:
     plus = tmp_path / "venv-2.11+cu130"  # a '+' in a path is not a part separator
     plus.mkdir()
     exe = plus / "python"
-    exe.write_text("#!/bin/sh\n")
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a wrapper: a real Python behind it
     exe.chmod(0o755)
     assert parse_side(str(exe)).python == str(exe)
     assert parse_side("python3").python.endswith("python3")
@@ -120,7 +120,7 @@ def test_a_wide_interval_keeps_its_positive_bounds() -> None:
 
 def test_ab_fields_of_a_row_only_one_side_has() -> None:
     fields = ab_fields(None, {"process_medians": [1.0, 2.0], "process_ratio_medians": [None, None]}, 2)
-    assert fields["a_status"] == "not run" and fields["a_process_medians"] == [None, None]
+    assert fields["a_status"] == "n/a" and fields["a_process_medians"] == [None, None]
     assert fields["ab_ratio_median"] is None and fields["ab_pairs"] == 0
 
 
@@ -143,6 +143,25 @@ def test_merge_pairs_element_i_of_both_sides() -> None:
     assert row["a_process_medians"] == [1.0, 2.0] and row["process_medians"] == [1.5, 2.4]
     assert row["ab_ratio_median"] == pytest.approx(math.sqrt(1.5 * 1.2))
     assert [p["side"] for p in doc["env"]["processes"]] == ["a", "b", "b", "a"]
+
+
+def test_a_failed_process_is_named_and_every_row_any_side_made_is_kept() -> None:
+    slots = abba(2)  # A B B A; the second B fails after its first process wrote a row only it has
+    docs: list[dict[str, Any] | None] = [
+        {"scenario": "boundary", "config": {"rounds_done": 1}, "env": {"device": "cpu"}, "speed_probe": {},
+         "rows": [_row("raw", 1.0)] + ([_row("cpp", 2.0)] if s.index == 1 else [])} for s in slots]
+    docs[2] = None
+    metas = [{"index": s.index, "side": s.side, "pair": s.pair, "name": f"process {s.index + 1} of 4",
+              "status": "failed" if s.index == 2 else "complete"} for s in slots]
+    metas[2].update(returncode=-9, reason="exit -9, no result file: no output")
+    doc = merge_ab(docs, metas, slots, ("env:", "env:X=1"), 2)
+    assert doc["status"] == "failed" and doc["error"] == "process 3 of 4 failed (exit -9, no result file: no output)"
+    assert [(f["child"], f["returncode"]) for f in doc["failures"]] == [("process 3 of 4", -9)]
+    assert sorted(r["variant"] for r in doc["rows"]) == ["cpp", "raw"]
+    interrupted = merge_ab(docs[:2] + [None, None], [{**m, "status": s} for m, s in
+                                                     zip(metas, ("complete", "interrupted", "not run", "not run"))],
+                           slots, ("env:", "env:X=1"), 2)
+    assert interrupted["status"] == "interrupted" and interrupted["failures"] == [] and "error" not in interrupted
 
 
 # ---------------------------------------------------------------------------
@@ -184,6 +203,9 @@ def test_a_side_that_fails_ends_the_run_with_its_reason(tmp_path: Path) -> None:
     assert "process 2 of 4 (B, pair 1) failed" in proc.stdout and "empty-build" in proc.stdout
     (path,) = out.glob("*.json")
     doc = load_result(path)
-    assert doc["status"] == "incomplete"
+    assert doc["status"] == "failed" and doc["error"].startswith("process 2 of 4 (B, pair 1) failed (exit 2: ")
     assert [p["status"] for p in doc["env"]["processes"]] == ["complete", "failed", "not run", "not run"]
+    (failure,) = doc["failures"]  # the failed process, named, with its exit status and its output's tail
+    assert failure["child"] == "process 2 of 4 (B, pair 1)" and failure["returncode"] == 2
+    assert "empty-build" in failure["tail"]
     assert os.path.basename(doc["env"]["processes"][1]["side_env"]["DBENCH_BUILD_DIR"]) == "empty-build"

@@ -183,6 +183,15 @@ def test_rows_match_on_identity_not_order(tmp_path: Path) -> None:
     (json.dumps(_document([{"metric": "cpu_us"}])), "row 0 is not an instruction-count row"),
     (json.dumps(_document([_row("raw", "inference", -3.0)])), "bad count -3.0"),
     (json.dumps(_document([_row("raw", "inference", 3.0, margin=2)])), "bad margin 2"),
+    (json.dumps(_document([_row("raw", "inference", float("nan"))])), "bad count nan"),
+    (json.dumps(_document([_row("raw", "inference", float("inf"))])), "bad count inf"),
+    (json.dumps(_document([_row("raw", "inference", "7000")])), "bad count '7000'"),
+    (json.dumps(_document([_row("raw", "inference", 3.0, margin=float("nan"))])), "bad margin nan"),
+    (json.dumps(_document([{"metric": METRIC, "instructions": 5.0}])), "row 0 lacks the fields that name a case"),
+    (json.dumps(_document(EXPECTED_ROWS, env=["torch"])), "its env is not an object"),
+    (json.dumps(_document(EXPECTED_ROWS, default_margin=-1)), "bad default_margin -1"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("[" * 40 + "]" * 40, "nested too deeply"),
 ])
 def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
                            message: str) -> None:
@@ -193,6 +202,50 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], c
     assert main(["check", "--expected", str(expected), "--actual", str(actual)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("path, message", [("/dev/zero", "not a regular file"), ("/", "a folder")])
+def test_special_files_are_refused_unread(path: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--expected", path, "--actual", path]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_check_that_compared_nothing_is_no_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    only_na = [_row("raw", "fwd_bwd", None)]
+    expected = _write(tmp_path / "expected.json", _document(only_na))
+    actual = _write(tmp_path / "actual.json", _document(only_na))
+    assert main(["check", "--expected", str(expected), "--actual", str(actual)]) == 3
+    assert "no row was compared" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("out, message", [("{tmp}/" + "x" * 300 + ".json", "longer than 255 bytes"),
+                                          ("{tmp}", "is a folder"), ("/proc/counts.json", "cannot write /proc/counts.json")])
+def test_outputs_are_checked_before_collecting(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch, out: str, message: str) -> None:
+    import bench.instructions.__main__ as cli
+
+    monkeypatch.setattr(cli, "collect", lambda *a, **k: pytest.fail("collected before the output was checked"))
+    assert main(["collect", "--out", out.format(tmp=tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_written_files_are_whole_or_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import bench.atomic
+
+    target = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS))
+    before = target.read_text()
+    actual = _write(tmp_path / "actual.json", _document(EXPECTED_ROWS))
+
+    def full_disk(fd: int) -> None:  # a full disk often shows only when the data is flushed
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:  # the disk fills while the new expected file is written
+        m.setattr(bench.atomic.os, "fsync", full_disk)
+        code = main(["check", "--expected", str(target), "--actual", str(actual), "--update-expected", "--write"])
+    assert code == 2 and "No space left on device" in capsys.readouterr().err
+    assert target.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["actual.json", "expected.json"]
 
 
 def test_bad_command_line_exits_2(tmp_path: Path) -> None:

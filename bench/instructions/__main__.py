@@ -3,7 +3,7 @@ or measure the check's false alarms and power.
 
 Exit codes: 0 every row within its margin or below it (or collected / updated / studied), 1 a row
 above its margin, missing, new or failed (with --strict also a row below it), 2 bad input or
-counts that could not be collected.
+counts that could not be collected, 3 no row compared (nothing measured on either side).
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from . import EXPECTED_PATH
 from .check import InputError, compare, env_differences, load, updated_expected
 from .spread import spreads
 from . import power
-from .staging import sibling_stage
+from .staging import StageError, sibling_stage
+from bench.atomic import file_output_problem, write_atomic
 from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
 
+EXIT_NO_DECISION = 3  # as the gate's: nothing was decided
 UPDATE_HINT = "python3 -m bench.instructions check --update-expected --write"
 
 
@@ -58,7 +60,7 @@ def _fractions(text: str) -> tuple[float, ...]:
 def run_power(args: argparse.Namespace) -> int:
     expected = load(args.expected, "expected")
     trials = power.plan(args.heap_pads, args.effects)  # bad values fail here, before any collection
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    _check_writable(args.out, "--out")
 
     def started(i: int, trial: power.Trial) -> None:
         what = f"A/A, heap pad {trial.heap_pad}" if trial.kind == "aa" else f"+{trial.effect:.0%} injected into every row"
@@ -126,12 +128,22 @@ def run_spread(paths: list[Path]) -> int:
 
 
 def _dump(document: dict[str, Any], path: Path | None) -> None:
+    """Atomically (a full disk leaves the old file, never a partial one)."""
     text = json.dumps(document, indent=1) + "\n"
     if path is None:
         sys.stdout.write(text)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        return
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _check_writable(path: Path | None, what: str) -> None:
+    """An output path checked before a collection of minutes, not after it."""
+    problem = None if path is None else file_output_problem(path)
+    if problem:
+        raise InputError(f"{what} {problem}")
 
 
 def _collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
@@ -162,6 +174,9 @@ def run_check(args: argparse.Namespace) -> int:
     for note in env_differences(expected, actual):
         print(f"note: {note} (counts are expected to move)", file=sys.stderr)
     verdicts = compare(expected, actual)
+    if not verdicts:  # nothing measured on either side: a check that decided nothing is no pass
+        print("no row was compared: neither file has a count (every row n/a or failed on both sides)")
+        return EXIT_NO_DECISION
     bad = [v for v in verdicts if not v.ok]
     for v in bad:
         print(v.line())
@@ -179,6 +194,10 @@ def run_check(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.command in ("collect", "check"):
+            _check_writable(args.out, "--out")
+        if args.command == "check" and args.write:
+            _check_writable(args.expected, "--expected")
         if args.command == "collect":
             config = Config(ops=args.ops, variants=args.variants, calls=args.calls, warmup=args.warmup,
                             layouts=args.layouts, mask_cpu=not args.no_mask_cpu, allocator=args.allocator)
@@ -189,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "power":
             return run_power(args)
         return run_check(args)
-    except (InputError, ValueError, CollectError) as exc:
+    except (InputError, ValueError, CollectError, StageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -10,12 +10,13 @@ that recorded the file.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.identity import case_label, identity_text, row_identity
+from bench.document import ResultFileError, read_json
 
 from . import METRIC, SCHEMA
 
@@ -57,23 +58,40 @@ class Verdict:
 
 def load(path: Path, what: str) -> dict[str, Any]:
     try:
-        document = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: the {what} file is not valid JSON ({exc})") from None
+        document = read_json(path, what)
+    except ResultFileError as exc:
+        raise InputError(str(exc)) from None
     if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(document.get("rows"), list):
         raise InputError(f"{path}: not an instruction-count file (schema {SCHEMA!r} with a list of rows)")
+    for key in ("env", "config"):
+        if not isinstance(document.get(key, {}), dict):
+            raise InputError(f"{path}: its {key} is not an object")
+    default = document.get("default_margin", DEFAULT_MARGIN)
+    if not _margin(default):
+        raise InputError(f"{path}: bad default_margin {default!r} (a fraction from 0 to 1)")
     for i, row in enumerate(document["rows"]):
         if not isinstance(row, dict) or row.get("metric") != METRIC or "instructions" not in row:
             raise InputError(f"{path}: row {i} is not an instruction-count row")
+        try:
+            label = case_label(row)
+            row_identity(row)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise InputError(f"{path}: row {i} lacks the fields that name a case") from None
         value = row["instructions"]
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0):
-            raise InputError(f"{path}: row {i} ({case_label(row)}) has a bad count {value!r}")
+        if value is not None and not (_number(value) and math.isfinite(value) and value > 0):
+            raise InputError(f"{path}: row {i} ({label}) has a bad count {value!r}")
         margin = row.get("margin", DEFAULT_MARGIN)
-        if not isinstance(margin, (int, float)) or isinstance(margin, bool) or not 0 <= margin < 1:
-            raise InputError(f"{path}: row {i} ({case_label(row)}) has a bad margin {margin!r}")
+        if not _margin(margin):
+            raise InputError(f"{path}: row {i} ({label}) has a bad margin {margin!r}")
     return document
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _margin(value: Any) -> bool:
+    return _number(value) and 0 <= value < 1
 
 
 def _by_identity(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
