@@ -7,12 +7,16 @@ over processes, a scenario that makes its own table, or the interleaved rounds:
 build cases, CPU rounds, GPU pass, C++ section, write, print), then, with
 --baseline, the gate. A result file is reserved before any work and rewritten
 after every round; whatever ends the run (its end, a failed case, Ctrl-C,
-SIGTERM, an error) leaves it with a final status.
+SIGTERM, an error) leaves it with a final status; a Ctrl-C before it was reserved leaves a
+result saying so. Between picking the device and any work, the selection is checked against
+what the scenario can time on that device: nothing timeable is a usage error (exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import os
 import signal
 import sys
@@ -29,6 +33,7 @@ from bench.cli import UsageError  # noqa: E402  (torch-free)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CHECKPOINT_SECONDS = 2.0  # the running result file is rewritten at most this often during the rounds
 Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
+RESERVED: list[Path] = []  # the result files this process reserved (main marks one left `running` interrupted)
 
 
 def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
@@ -43,16 +48,25 @@ def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
     from bench.shard import shard_cores
 
     allowed = sorted(os.sched_getaffinity(0))
-    # One unsharded process asking for more cores than it is allowed gets all of them.
-    cpus = shard_cores(allowed, offset, min(count, len(allowed)) if offset == 0 else count)
+    cpus = shard_cores(allowed, offset, count)  # more than allowed: refused (bench/cli.py check_pinning)
     os.sched_setaffinity(0, set(cpus))
     return cpus
 
 
 def out_folder(args: argparse.Namespace, env: dict[str, Any]) -> Path:
+    """--out, else <cwd>/dbench-results/<machine>/ (both absolute since parsing, bench/cli.py)."""
     from bench import env as envmod
 
-    return args.out or REPO_ROOT / "results" / envmod.machine_slug(env)
+    return args.out or args.default_out / envmod.machine_slug(env)
+
+
+def reserve(folder: Path, scenario: str, label: str) -> Path:
+    """A new result file (bench/results.py), remembered so an interrupt can always mark it."""
+    from bench.results import reserve_result_path
+
+    path = reserve_result_path(folder, scenario, label)
+    RESERVED.append(path)
+    return path
 
 
 def shown(path: Path) -> Path:
@@ -61,19 +75,31 @@ def shown(path: Path) -> Path:
 
 class GracefulStop:
     """SIGINT / SIGTERM: the first one stops the run (KeyboardInterrupt, so the runner drops its
-    unfinished round), later ones are noted and ignored, so the final write cannot be cut short."""
+    unfinished round), later ones are noted and ignored, so the final write cannot be cut short.
+    main installs it for SIGINT before anything else (a Ctrl-C in any phase ends as an interrupted
+    run); the ways to run that time in this process add SIGTERM."""
 
-    def __init__(self, console: Any) -> None:
-        self.console, self.requested = console, False
-        for sig in (signal.SIGINT, signal.SIGTERM):
+    def __init__(self, *signals: int) -> None:
+        self.requested = False  # set by a signal, or by the run once its final write begins
+        self.signalled = False  # a signal came
+        self.install(*signals)
+
+    def install(self, *signals: int) -> None:
+        for sig in signals:
             signal.signal(sig, self._handle)
+
+    @staticmethod
+    def release() -> None:
+        """SIGINT raising KeyboardInterrupt every time again: --processes, --ab and --shards count a
+        second Ctrl-C themselves (bench/processes.py, bench/shard)."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.requested:
             # Plain stderr: rich may be in the middle of the import the first signal interrupted.
             sys.stderr.write("already stopping: writing the result\n")
             return
-        self.requested = True
+        self.requested = self.signalled = True
         raise KeyboardInterrupt
 
 
@@ -107,13 +133,14 @@ def resolve_device(args: argparse.Namespace, in_process: bool = True) -> tuple[s
     return device, shard_devices
 
 
-def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> Outcome:
+def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: Any, stop: GracefulStop) -> Outcome:
     """Scenarios that make their own table (e.g. timer_validation)."""
     from bench import env as envmod
-    from bench.results import reserve_result_path, write_result
+    from bench.results import write_result
 
+    stop.install(signal.SIGINT, signal.SIGTERM)
     env = envmod.capture(device)
-    json_path = reserve_result_path(out_folder(args, env), scenario.name, device)
+    json_path = reserve(out_folder(args, env), scenario.name, device)
     doc: dict[str, Any] = {"scenario": scenario.name, "status": "running", "config": {},
                            "env": envmod.redact_paths(env), "rows": []}
     write_result(json_path, doc)
@@ -184,6 +211,28 @@ def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: a
     return rows
 
 
+def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any) -> None:
+    """The scenario's console tables. Of an interrupted run only what was measured, and at most a line
+    when the tables cannot be made from it (a roofline stopped before its roofs): the result file,
+    already written, is what counts."""
+    if not any(r.get("samples") for r in doc["rows"]):
+        if doc["status"] == "interrupted":
+            console.print("no table: nothing was timed before the interrupt")
+            return
+    try:
+        if scenario.report is not None:
+            scenario.report(doc, console)
+        else:
+            show_tables(doc["rows"], env, console, scenario.table_note)
+    except Exception as exc:  # noqa: BLE001  # only an interrupted run's partial rows get here
+        if doc["status"] != "interrupted":
+            raise
+        from rich.markup import escape
+
+        console.print(f"[yellow]no table for the rows timed before the interrupt[/yellow] "
+                      f"({escape(f'{type(exc).__name__}: {exc}')})", highlight=False)
+
+
 def show_tables(rows: list[dict[str, Any]], env: dict[str, Any], console: Any, note: str) -> None:
     import pandas as pd
 
@@ -209,7 +258,46 @@ def plot(doc: dict[str, Any], json_path: Path, console: Any) -> None:
             console.print(f"figure: {shown(figure)}")
 
 
-def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> Outcome:
+def selection(scenario: Any, device: str, args: argparse.Namespace) -> Any:
+    """What the command line selects of `scenario` on `device` (scenarios.Selection)."""
+    import torch
+
+    from ops import OP_NAMES, VARIANT_NAMES
+    from scenarios import Selection
+
+    return Selection(ops=args.ops or scenario.default_ops or OP_NAMES,
+                     variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
+                     dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache),
+                     explicit_ops=args.ops is not None)
+
+
+def check_selection(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> None:
+    """Before any case is built: can the selection time anything on this device? Nothing: a usage
+    error naming what cannot run here and why. Only part of it: the rest runs, the parts that cannot
+    are named once. (A shard's child times the share it was given: its parent checked the whole.)"""
+    import torch
+
+    from scenarios.base import not_runnable
+
+    if scenario.requires_cuda and not device.startswith("cuda"):
+        why = ("--device cpu was given" if args.device == "cpu"
+               else f"this machine has none (torch {torch.__version__})")
+        raise UsageError(f"scenario {scenario.name} needs a CUDA device ({scenario.description}); {why}: "
+                         "nothing to run")
+    if tuple(args.cache) != ("warm",) and not any(a.name == "cache" for a in scenario.axes):
+        raise UsageError(f"argument --cache: scenario {scenario.name} has no cache axis (roofline has)")
+    if scenario.plan is None or args.shard_child:
+        return
+    planned = scenario.plan(selection(scenario, device, args))
+    given = [dim for dim, option in (("op", args.ops), ("variant", args.variants)) if option is not None]
+    notes = not_runnable(planned, given + (["cache"] if tuple(args.cache) != ("warm",) else []))
+    if not any(p.na_reason is None for p in planned):
+        raise UsageError(f"nothing selected can be timed on {device}: {'; '.join(notes) or 'no cases'}")
+    if notes:
+        console.print(f"[yellow]not timed on {device}:[/yellow] {'; '.join(notes)}", soft_wrap=True)
+
+
+def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: Any, stop: GracefulStop) -> Outcome:
     """The interleaved-rounds run of one process: the table's cases, timed and written."""
     import torch
 
@@ -225,13 +313,12 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     from bench import env as envmod
     from bench.gputimer import gpu_rows, make_gpu_timer
     from bench.probe import instability_note, probe_case, probe_summary
-    from bench.results import case_rows, mark_gpu_bound, reserve_result_path, write_result
+    from bench.results import ResultWriteError, case_rows, mark_gpu_bound, write_result
     from bench.identity import case_identity
     from bench.roofline import attach, measure_roofs
     from bench.runner import RunConfig, Throttled, run, run_gpu
-    from ops import OP_NAMES, OPS, VARIANT_NAMES
+    from ops import OPS
     from ops.native import NativeBuildMissing
-    from scenarios import Selection
 
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
     try:
@@ -241,11 +328,11 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     config = RunConfig(rounds=args.rounds, block_seconds=args.block_ms / 1e3, warmup_seconds=args.warmup_ms / 1e3,
                        seed=args.seed, adaptive=args.adaptive, rel_precision=args.precision,
                        max_seconds=args.time_budget)
-    ops = args.ops or scenario.default_ops or OP_NAMES
+    sel = selection(scenario, device, args)
+    stop.install(signal.SIGINT, signal.SIGTERM)
     env = envmod.capture(device, {"pinned_cpu": pinned})
     warn_env(env, console)
-    stop = GracefulStop(console)
-    json_path = reserve_result_path(out_folder(args, env), scenario.name, device)
+    json_path = reserve(out_folder(args, env), scenario.name, device)
     cases: list[Any] = []
     extra_rows: list[dict[str, Any]] = []  # GPU and C++ rows, added after the CPU pass
     probe = probe_case()  # timed in every round beside the cases; not a row (bench/probe.py)
@@ -273,18 +360,24 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     phase("start")  # imports (torch, the suite), pinning, environment capture
     try:
         write_result(json_path, document("running"))
-        sel = Selection(ops=ops, variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
-                        dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache),
-                        explicit_ops=args.ops is not None)
         try:
             cases = scenario.build(sel)
         except NativeBuildMissing as exc:
             write_result(json_path, {**document("failed"), "error": str(exc)})
             console.print(f"[red]error:[/red] {exc}")
             return EXIT_USAGE, json_path
+        if not any(c.runnable or c.error for c in cases) and not args.shard_child:
+            # The plan said something could run (check_selection); building found otherwise.
+            why = f"nothing selected can be timed on {device}: " + \
+                  ("; ".join(dict.fromkeys(str(c.na_reason) for c in cases)) or "no cases")
+            write_result(json_path, {**document("failed"), "error": why})
+            print(f"run.py: error: {why}", file=sys.stderr)
+            return EXIT_USAGE, json_path
         console.print(f"[bold]{scenario.name}[/bold]: {len(cases)} cases ({sum(c.runnable for c in cases)} timed) "
                       f"on {device}, {config.rounds} rounds{' max' if config.adaptive else ''}")
         phase("build")  # the native build's loading, the cases and their pre-flight checks
+        if stop.signalled:  # a Ctrl-C that the build (an extension's import, a compile) caught and dropped
+            raise KeyboardInterrupt
         # After a round, the result file with every finished round, at most every few seconds
         # (summarising all rows is not free); the end of the run always writes it.
         write_running = Throttled(lambda: write_result(json_path, document("running")), CHECKPOINT_SECONDS)
@@ -314,10 +407,13 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                 if interrupted:
                     raise KeyboardInterrupt
             phase("gpu_pass")
-        cpp_ops = [op for op in ops if OPS[op].boundary]  # the C++ driver times the boundary ops
+        cpp_ops = [op for op in sel.ops if OPS[op].boundary]  # the C++ driver times the boundary ops
         if scenario.name == "boundary" and not args.no_cpp and cpp_ops:
             extra_rows.extend(cpp_section(device, cpp_ops, args, env, console))
             phase("cpp_driver")
+    except ResultWriteError as exc:  # a checkpoint failed (full disk, folder read-only or gone): stop cleanly
+        stop.requested = True
+        return stop_on_write_error(exc, json_path, document("failed"), run_info["rounds_done"], console)
     except KeyboardInterrupt:
         status = "interrupted"
         run_info["stop_reason"] = "interrupted"
@@ -331,12 +427,12 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
             raise
     stop.requested = True  # from here on a signal cannot cut the write short
     doc = document(status)
-    csv_path = write_result(json_path, doc)
+    try:
+        csv_path = write_result(json_path, doc)
+    except ResultWriteError as exc:
+        return stop_on_write_error(exc, json_path, doc, run_info["rounds_done"], console)
 
-    if scenario.report is not None:
-        scenario.report(doc, console)
-    else:
-        show_tables(doc["rows"], env, console, scenario.table_note)
+    report(scenario, doc, env, console)
     unstable = instability_note(doc["speed_probe"])
     if unstable:
         console.print(f"[yellow]warning:[/yellow] {unstable}")
@@ -351,6 +447,24 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
     if status == "interrupted":
         return EXIT_INTERRUPTED, json_path
     return (EXIT_FAILED if failed else EXIT_OK), json_path
+
+
+def stop_on_write_error(exc: OSError, json_path: Path, doc: dict[str, Any], rounds_done: int,
+                        console: Any) -> Outcome:
+    """A result write failed mid-run: one line naming the file and why, one last try to write what was
+    measured (status failed; if that fails too, the file stays as its last complete write, never a
+    partial one); exit 1, or 2 when no round had run. Not gated (json_path None)."""
+    from bench.results import ResultWriteError, write_result
+
+    print(f"run.py: error: {exc}", file=sys.stderr)
+    try:
+        write_result(json_path, {**doc, "status": "failed", "error": str(exc)})
+        console.print(f"[red]stopped after {rounds_done} round(s); what was measured is in {shown(json_path)} "
+                      "(status failed)[/red]")
+    except ResultWriteError as again:
+        print(f"run.py: error: the final result could not be written either ({again.strerror}); "
+              f"{shown(json_path)} is left as its last complete write", file=sys.stderr)
+    return (EXIT_FAILED if rounds_done else EXIT_USAGE), None
 
 
 def parser_options() -> list[str]:
@@ -374,7 +488,7 @@ def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: a
     """--processes N / --ab A B: the scenario in fresh processes, one after another, merged into one file."""
     from bench import env as envmod
     from bench.processes import run_repeated as run_in_turn
-    from bench.results import load_result, reserve_result_path
+    from bench.results import load_result
 
     if scenario.custom_run is not None or scenario.roofs:
         why = "makes its own table" if scenario.custom_run else "derives its rates from the roofs its process measures"
@@ -383,7 +497,7 @@ def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: a
     env = envmod.capture(device)
     warn_env(env, console)
     label = f"{device.replace(':', '')}-{'ab' if args.ab else f'x{args.processes}'}"
-    json_path = reserve_result_path(out_folder(args, env), scenario.name, label)
+    json_path = reserve(out_folder(args, env), scenario.name, label)
     code = run_in_turn(argv=list(sys.argv[1:] if argv is None else argv), options=parser_options(),
                        scenario=scenario, device=device, args=args, json_path=json_path, console=console,
                        show=lambda doc, note: scenario.report(doc, console) if scenario.report is not None
@@ -397,7 +511,7 @@ def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: a
 def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | None, args: argparse.Namespace,
                 console: Any) -> Outcome:
     from bench import env as envmod
-    from bench.results import load_result, reserve_result_path
+    from bench.results import load_result
     from bench.shard import ShardUsageError, run_sharded as run_shards
     from ops import OP_NAMES, VARIANT_NAMES
 
@@ -407,9 +521,11 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
     env = envmod.capture(shard_devices[0])
     warn_env(env, console)
     options = parser_options()
-    json_path = reserve_result_path(out_folder(args, env), scenario.name, label)
+    json_path = reserve(out_folder(args, env), scenario.name, label)
     try:
-        code = run_shards(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
+        # --shard-child: each child times its share as given (this parent checked the whole selection).
+        child_argv = [*(sys.argv[1:] if argv is None else argv), "--shard-child"]
+        code = run_shards(argv=child_argv, options=options, scenario=scenario,
                           ops=args.ops or OP_NAMES, variants=args.variants or VARIANT_NAMES, devices=shard_devices,
                           args=args, json_path=json_path, console=console,
                           show=lambda rows, env, note: show_tables(rows, env, console, note))
@@ -453,8 +569,8 @@ def gate(json_path: Path, args: argparse.Namespace, console: Any) -> int:
     return code
 
 
-def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any) -> Outcome:
-    """Pick the device and the way to run; run it."""
+def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any, stop: GracefulStop) -> Outcome:
+    """Pick the device, check the selection can time something on it, and run it in its way."""
     from scenarios import SCENARIOS
 
     from bench.cli import apply_defaults
@@ -465,19 +581,57 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any)
     # The defaults that waited for the device (cli.apply_defaults fills only what is still unset).
     apply_defaults(args, SCENARIO_DEFAULTS.get(args.scenario), SCENARIO_CUDA_DEFAULTS.get(args.scenario), device)
     scenario = SCENARIOS[args.scenario]
-    if scenario.requires_cuda and not device.startswith("cuda"):
-        import torch
-
-        console.print(f"scenario [bold]{scenario.name}[/bold] needs a CUDA device ({scenario.description}); "
-                      f"this machine has none (torch {torch.__version__}), so nothing was run.")
-        return EXIT_OK, None
-    if repeated:
-        return run_repeated(scenario, device, argv, args, console)
-    if len(shard_devices) > 1:
+    check_selection(scenario, device, args, console)
+    if stop.signalled:  # a Ctrl-C that an import caught and dropped: later ones would be ignored
+        raise KeyboardInterrupt
+    if repeated or len(shard_devices) > 1:
+        stop.release()
+        if repeated:
+            return run_repeated(scenario, device, argv, args, console)
         return run_sharded(scenario, shard_devices, argv, args, console)
     if scenario.custom_run is not None:
-        return run_custom(scenario, device, args, console)
-    return run_rounds(scenario, device, args, console)
+        return run_custom(scenario, device, args, console, stop)
+    return run_rounds(scenario, device, args, console, stop)
+
+
+def mark_interrupted(args: argparse.Namespace | None) -> Path | None:
+    """The result of a run whose Ctrl-C reached main: the file it reserved, while still `running`,
+    marked interrupted; with none reserved yet (the machine's folder is not known before torch is),
+    a new one in --out or the default folder. Standard library only: the interrupt may have cut an
+    import short. None when there is nowhere to write (the command line was not read yet)."""
+    from bench.atomic import create_unique, write_atomic
+
+    note = {"status": "interrupted", "error": "interrupted before anything was measured"}
+    try:
+        if RESERVED:
+            path = RESERVED[-1]
+            text = path.read_text()
+            doc = json.loads(text) if text.strip() else {}
+            if doc.get("status") not in (None, "running"):
+                return path  # its way to run wrote its final status
+            if doc.get("rows"):
+                note["error"] = "interrupted before the run wrote its final status"
+            write_atomic(path, json.dumps({"config": {}, "env": {}, "rows": [], **doc, **note}, indent=1) + "\n")
+            return path
+        if args is None:
+            return None
+        folder = args.out or args.default_out
+        folder.mkdir(parents=True, exist_ok=True)
+        now = dt.datetime.now(dt.timezone.utc)
+        doc = {"scenario": args.scenario, **note, "config": {},
+               "env": {"time": now.isoformat(timespec="seconds"), "device": args.device}, "rows": [], "failures": []}
+        stem = f"{args.scenario}-{(args.device or 'unknown').replace(':', '')}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+        return create_unique(folder, stem, ".json", json.dumps(doc, indent=1) + "\n")
+    except (OSError, ValueError) as exc:
+        print(f"run.py: error: the interrupted run's result could not be written: {exc}", file=sys.stderr)
+    return None
+
+
+def interrupted(args: argparse.Namespace | None) -> int:
+    """Exit status 130, after mark_interrupted, with one line saying where the result is."""
+    path = mark_interrupted(args)
+    print(f"interrupted; {f'result: {shown(path)}' if path else 'no result written'}", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -485,15 +639,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ops.specs import OP_NAMES, VARIANT_NAMES
     from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
 
-    args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, default_out=REPO_ROOT / "results",
-                     scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS,
-                     scenario_ops=SCENARIO_OPS, scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
+    RESERVED.clear()
+    stop = GracefulStop(signal.SIGINT)  # from here on a Ctrl-C, in any phase, ends as an interrupted run
+    args: argparse.Namespace | None = None
     try:
+        args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, scenario_variants=SCENARIO_VARIANTS,
+                         scenario_defaults=SCENARIO_DEFAULTS, scenario_ops=SCENARIO_OPS,
+                         scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
         from rich.console import Console
 
         # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).
         console = Console(soft_wrap=not sys.stdout.isatty(), emoji=False)
-        code, json_path = dispatch(argv, args, console)
+        code, json_path = dispatch(argv, args, console, stop)
         if args.baseline is None or json_path is None:
             return code
         if code not in (EXIT_OK, EXIT_FAILED):
@@ -503,10 +660,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"run.py: error: {exc} (see run.py --help)", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:  # before a result file existed: nothing was measured
-        print("interrupted before the run started", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # before a way to run took over: nothing was measured
+        return interrupted(args)
+    except Exception as exc:
+        if stop.signalled:  # a Ctrl-C an import (torch's, an extension's) re-raised as another error
+            return interrupted(args)
+        if not isinstance(exc, OSError):
+            raise
+        # A result file that could not be made (the ways to run handle their later writes).
+        from bench.results import ResultWriteError
+
+        if not isinstance(exc, ResultWriteError):
+            raise
+        print(f"run.py: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # The run is over and its result written: a late Ctrl-C must not turn its exit status into a kill
+    # (Python's shutdown puts the default handlers back, an ignored signal stays ignored).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(status)

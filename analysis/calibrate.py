@@ -25,6 +25,11 @@ identical code. Per row and quantity (the CPU ratio to the in-run floor, the abs
 With --injected, runs with a known slowdown in one variant (e.g. DBENCH_INJECT_NS on `cpp`) are
 judged by the gate against each A/A run; it reports the false-alarm rate (rows called regression
 or improvement over all pairs of A/A runs, in-sample) and the detection rate of the injected rows.
+
+δ is capped at the widest band the gate reads (gate.MAX_CALIBRATED_DELTA). The file is written
+atomically. Exit status: 0; 2 bad input, one line before any work where it can be checked: an
+option that is not a finite number in its range, an --out path that cannot be written, an
+unreadable or damaged result file, runs that cannot be compared or that say nothing of the noise.
 """
 
 from __future__ import annotations
@@ -38,17 +43,21 @@ import sys
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-import numpy as np
-import scipy.stats
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# Light imports only (numpy and scipy are imported where used): options, paths and files are
+# checked before they load.
 from analysis import gate as gatemod  # noqa: E402
 from analysis import gate_stats as gs  # noqa: E402
+from analysis.load import ResultFileError  # noqa: E402
+from analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
+from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 from bench.identity import identity_text  # noqa: E402
-from bench.results import ResultFileError, write_atomic  # noqa: E402
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 QUANTITIES = (gatemod.RATIO, gatemod.ABSOLUTE)
@@ -76,6 +85,8 @@ class Noise:
 
 def within_between(groups: Sequence[np.ndarray]) -> Noise | None:
     """One-way random-effects ANOVA of log values grouped by run."""
+    import numpy as np
+
     groups = [g for g in groups if g.size]
     sizes = np.array([g.size for g in groups], dtype=float)
     n_total, k = float(sizes.sum()), len(groups)
@@ -97,6 +108,8 @@ def within_between(groups: Sequence[np.ndarray]) -> Noise | None:
 
 def pair_noise(groups: Sequence[np.ndarray]) -> Noise | None:
     """σ of one pair's log ratio, around each A/B run's own mean (pooled over runs)."""
+    import numpy as np
+
     groups = [g for g in groups if g.size]
     n_total = sum(g.size for g in groups)
     df = n_total - len(groups)
@@ -109,6 +122,8 @@ def pair_noise(groups: Sequence[np.ndarray]) -> Noise | None:
 
 def row_groups(runs: Sequence[Run], paired: bool) -> tuple[dict[Any, dict[str, list[np.ndarray]]], dict[Any, dict]]:
     """Per row identity and quantity, one array of log values per run (log pair ratios for A/B)."""
+    import numpy as np
+
     groups: dict[Any, dict[str, list[np.ndarray]]] = {}
     names: dict[Any, dict] = {}
     for run in runs:
@@ -145,6 +160,8 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
               alpha_row: float | None = None, target: float = TARGET_EFFECT) -> dict[str, Any]:
     """The calibration document of a set of A/A runs (each a list of result documents).
     alpha_row, when given, is the per-row level itself (a false-alarm budget per row, not per night)."""
+    import scipy.stats
+
     paired = check_runs(runs)
     groups, names = row_groups(runs, paired)
     noise = {key: {q: (pair_noise if paired else within_between)(g) for q, g in by_q.items()}
@@ -226,10 +243,12 @@ class Design:
     @classmethod
     def of(cls, noise: Noise, n: float, alpha: float, power: float, floor: float, paired: bool) -> "Design":
         eff = math.sqrt(noise.sigma ** 2 + n * noise.sigma_run ** 2)
-        m = math.expm1(gs.mde(eff, n, alpha, power, paired))
+        m = gs.beyond_float(math.expm1, gs.mde(eff, n, alpha, power, paired))
         # With ≥ 2 processes the gate uses each side's own spread; with one, the calibrated σ.
         df = (n - 1 if paired else 2 * (n - 1)) if n >= 2 else noise.df
-        return cls(eff, m, max(m, floor), eff * math.sqrt(1 / n if paired else 2 / n), df)
+        # δ stays within what the gate accepts: a row this noisy is inconclusive at any δ it could use.
+        delta = min(max(m, floor), gatemod.MAX_CALIBRATED_DELTA)
+        return cls(eff, m, delta, eff * math.sqrt(1 / n if paired else 2 / n), df)
 
     def detectable(self, alpha: float, power: float) -> float:
         """The slowdown this design flags with `power` (δ plus about one MDE)."""
@@ -255,7 +274,8 @@ def row_entry(row: Mapping[str, Any], by_q: Mapping[str, Noise], n: float, alpha
         effective[q] = design.sigma
         entry.update({f"sigma_log_{s}": v.sigma, f"df_{s}": v.df, f"sigma_run_log_{s}": v.sigma_run,
                       f"run_df_{s}": v.run_df if math.isfinite(v.run_df) else None,
-                      f"n_obs_{s}": v.n_obs, f"mde_{s}": design.mde, f"delta_{s}": design.delta,
+                      f"n_obs_{s}": v.n_obs, f"mde_{s}": design.mde if math.isfinite(design.mde) else None,
+                      f"delta_{s}": design.delta,
                       f"detectable_{s}": _within_reach(design.detectable(alpha, power))})
     for name in ("sigma_log", "sigma_run_log", "df", "run_df", "n_obs", "mde", "delta", "detectable"):
         for s in SUFFIX.values():  # a quantity without data (no floor ratio) reads as null
@@ -311,6 +331,8 @@ class Evaluation:
 
 
 def _geomean_ratio(verdicts: Sequence[gatemod.RowVerdict]) -> float | None:
+    import numpy as np
+
     ratios = [v.ratio for v in verdicts if v.ratio]
     return float(math.exp(np.mean(np.log(ratios)))) if ratios else None
 
@@ -337,6 +359,8 @@ def evaluate(aa_runs: Sequence[Run], injected_runs: Sequence[Run], calibration: 
     """False alarms over every pair of A/A runs (each A/B run alone), and detection of the injected
     rows (labels matching the regular expression `injected_row`, metrics starting with
     `injected_metric` when given) in every injected run against every A/A run (each A/B run alone)."""
+    import numpy as np
+
     paired = calibration.get("design") == "paired"
     aa = [gatemod.gate(r, calibration=calibration) for r in aa_runs] if paired else \
         [gatemod.gate(b, a, calibration=calibration) for a, b in combinations(aa_runs, 2)]
@@ -371,8 +395,36 @@ def load_runs(paths: Sequence[Path], split_files: bool) -> list[tuple[list[str],
     return runs
 
 
+def _in(value: float | None, low: float, high: float, *, closed_low: bool = False) -> bool:
+    """A finite number in (low, high), or [low, high) with closed_low."""
+    return value is not None and math.isfinite(value) and (low <= value if closed_low else low < value) and value < high
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every number finite and in range, and the pattern a regular expression: GateInputError naming
+    the option (in one line) before any file is read."""
+    ranges = [("--alpha-nightly", args.alpha_nightly, 0.0, 1.0), ("--power", args.power, 0.0, 1.0),
+              ("--floor", args.floor, 0.0, 1.0)]
+    if args.alpha_row is not None:
+        ranges.append(("--alpha-row", args.alpha_row, 0.0, 0.5))  # the gate's range for α
+    for name, value, low, high in ranges:
+        if not _in(value, low, high):
+            raise gatemod.GateInputError(f"{name} must lie in ({low:g}, {high:g}), not {value}")
+    if not _in(args.target_effect, 0.0, MAX_DETECTABLE):
+        raise gatemod.GateInputError(f"--target-effect must be a positive slowdown (0.05 = +5 %) below "
+                                     f"{MAX_DETECTABLE:g}, not {args.target_effect}")
+    if args.processes is not None and not _in(args.processes, 1.0, gs.MAX_PROCESSES + 1, closed_low=True):
+        raise gatemod.GateInputError(f"--processes must be a number of processes (pairs) from 1 to "
+                                     f"{gs.MAX_PROCESSES}, not {args.processes}")
+    try:
+        re.compile(args.injected_row)
+    except re.error as exc:
+        raise gatemod.GateInputError(f"--injected-row {args.injected_row!r}: not a regular expression ({exc})") \
+            from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.calibrate", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m analysis.calibrate", description=__doc__.splitlines()[0])
     p.add_argument("runs", type=Path, nargs="+", help="A/A runs: files or folders (one run each)")
     p.add_argument("--out", type=Path, required=True, help="the calibration file to write")
     p.add_argument("--alpha-nightly", type=float, default=0.01,
@@ -391,31 +443,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--injected-metric", choices=("cpu_us", "gpu_us"),
                    help="judge the detection on this metric's rows only (a GPU spin also costs CPU time)")
     args = p.parse_args(argv)
-    levels = [("--alpha-nightly", args.alpha_nightly), ("--power", args.power)]
-    for name, value in levels + ([("--alpha-row", args.alpha_row)] if args.alpha_row is not None else []):
-        if not 0 < value < 1:
-            print(f"calibrate: error: {name} must lie in (0, 1), not {value}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-    if not args.target_effect > 0:
-        print(f"calibrate: error: --target-effect must be a positive slowdown (0.05 = +5 %), not {args.target_effect}",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
     try:
-        re.compile(args.injected_row)
-    except re.error as exc:
-        print(f"calibrate: error: --injected-row {args.injected_row!r}: not a regular expression ({exc})",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
+        check_options(args)
+        check_output_file(args.out, "--out")
         runs = load_runs(args.runs, args.split_files)
         injected = load_runs(args.injected, args.split_files) if args.injected else []
         doc = calibrate([d for _, d in runs], alpha_nightly=args.alpha_nightly, power=args.power,
                         floor=args.floor, processes=args.processes, sources=[s for ss, _ in runs for s in ss],
                         alpha_row=args.alpha_row, target=args.target_effect)
-    except (ResultFileError, gatemod.GateInputError) as exc:
+        write_output(args.out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    except (ResultFileError, gatemod.GateInputError, OutputPathError) as exc:
         print(f"calibrate: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    write_atomic(args.out, json.dumps(doc, indent=1) + "\n")
     deltas = sorted(r["delta"] for r in doc["rows"].values())
     print(f"{args.out}: {len(deltas)} rows from {len(runs)} runs ({doc['design']}); per-row α "
           f"{doc['params']['alpha_row']:.3g}; δ median {statistics.median(deltas):.2%}, max {deltas[-1]:.2%}")
@@ -424,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     if injected:
         try:
             ev = evaluate([d for _, d in runs], [d for _, d in injected], doc, args.injected_row, args.injected_metric)
-        except gatemod.GateInputError as exc:
+        except (ResultFileError, gatemod.GateInputError) as exc:
             print(f"calibrate: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         for line in ev.lines(doc["params"]["alpha_row"], doc["params"]["alpha_nightly"]):

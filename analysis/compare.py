@@ -12,7 +12,10 @@ scenario, device kind, GPU, torch and dtype (refused, exit 2, unless
 only, are listed and fail the comparison.
 
 Exit status: 0 within --max-spread; 1 a spread over the limit, or a failed or
-missing row; 2 bad input (an unreadable or non-result file, incomparable runs).
+missing row (a row marked ok without a value counts as missing); 2 bad input (an
+unreadable or non-result file, a non-finite or non-positive time in one, a
+--max-spread that is not a finite number >= 0, a --csv path that cannot be
+written, incomparable runs).
 --value ratio_median compares each row's ratio to its baseline (paired per
 round) instead of its absolute median. When both runs carry a speed probe
 (bench/probe.py), its medians are printed first: a machine that ran X% slower
@@ -21,17 +24,19 @@ in one run moves every absolute median by about X%.
 
 from __future__ import annotations
 
-import argparse
+import math
 import sys
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.load import rows_frame  # noqa: E402
-from bench.results import ResultFileError, load_result  # noqa: E402
+from analysis.load import read_result, rows_frame  # noqa: E402
+from analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
+from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEY = ["row_id"]  # bench/identity.py: every field that says which case and metric a row is
 SHOWN = ["op", "variant", "mode", "metric", "driver"]  # what the printout names a row by
@@ -51,9 +56,19 @@ def env_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return [f"{k}: A {ea[k]!r}, B {eb[k]!r}" for k in ea if ea[k] != eb[k]]
 
 
-def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Rows that fail a comparison: FAILED in either run, or timed (ok) in one run and not the other.
-    Rows that are n/a in both runs are not compared and not listed."""
+def _timed_status(frame: pd.DataFrame, value: str) -> pd.DataFrame:
+    """A row marked ok without a `value` was not timed: its status reads "untimed", so it can never
+    be compared as if it had been."""
+    untimed = (frame["status"] == "ok") & (frame[value].isna() if value in frame else True)
+    return frame.assign(status=frame["status"].mask(untimed, "untimed"))
+
+
+def unmatched(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataFrame:
+    """Rows that fail a comparison: FAILED in either run, or timed (ok with a value) in one run and
+    not the other. Rows timed in neither run are not compared and not listed."""
+    import pandas as pd
+
+    a, b = _timed_status(a, value), _timed_status(b, value)
     cols = KEY + ["status", "reason"]
     sides = a.reindex(columns=cols).merge(b.reindex(columns=cols), on=KEY, how="outer", suffixes=("_a", "_b"))
     shown = pd.concat([a[KEY + SHOWN], b[KEY + SHOWN]]).drop_duplicates(KEY)
@@ -70,6 +85,8 @@ def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataFrame:
     """Rows present and ok in both runs, with `value` as median_a / median_b and their spread."""
+    import pandas as pd
+
     if value not in a.columns or value not in b.columns:
         return pd.DataFrame(columns=SHOWN + KEY + ["group_id", "median_a", "median_b", "spread"])
     a = a[(a["status"] == "ok") & a[value].notna()][SHOWN + KEY + ["group_id", value]].rename(columns={value: "median"})
@@ -82,6 +99,8 @@ def spreads(a: pd.DataFrame, b: pd.DataFrame, value: str = "median") -> pd.DataF
 
 def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
     """Per op x mode x metric: is the ranking of variants identical in both runs?"""
+    import pandas as pd
+
     out = []
     for _, g in merged.groupby("group_id", sort=False):
         op, mode, metric, driver = (g[c].iloc[0] for c in ("op", "mode", "metric", "driver"))
@@ -93,7 +112,7 @@ def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m analysis.compare", description=__doc__.splitlines()[0])
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--max-spread", type=float, default=0.03)
@@ -104,10 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="compare runs of different scenarios, devices, GPUs, torch builds or dtypes (with a warning)")
     args = p.parse_args(argv)
     try:
-        docs = [load_result(path) for path in (args.a, args.b)]
-    except ResultFileError as exc:
+        if not (math.isfinite(args.max_spread) and args.max_spread >= 0):
+            raise ValueError(f"--max-spread must be a finite number >= 0 (0.03 = 3 %), not {args.max_spread}")
+        if args.csv is not None:
+            check_output_file(args.csv, "--csv")
+        docs = [read_result(path) for path in (args.a, args.b)]
+    except ValueError as exc:  # ResultFileError, OutputPathError and the checks above
         print(f"compare: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    import pandas as pd
+
     differences = env_differences(*docs)
     if differences and not args.allow_different_env:
         print(f"compare: error: the runs are not comparable ({'; '.join(differences)}); "
@@ -119,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if all(x is not None for x in probes):
         print(f"speed probe: A {probes[0]:.3f} µs, B {probes[1]:.3f} µs (B/A {probes[1] / probes[0]:.3f})")
     frames = [rows_frame(docs[0], str(args.a)), rows_frame(docs[1], str(args.b))]
-    problems = unmatched(*frames)
+    problems = unmatched(*frames, args.value)
     merged = spreads(*frames, args.value)
     if merged.empty:
         print("no common rows")
@@ -145,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r['problem']}: {r['op']}/{r['variant']}/{r['mode']} {r['metric']} ({r['driver']})"
                   f"{f' — {reason}' if isinstance(reason, str) else ''}")
     if args.csv:
-        merged.to_csv(args.csv, index=False)
+        try:
+            write_output(args.csv, merged.to_csv(index=False))
+        except OutputPathError as exc:
+            print(f"compare: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     return EXIT_OK if worst <= args.max_spread and problems.empty else EXIT_DIFFERENT
 
 

@@ -6,28 +6,36 @@ Each function takes the pandas frame of `analysis.load` (any set of runs) and re
 `scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
 adds the history figures when it is given several runs of a scenario. Figures are built on
 `matplotlib.figure.Figure`, never pyplot, so no global backend or figure state is touched.
+
+RESULTS are files or folders (their *.json); of several, files that are not result documents (a
+calibration beside the runs) are skipped with a note on stderr, as are results without rows and
+figures their data cannot make. Every PNG is written atomically. Exit status: 0; 2 bad input (no
+result document left, a damaged one, an empty or unknown --kinds, an --out folder that cannot be
+written, matplotlib missing), one line on stderr.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import math
 import sys
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Sequence
-
-import numpy as np
-import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.kernels import size_text  # noqa: E402
-from analysis.load import rows_frame  # noqa: E402
-from analysis.table import NOISY_GLYPH, table_data  # noqa: E402
-from bench.results import ResultFileError, load_result  # noqa: E402
+# Light imports only: numpy, pandas, matplotlib and the table modules are imported in the functions
+# that draw, so the command checks its options, output folder and files before loading them.
+from analysis.load import read_results, rows_frame  # noqa: E402
+from analysis.outputs import OutputPathError, check_output_dir, output_path  # noqa: E402
+from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 BAR = "#4C72B0"
 FLOOR = "#3A3A3A"
@@ -48,8 +56,12 @@ def _env(frame: pd.DataFrame) -> dict[str, Any]:
 
 def _caption(frame: pd.DataFrame) -> str:
     """GPU (or CPU) · torch · date · source: under every title, so a PNG says where it came from."""
+    import pandas as pd
+
     env = _env(frame)
-    times = pd.to_datetime(frame["env_time"].dropna().unique()) if "env_time" in frame else []
+    # A time that does not parse is left out of the caption, never a reason not to draw.
+    times = pd.to_datetime(pd.Series(frame["env_time"].dropna().unique()), errors="coerce", utc=True).dropna() \
+        if "env_time" in frame else []
     when = "time unknown" if not len(times) else f"{times.min():%Y-%m-%d %H:%M}" + (
         f"–{times.max():%H:%M} UTC" if times.max() != times.min() else " UTC")
     sources = frame["source"].dropna().unique() if "source" in frame else []
@@ -68,6 +80,8 @@ def _ok(data: pd.DataFrame) -> pd.DataFrame:
 
 
 def _panels(count: int, rows: int, width: float = 5.4, cols: int | None = None) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure
+
     cols = cols or count
     nrows = -(-count // cols)
     fig = Figure(figsize=(width * cols, max(2.6, rows * ROW_INCH + 1.6) * nrows), dpi=DPI, layout="constrained")
@@ -99,6 +113,8 @@ def _number(v: float) -> str:
 def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floor_value: float, floor_label: str,
                 unit: str, mark_noisy: bool) -> None:
     """One bar per variant, cheapest at the top, 95 % CI whiskers, the floor drawn as a dashed line."""
+    from analysis.table import NOISY_GLYPH
+
     rows = rows.sort_values(value, ascending=False)
     values = rows[value].to_numpy(float)
     err_lo, err_hi = _ci_errors(rows, value, lo, hi)
@@ -120,6 +136,8 @@ def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floo
 
 
 def _cost_chart(frame: pd.DataFrame, op: str, ratio: bool) -> Figure:
+    from analysis.table import NOISY_GLYPH, table_data
+
     table = table_data(frame, op, "cpu_us", "python")
     if table is None:
         raise ValueError(f"no CPU rows for op {op!r}")
@@ -162,6 +180,9 @@ def ratio_chart(frame: pd.DataFrame, op: str) -> Figure:
 def _grouped_panel(ax: Axes, variants: Sequence[str], series: dict[str, pd.DataFrame], unit: str) -> None:
     """Per variant (first at the top), one bar per series with its CI, on a log axis; a missing
     value is written n/a where its bar would be."""
+    import pandas as pd
+    from matplotlib.ticker import FuncFormatter
+
     height = 0.8 / len(series)
     ys = {v: len(variants) - 1 - i for i, v in enumerate(variants)}
     top = 0.0
@@ -199,6 +220,8 @@ def _by_cost(rows: pd.DataFrame) -> list[str]:
 def launch_chart(frame: pd.DataFrame, op: str) -> Figure:
     """Per mode, CPU wall-clock and GPU kernel time per call for every variant: where the CPU bar
     is the longer one, the boundary sets the pace and the GPU waits (launch-bound)."""
+    from analysis.table import table_data
+
     cpu, gpu = table_data(frame, op, "cpu_us"), table_data(frame, op, "gpu_us")
     if cpu is None or gpu is None:
         raise ValueError(f"op {op!r} needs CPU and GPU rows for the launch chart")
@@ -218,6 +241,8 @@ def launch_chart(frame: pd.DataFrame, op: str) -> Figure:
 
 def compile_chart(frame: pd.DataFrame, op: str) -> Figure:
     """CPU µs per call of every variant eager, compiled and replayed from a CUDA graph (one bar each)."""
+    from analysis.table import table_data
+
     table = table_data(frame, op, "cpu_us")
     if table is None:
         raise ValueError(f"no CPU rows for op {op!r}")
@@ -236,6 +261,10 @@ def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: 
                   metric: str = "cpu_us", driver: str = "python", cols: int = 5) -> Figure:
     """One panel per variant: its `value` (median or ratio_median) in every run of the frame, by run
     time, with the 95 % CI as error bars."""
+    import pandas as pd
+
+    from analysis.table import table_data
+
     lo, hi = ("ratio_ci_low", "ratio_ci_high") if value == "ratio_median" else ("ci_low", "ci_high")
     runs = []
     for source, run in frame.groupby("source", sort=False):
@@ -285,6 +314,8 @@ def _roofline_points(frame: pd.DataFrame) -> pd.DataFrame:
 def _roofline_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> None:
     """The roofline (log-log): achieved TFLOP/s against arithmetic intensity, one marker per op x
     size, under the measured roofs min(P, B x I)."""
+    import numpy as np
+
     memory = roofs["memory"]["value"]
     intensity = np.logspace(-2.5, 4, 200)
     for i, (name, roof) in enumerate(sorted(roofs.get("compute", {}).items())):
@@ -304,6 +335,8 @@ def _roofline_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> No
 
 def _bandwidth_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> None:
     """Achieved GB/s by size for every memory-bound op and variant, under the memory roof."""
+    from analysis.kernels import size_text
+
     memory = roofs["memory"]["value"]
     styles = {"raw": "-", "aten": "--", "compiled": ":"}
     for i, ((op_name, mode), g) in enumerate(points.groupby(["op", "mode"], sort=False)):
@@ -328,6 +361,8 @@ def roofline_chart(frame: pd.DataFrame) -> Figure:
     it, achieved GB/s by size for the memory-bound ops. A panel with nothing to show is left out
     (a run of `--ops mm` has no memory-bound op; one of `--ops noop` has no FLOPs). Points above
     their roof are not drawn."""
+    from matplotlib.figure import Figure
+
     roofs = frame.attrs.get("roofs") or {}
     points = _roofline_points(frame)
     if points.empty or not roofs:
@@ -354,6 +389,9 @@ def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
     """CPU µs per call of a few variants and the GPU µs per call of the op's kernel against size
     (log-log): left of where a CPU curve meets the GPU curve the variant is launch-bound; the
     crossover of each (analysis.kernels.crossovers) is marked."""
+    import pandas as pd
+    from matplotlib.figure import Figure
+
     from analysis.kernels import crossovers
 
     rows = _ok(frame[(frame["scenario"] == "launch") & (frame["op"] == op)])
@@ -388,7 +426,7 @@ def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
 def offsets_chart(frame: pd.DataFrame) -> Figure:
     """int64 / int32 time per call against size, one line per kernel (op and mode), a panel per
     dtype, with the ±5 % band the offsets question is asked against."""
-    from analysis.kernels import offsets_frame, timed_metric
+    from analysis.kernels import offsets_frame, size_text, timed_metric
 
     data = offsets_frame(frame)
     data = data[data["status"] == "ok"]
@@ -429,7 +467,7 @@ def fusion_chart(frame: pd.DataFrame) -> Figure:
     panel row, where k launches cost k times one)."""
     from matplotlib.lines import Line2D
 
-    from analysis.kernels import fusion_frame, timed_metric
+    from analysis.kernels import fusion_frame, size_text, timed_metric
 
     data = fusion_frame(frame, frame.attrs.get("roofs"))
     data = data[data["status"] == "ok"]
@@ -486,9 +524,30 @@ def result_frame(result: dict[str, Any] | pd.DataFrame, source: str = "") -> pd.
 
 
 def save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
+    """Write a figure as a PNG, atomically; OutputPathError (one line) when it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with output_path(path) as tmp:
+        fig.savefig(tmp, dpi=DPI, format="png")  # the format given: the temporary name ends in .tmp
     return path
+
+
+Note = Callable[[str], None]
+
+
+def _drawn(make: Callable[[], Figure], path: Path, on_skip: Note | None) -> list[Path]:
+    """[path] once the figure is written there. A figure the data cannot make (ValueError: nothing
+    to draw) is raised, or, given `on_skip`, reported there and left out."""
+    try:
+        fig = make()
+    except ValueError as exc:
+        if on_skip is None:
+            raise
+        on_skip(f"{path.name}: not drawn: {exc}")
+        return []
+    return [save(fig, path)]
 
 
 def _ops_with(frame: pd.DataFrame, metric: str) -> list[str]:
@@ -511,9 +570,10 @@ KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "fusion",
 
 
 def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem: str,
-                     kinds: Sequence[str] = KINDS) -> list[Path]:
+                     kinds: Sequence[str] = KINDS, on_skip: Note | None = None) -> list[Path]:
     """Write the figures suited to one result (a result document or its rows' frame) as
-    `out_dir/<stem>-<op>-<kind>.png`; a scenario without figures writes none."""
+    `out_dir/<stem>-<op>-<kind>.png`; a scenario without figures, or a result without rows, writes
+    none. A figure its data cannot make raises ValueError, or, given `on_skip`, is reported there."""
     frame = result_frame(result)
     if frame.empty:
         return []
@@ -522,14 +582,15 @@ def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem:
     for kind, (make, metric) in FIGURES.get(str(scenario), {}).items():
         if kind in kinds:
             for op in _ops_with(frame, metric):
-                written.append(save(make(frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png"))
+                written += _drawn(partial(make, frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png", on_skip)
     for kind, whole in WHOLE_FIGURES.get(str(scenario), {}).items():
         if kind in kinds and frame.attrs.get("roofs"):
-            written.append(save(whole(frame), Path(out_dir) / f"{stem}-{kind}.png"))
+            written += _drawn(partial(whole, frame), Path(out_dir) / f"{stem}-{kind}.png", on_skip)
     return written
 
 
-def history_figures(frame: pd.DataFrame, out_dir: Path, mode: str = "inference") -> list[Path]:
+def history_figures(frame: pd.DataFrame, out_dir: Path, mode: str = "inference",
+                    on_skip: Note | None = None) -> list[Path]:
     """Per op, the median and the ratio to the floor over every boundary run in the frame."""
     runs = frame[frame["scenario"] == "boundary"]
     if runs["source"].nunique() < 2:
@@ -537,34 +598,59 @@ def history_figures(frame: pd.DataFrame, out_dir: Path, mode: str = "inference")
     written = []
     for op in _ops_with(runs, "cpu_us"):
         for value, suffix in (("median", ""), ("ratio_median", "-ratio")):
-            written.append(save(history_chart(runs, op, mode, value), Path(out_dir) / f"history-{op}-{mode}{suffix}.png"))
+            written += _drawn(partial(history_chart, runs, op, mode, value),
+                              Path(out_dir) / f"history-{op}-{mode}{suffix}.png", on_skip)
     return written
 
 
+def _note(text: str) -> None:
+    print(f"figures: {text}", file=sys.stderr)
+
+
+def check_kinds(text: str) -> list[str]:
+    """--kinds: a non-empty comma-separated subset of KINDS (ValueError naming what is wrong)."""
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = sorted(set(kinds) - set(KINDS))
+    if not kinds or unknown:
+        raise ValueError(f"--kinds: {'unknown kinds ' + str(unknown) if unknown else 'no kind given'}; "
+                         f"valid: {','.join(KINDS)}")
+    return kinds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("results", nargs="+", type=Path)
+    p = Parser(prog="python -m analysis.figures", description=__doc__.splitlines()[0])
+    p.add_argument("results", nargs="+", type=Path, help="result files or folders")
     p.add_argument("--out", type=Path, required=True, help="folder for the PNGs")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
     p.add_argument("--history-mode", default="inference", help="the mode the history figures follow")
     args = p.parse_args(argv)
-    kinds = [k for k in args.kinds.split(",") if k]
-    unknown = sorted(set(kinds) - set(KINDS))
-    if unknown:
-        p.error(f"unknown kinds {unknown}; valid: {', '.join(KINDS)}")
     try:
-        docs = [(path, load_result(path)) for path in args.results]
-    except ResultFileError as exc:
+        kinds = check_kinds(args.kinds)
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ValueError("figures need matplotlib (pip install matplotlib; it is in requirements.txt)")
+        docs = read_results(args.results, note=_note)
+        check_output_dir(args.out, "--out")  # made here, once the inputs are known to be good
+    except ValueError as exc:  # ResultFileError, OutputPathError, the checks above
         print(f"figures: error: {exc}", file=sys.stderr)
         return 2
+    import pandas as pd
+
     written = []
-    for path, doc in docs:
-        written += scenario_figures(doc, args.out, path.stem, kinds)
-    if "history" in kinds:
-        frames = pd.concat([rows_frame(doc, str(path)) for path, doc in docs], ignore_index=True)
-        written += history_figures(frames, args.out, args.history_mode)
+    try:
+        for path, doc in docs:
+            if not doc["rows"]:
+                _note(f"{path}: no figures: it has no rows (status {doc.get('status') or 'unknown'})")
+            written += scenario_figures(doc, args.out, path.stem, kinds, on_skip=_note)
+        timed = [rows_frame(doc, str(path)) for path, doc in docs if doc["rows"]]
+        if "history" in kinds and timed:
+            written += history_figures(pd.concat(timed, ignore_index=True), args.out, args.history_mode, _note)
+    except OutputPathError as exc:
+        print(f"figures: error: {exc}", file=sys.stderr)
+        return 2
     for path in written:
         print(path)
+    if not written:
+        _note(f"no figure of kinds {','.join(kinds)} for these results")
     return 0
 
 

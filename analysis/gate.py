@@ -29,15 +29,22 @@ where the calibration says the row is steadier that way, and in absolute µs whe
 floor; GPU rows on their gpu_us medians. δ comes per row from --calibration (analysis.calibrate),
 else --delta (default 0.05: the band within which the H200's repeated runs reproduced most rows).
 
-Exit status: 0 pass; 1 any regression or failed row (missing, new and inconclusive rows are
-listed, and do not fail); 2 bad input (unreadable, empty or non-result files, or incomparable runs
-unless --allow-different-env).
+The outcome, in the headline with the rows decided (regression, improvement or same) and the
+count of each verdict, and the exit status:
+
+* ``FAIL`` (exit 1): a ``regression`` or ``failed`` row; it wins over NO DECISION.
+* ``NO DECISION`` (exit 3): no row was compared, no row was decided (every row inconclusive,
+  missing, new or n/a), or a row timed in the baseline is missing tonight (n/a, untimed or gone).
+  Never a pass: a gate that judged nothing, or not what the baseline timed, has not passed.
+* ``PASS`` (exit 0): none of the above; inconclusive and new rows are listed, and do not fail.
+* exit 2, bad input, one line on stderr: an unreadable, oversized, empty or non-result file or one
+  with a non-finite or non-positive time (named, with the row), a calibration file with a value
+  out of range, --delta outside (0, 1) or --alpha outside (0, 0.5), or runs of different
+  scenario, device, GPU, driver, torch build or dtype (unless --allow-different-env).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import sys
 from collections import Counter
@@ -45,21 +52,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from tabulate import tabulate
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# Light imports only (numpy and scipy wait inside gate_stats, tabulate inside render): bad input
+# is refused before any of them is loaded.
 from analysis import gate_stats as gs  # noqa: E402
 from analysis.compare import environment as compare_environment  # noqa: E402
+from analysis.load import ResultFileError, check_result, read_json, read_result, result_files  # noqa: E402
+from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 from bench.identity import case_label, identity_text, row_identity  # noqa: E402
-from bench.results import ResultFileError, load_result  # noqa: E402
 
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_NO_DECISION = 0, 1, 2, 3
+PASS, FAIL, NO_DECISION = "PASS", "FAIL", "NO DECISION"
+OUTCOME_EXIT = {PASS: EXIT_PASS, FAIL: EXIT_FAIL, NO_DECISION: EXIT_NO_DECISION}
 FAILED, MISSING, NEW = "failed", "missing", "new"
 VERDICTS = (FAILED, gs.REGRESSION, MISSING, gs.INCONCLUSIVE, gs.IMPROVEMENT, NEW, gs.SAME)  # display order
+DECIDED = (gs.REGRESSION, gs.IMPROVEMENT, gs.SAME)
 JUDGED_METRICS = ("cpu_us", "gpu_us")
 DEFAULT_DELTA = {"cpu_us": 0.05, "gpu_us": 0.05}
 DEFAULT_ALPHA = 0.05
+# --delta lies in (0, 1): a band of ±100 % or more calls every slowdown short of 2x `same`.
+MAX_DELTA = 1.0
+# A calibrated δ may exceed 1 for a row the A/A runs found very noisy (it then says how little that
+# row can tell); beyond an 11-fold band it is no band at all (analysis.calibrate's MAX_DETECTABLE).
+MAX_CALIBRATED_DELTA = 10.0
 RATIO, ABSOLUTE = "ratio", "absolute"
 SUFFIX = {RATIO: "ratio", ABSOLUTE: "abs"}  # calibration fields: sigma_log_ratio, sigma_log_abs, ...
 CALIBRATION_KIND = "dbench-calibration"
@@ -75,21 +91,64 @@ class GateInputError(ValueError):
 
 def load_run(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """(source, document) for a result file, or for every result file (*.json) of a folder."""
-    path = Path(path)
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    if not files:
-        raise ResultFileError(f"{path}: no result files (*.json) in this folder")
-    return [(str(f), load_result(f)) for f in files]
+    return [(str(f), read_result(f)) for f in result_files(path)]
+
+
+def check_delta(delta: float | None, name: str = "--delta") -> None:
+    if delta is not None and not (isinstance(delta, (int, float)) and 0 < delta < MAX_DELTA):
+        raise GateInputError(f"{name} must lie in (0, {MAX_DELTA:g}) (0.05 = ±5 %), not {delta}")
+
+
+def check_alpha(alpha: float | None, name: str = "--alpha") -> None:
+    if alpha is not None and not (isinstance(alpha, (int, float)) and 0 < alpha < 0.5):
+        raise GateInputError(f"{name} must lie in (0, 0.5) (each CI bound's one-sided level), not {alpha}")
+
+
+def _calibration_value_problem(name: str, value: Any) -> str | None:
+    """Why one field of a calibration row is unusable (None: it is fine)."""
+    if name in ("label", "metric"):
+        return None if value is None or isinstance(value, str) else "not text"
+    if name == "stable_absolute":
+        return None if value is None or isinstance(value, bool) else "not true or false"
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "not a number"
+    if not math.isfinite(value):
+        return "not finite"
+    if name == "delta" or name.startswith("delta_"):
+        return None if 0 < value <= MAX_CALIBRATED_DELTA else f"outside (0, {MAX_CALIBRATED_DELTA:g}]"
+    if name == "n" or name.startswith(("df_", "run_df_")):
+        return None if value > 0 else "not positive"
+    return None if value >= 0 else "negative"
+
+
+def check_calibration(doc: Any, source: str | Path) -> dict[str, Any]:
+    """A calibration document whose every value the gate may use is finite and in range."""
+    if not isinstance(doc, dict) or doc.get("kind") != CALIBRATION_KIND or not isinstance(doc.get("rows"), dict):
+        raise ResultFileError(f"{source}: not a calibration file (written by python -m analysis.calibrate)")
+    params = doc.get("params") or {}
+    if not isinstance(params, dict) or not isinstance(doc.get("env") or {}, dict):
+        raise ResultFileError(f"{source}: not a calibration file (params or env is not an object)")
+    if doc.get("design") not in (None, "independent", "paired"):
+        raise ResultFileError(f"{source}: design is {doc.get('design')!r}, not independent or paired")
+    try:
+        check_alpha(params.get("alpha_row"), "params.alpha_row")
+    except GateInputError as exc:
+        raise ResultFileError(f"{source}: {exc}") from None
+    for row_id, entry in doc["rows"].items():
+        if not isinstance(entry, dict):
+            raise ResultFileError(f"{source}: row {row_id}: not an object")
+        for name, value in entry.items():
+            problem = _calibration_value_problem(str(name), value)
+            if problem:
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+                raise ResultFileError(f"{source}: row {entry.get('label') or row_id}: {name} is {shown}, {problem}")
+    return doc
 
 
 def load_calibration(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultFileError(f"{path}: cannot read it as a calibration file ({exc})") from None
-    if not isinstance(doc, dict) or doc.get("kind") != CALIBRATION_KIND or not isinstance(doc.get("rows"), dict):
-        raise ResultFileError(f"{path}: not a calibration file (written by python -m analysis.calibrate)")
-    return doc
+    return check_calibration(read_json(path, "calibration"), path)
 
 
 def environment(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,9 +202,20 @@ class RowRun:
     values: dict[str, list[float | None]] = field(default_factory=lambda: {RATIO: [], ABSOLUTE: []})
     # A/B: (B, A) per pair, joined within each file, so pooled files cannot shift the pairing
     pairs: dict[str, list[tuple[float | None, float | None]]] = field(default_factory=lambda: {RATIO: [], ABSOLUTE: []})
+    a_timed: bool = False  # A/B: side A has a value in some file (whatever side B did)
 
     def usable(self, quantity: str) -> bool:
         return gs.log_values(self.values[quantity]).size > 0
+
+    @property
+    def timed(self) -> bool:
+        """ok and with a value: a row marked ok without one was not timed, and counts as absent."""
+        return self.status == "ok" and (self.usable(RATIO) or self.usable(ABSOLUTE))
+
+    @property
+    def state(self) -> str:
+        """What a missing or new row's note says of this side."""
+        return "untimed" if self.status == "ok" else self.status
 
 
 def collect(docs: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], RowRun]:
@@ -164,6 +234,8 @@ def collect(docs: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], RowRun]:
                 run.status, run.reason = FAILED, reason
             elif status == "ok" and run.status != FAILED:
                 run.status = "ok"
+            if str(row.get("a_status") or "ok").lower() == "ok":
+                run.a_timed |= any(gs.log_values(process_values(row, q, "a_")).size for q in (RATIO, ABSOLUTE))
             if status != "ok":
                 continue
             for q in (RATIO, ABSOLUTE):
@@ -216,16 +288,41 @@ class GateResult:
         return {v: c[v] for v in VERDICTS if c[v]}
 
     @property
+    def decided(self) -> int:
+        """Rows with a verdict on the change: regression, improvement or same."""
+        return sum(r.verdict in DECIDED for r in self.rows)
+
+    @property
+    def outcome(self) -> str:
+        """FAIL (a regression or a FAILED row) wins; NO DECISION when nothing was decided or a row
+        the baseline timed is missing; else PASS."""
+        if any(r.verdict in (gs.REGRESSION, FAILED) for r in self.rows):
+            return FAIL
+        return NO_DECISION if self.undecided_reasons() else PASS
+
+    def undecided_reasons(self) -> list[str]:
+        """Why the gate cannot pass (empty when it can)."""
+        out = []
+        if not self.rows:
+            out.append("no row to compare: neither run timed a cpu_us or gpu_us row the other could be judged against")
+        elif not self.decided:
+            out.append("no row was decided (every row inconclusive, missing or new)")
+        missing = self.counts.get(MISSING, 0)
+        if missing:
+            out.append(f"{missing} row(s) timed in the baseline are missing in the new run")
+        return out
+
+    @property
     def exit_code(self) -> int:
-        return EXIT_FAIL if any(r.verdict in (gs.REGRESSION, FAILED) for r in self.rows) else EXIT_PASS
+        return OUTCOME_EXIT[self.outcome]
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == EXIT_PASS
+        return self.outcome == PASS
 
     def summary(self) -> str:
-        counts = ", ".join(f"{n} {v}" for v, n in self.counts.items()) or "no rows"
-        return f"{'PASS' if self.passed else 'FAIL'}: {len(self.rows)} rows — {counts}"
+        counts = "".join(f", {n} {v}" for v, n in self.counts.items())
+        return f"{self.outcome}: {len(self.rows)} rows — {self.decided} decided{counts}"
 
 
 def level_text(alpha: float) -> str:
@@ -325,7 +422,8 @@ def _clocks(docs: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _probe(docs: Sequence[Mapping[str, Any]]) -> float | None:
-    return geomean([(d.get("speed_probe") or {}).get("median") for d in docs])
+    medians = [(d.get("speed_probe") or {}).get("median") for d in docs]
+    return geomean([m for m in medians if isinstance(m, (int, float)) and not isinstance(m, bool)])
 
 
 def header_lines(new_docs: Sequence[Mapping[str, Any]], base_docs: Sequence[Mapping[str, Any]],
@@ -389,25 +487,30 @@ def calibration_warnings(calibration: Mapping[str, Any], reference: Mapping[str,
 
 def row_verdicts(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[tuple[Any, ...], RowRun],
                  paired: bool, cal_rows: Mapping[str, Any], **judging: Any) -> list[RowVerdict]:
-    """One verdict per row of either side (rows n/a on both sides are left out), problems first."""
+    """One verdict per row of either side (rows timed on neither side are left out), problems first.
+    A row FAILED in the new run is `failed`; one timed in the baseline (side A) but n/a, untimed
+    (ok without a value) or absent in the new run is `missing`; one timed in the new run only `new`."""
     out = []
     for key, new in new_rows.items():
         base = base_rows.get(key)
+        base_timed = new.a_timed if paired else base is not None and base.timed
         label, rid = row_label(new.row), identity_text(key)
         names = dict(label=label, row_id=rid, metric=new.row["metric"])
         if new.status == FAILED:
             out.append(RowVerdict(verdict=FAILED, note=str(new.reason or ""), **names))
-        elif new.status != "ok":
-            if base is not None and base.status == "ok":
-                out.append(RowVerdict(verdict=MISSING, note=f"{new.status} in new: {new.reason or ''}", **names))
-        elif not paired and (base is None or base.status != "ok"):
+        elif not new.timed:
+            if base_timed:
+                note = f"{new.state} in {'side B' if paired else 'new'}" + (f": {new.reason}" if new.reason else "")
+                out.append(RowVerdict(verdict=MISSING, note=note, **names))
+        elif not base_timed:
             shown, value = one_side(new, judging["metric_mode"], cal_rows.get(rid))
-            why = "not in the baseline" if base is None else f"{base.status} in the baseline"
+            why = ("not timed on side A" if paired else "not in the baseline" if base is None
+                   else f"{base.state} in the baseline")
             out.append(RowVerdict(verdict=NEW, note=why, new=value, **{**names, "metric": shown}))
         else:
             out.append(judge_row(label, rid, new, base, cal=cal_rows.get(rid), **judging))
     for key, base in base_rows.items():
-        if key not in new_rows and base.status == "ok":
+        if key not in new_rows and base.timed:
             rid = identity_text(key)
             shown, value = one_side(base, judging["metric_mode"], cal_rows.get(rid))
             out.append(RowVerdict(verdict=MISSING, label=row_label(base.row), row_id=rid, metric=shown,
@@ -424,21 +527,26 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
 
     δ per row comes from `calibration` (a document written by analysis.calibrate), else `delta`,
     else DEFAULT_DELTA. `alpha`: one-sided level of each CI bound (default: the
-    calibration's per-row α, else DEFAULT_ALPHA). Raises GateInputError for input it cannot judge."""
+    calibration's per-row α, else DEFAULT_ALPHA). Raises GateInputError for input it cannot judge,
+    ResultFileError (a ValueError too) for a document or calibration that is not well formed."""
     new_docs, baseline_docs = list(new_docs), list(baseline_docs)
     if metric not in ("auto", RATIO, ABSOLUTE):
         raise GateInputError(f"metric must be auto, ratio or absolute, not {metric!r}")
-    design = design_of(new_docs, baseline_docs)
+    check_delta(delta, "delta")
+    check_alpha(alpha, "alpha")
     new_sources = list(new_sources or [f"new[{i}]" for i in range(len(new_docs))])
     baseline_sources = list(baseline_sources or [f"baseline[{i}]" for i in range(len(baseline_docs))])
+    for source, doc in [*zip(new_sources, new_docs), *zip(baseline_sources, baseline_docs)]:
+        check_result(doc, source)  # documents built in memory get the file reader's checks too
+    if calibration is not None:
+        check_calibration(calibration, "the calibration")
+    design = design_of(new_docs, baseline_docs)
     warnings = input_warnings(list(zip(new_sources, new_docs)), list(zip(baseline_sources, baseline_docs)),
                               allow_different_env)
     if calibration is not None:
         warnings += calibration_warnings(calibration, new_docs[0], design)
     if alpha is None:
         alpha = float(((calibration or {}).get("params") or {}).get("alpha_row") or DEFAULT_ALPHA)
-    if not 0 < alpha < 0.5:
-        raise GateInputError(f"alpha must lie in (0, 0.5), not {alpha}")
     verdicts = row_verdicts(collect(new_docs), collect(baseline_docs) if design == "independent" else {},
                             design == "paired", (calibration or {}).get("rows") or {},
                             metric_mode=metric, delta=delta, alpha=alpha)
@@ -471,17 +579,22 @@ def table_rows(result: GateResult, hide_same: bool = False) -> list[list[str]]:
 
 
 def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
+    from tabulate import tabulate
+
     ci_name = f"{level_text(result.alpha)} CI"
     headers = ["row", "metric", "baseline", "new", "ratio", ci_name, "δ", "verdict", "n base/new", "note"]
     rows = table_rows(result, hide_same)
+    undecided = result.undecided_reasons() if result.outcome == NO_DECISION else []
     if fmt == "md":
         lines = [f"### Regression gate — {result.summary()}", ""]
-        lines += [f"- {h}" for h in result.header] + [f"- warning: {w}" for w in result.warnings] + [""]
+        lines += [f"- {h}" for h in result.header] + [f"- warning: {w}" for w in result.warnings]
+        lines += [f"- **no decision:** {w}" for w in undecided] + [""]
         lines.append(tabulate(rows, headers, tablefmt="github", disable_numparse=True) if rows else "_no rows_")
         if hide_same and result.counts.get(gs.SAME):
             lines.append(f"\n{result.counts[gs.SAME]} rows `same` not shown.")
     else:
-        lines = [*result.header, *[f"warning: {w}" for w in result.warnings], ""]
+        lines = [*result.header, *[f"warning: {w}" for w in result.warnings],
+                 *[f"no decision: {w}" for w in undecided], ""]
         lines.append(tabulate(rows, headers, tablefmt="simple", disable_numparse=True) if rows else "no rows")
         if hide_same and result.counts.get(gs.SAME):
             lines.append(f"({result.counts[gs.SAME]} rows same, not shown)")
@@ -494,7 +607,7 @@ def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.gate", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m analysis.gate", description=__doc__.splitlines()[0])
     p.add_argument("new", type=Path, help="the new run: a result file or a folder of them")
     p.add_argument("baseline", type=Path, nargs="*", help="baseline files or folders (pooled); none for an A/B file")
     p.add_argument("--format", choices=("md", "txt"), default="txt")
@@ -507,10 +620,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="judge runs of different scenarios, devices, GPUs, drivers, torch builds or dtypes")
     p.add_argument("--hide-same", action="store_true", help="leave rows judged `same` out of the table")
     args = p.parse_args(argv)
-    if args.delta is not None and not args.delta > 0:
-        print(f"gate: error: --delta must be positive, not {args.delta}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     try:
+        check_delta(args.delta)
+        check_alpha(args.alpha)
         new = load_run(args.new)
         base = [item for path in args.baseline for item in load_run(path)]
         calibration = load_calibration(args.calibration) if args.calibration else None

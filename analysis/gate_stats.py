@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import numpy as np
-import scipy.optimize
-import scipy.stats
+if TYPE_CHECKING:
+    import numpy as np
 
+# numpy and scipy are imported where they are used: the commands built on this module check their
+# input before paying for those imports.
 REGRESSION, IMPROVEMENT, SAME, INCONCLUSIVE = "regression", "improvement", "same", "inconclusive"
 MAX_PROCESSES = 10_000  # beyond this "more processes" is no answer
 
@@ -50,21 +51,25 @@ class Effect:
         """The two-sided (1 - 2α) CI of the ratio: each bound is a one-sided level-α test."""
         half = t_quantile(alpha, self.df) * self.se
         # A few pairs at a tiny α can make the interval wider than a float holds: [0, inf] then.
-        return _beyond_float(math.exp, self.log_ratio - half), _beyond_float(math.exp, self.log_ratio + half)
+        return beyond_float(math.exp, self.log_ratio - half), beyond_float(math.exp, self.log_ratio + half)
 
 
-def _beyond_float(fn: Callable[[float], float], x: float) -> float:
+def beyond_float(fn: Callable[[float], float], x: float) -> float:
     """exp or expm1 of a log that may be too large for a float (inf then)."""
     return math.inf if x > 700 else fn(x)
 
 
 def t_quantile(alpha: float, df: float) -> float:
     """The one-sided (1 - α) quantile of Student's t (the normal one for infinite df)."""
+    import scipy.stats
+
     return float(scipy.stats.norm.ppf(1 - alpha) if math.isinf(df) else scipy.stats.t.ppf(1 - alpha, df))
 
 
 def log_values(values: Sequence[float | None]) -> np.ndarray:
     """Logs of the usable (finite, positive) values."""
+    import numpy as np
+
     x = np.asarray([v for v in values if v is not None], dtype=float)
     return np.log(x[np.isfinite(x) & (x > 0)])
 
@@ -81,6 +86,8 @@ def satterthwaite(components: Sequence[tuple[float, float]]) -> tuple[float, flo
 def _side(x: np.ndarray, sigma: float | None, sigma_df: float) -> tuple[float, float] | None:
     """(variance of the side's mean log, its df): from the side's own spread with ≥ 2 processes,
     else from a calibrated per-process σ; None when neither is there."""
+    import numpy as np
+
     if x.size >= 2:
         return float(np.var(x, ddof=1)) / x.size, float(x.size - 1)
     if x.size == 1 and sigma is not None:
@@ -107,6 +114,8 @@ def independent_effect(new: Sequence[float], base: Sequence[float], *, sigma: fl
 
 def paired_effect(new: Sequence[float | None], base: Sequence[float | None]) -> Effect | None:
     """One-sample t on per-pair log ratios (pair i = new[i] and base[i], adjacent in time)."""
+    import numpy as np
+
     pairs = [(b, a) for b, a in zip(new, base) if b is not None and a is not None and b > 0 and a > 0]
     d = np.log([b for b, _ in pairs]) - np.log([a for _, a in pairs]) if pairs else np.array([])
     if d.size < 2:
@@ -177,6 +186,8 @@ def smallest_n(ok: Callable[[int], bool], limit: int = MAX_PROCESSES) -> int | N
 def mde(sigma: float, n: float, alpha: float, power: float, paired: bool = False) -> float:
     """Minimum detectable effect on the log scale: (z_{1-α} + z_{power})·σ·sqrt(2/n) for two
     independent runs of n processes each, ·σ/sqrt(n) for n pairs (σ: of one pair's log ratio)."""
+    import scipy.stats
+
     z = scipy.stats.norm.ppf(1 - alpha) + scipy.stats.norm.ppf(power)
     return float(z * sigma * (math.sqrt(1 / n) if paired else math.sqrt(2 / n)))
 
@@ -184,6 +195,8 @@ def mde(sigma: float, n: float, alpha: float, power: float, paired: bool = False
 def power(effect_log: float, delta: float, se: float, df: float, alpha: float) -> float:
     """P(the gate calls `regression`) for a true effect (log scale): the CI's lower bound must
     clear log(1+δ), so the statistic (estimate - log(1+δ))/se is a noncentral t."""
+    import scipy.stats
+
     if se <= 0:
         return float(effect_log > math.log1p(delta))
     ncp = (effect_log - math.log1p(delta)) / se
@@ -195,9 +208,11 @@ def power(effect_log: float, delta: float, se: float, df: float, alpha: float) -
 
 def detectable(delta: float, se: float, df: float, alpha: float, target: float) -> float:
     """The smallest relative slowdown called `regression` with probability `target`."""
+    import scipy.optimize
+
     lo = math.log1p(delta)
     hi = lo + 2 * (t_quantile(alpha, df) + t_quantile(1 - target, df)) * se + 1e-9
     while power(hi, delta, se, df, alpha) < target:  # the t quantiles bound it; widen if not
         hi = lo + 2 * (hi - lo)
     found = scipy.optimize.brentq(lambda e: power(e, delta, se, df, alpha) - target, lo, hi)
-    return _beyond_float(math.expm1, found)  # inf: no slowdown a float holds would do
+    return beyond_float(math.expm1, found)  # inf: no slowdown a float holds would do

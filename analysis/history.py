@@ -13,28 +13,37 @@ penalty about 2.5 % of flat 30-night series show a spurious change point.
 
 For each change point it names the first night after the step (its file, git sha and torch),
 the step (geometric mean after / before - 1) and the level against the first segment.
-Exit status: 0 (the history is information, not a gate); 2 bad input or `ruptures` missing.
+Files of the folder that are not result documents (a calibration, an instruction-count file)
+are skipped with a note. --plot FILE writes a PNG (a folder: history.png in it); without
+matplotlib it warns and the exit status stays the history's.
+Exit status: 0 (the history is information, not a gate); 2 bad input (a folder without result
+documents, a damaged one, an unwritable --plot path, a --penalty that is not a positive number)
+or `ruptures` missing.
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-import numpy as np
-from tabulate import tabulate
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# Light imports only (numpy, tabulate, ruptures and matplotlib are imported where used).
 from analysis import gate as gatemod  # noqa: E402
 from analysis import gate_stats as gs  # noqa: E402
-from bench.results import ResultFileError  # noqa: E402
+from analysis.load import ResultFileError, is_folder, read_results  # noqa: E402
+from analysis.outputs import OutputPathError, check_output_file, output_path  # noqa: E402
+from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+PLOT_NAME = "history.png"  # --plot given a folder writes this file in it
 DEFAULT_PENALTY = 4.0
 MIN_SEGMENT = 2  # nights
 MIN_NIGHTS = 2 * MIN_SEGMENT
@@ -94,10 +103,12 @@ def night_of(source: str, doc: Mapping[str, Any]) -> Night:
 
 
 def load_history(folder: Path) -> list[tuple[str, dict[str, Any]]]:
-    """The folder's result files, ordered by env.time (then file name)."""
-    if not Path(folder).is_dir():
+    """The folder's result files, ordered by env.time (then file name); files that are not result
+    documents are skipped, each with a note on stderr."""
+    if not is_folder(folder):
         raise ResultFileError(f"{folder}: not a folder of result files")
-    items = gatemod.load_run(folder)
+    items = [(str(p), d) for p, d in read_results([folder], note=lambda text: print(f"history: {text}",
+                                                                                   file=sys.stderr))]
     return sorted(items, key=lambda item: (str((item[1].get("env") or {}).get("time") or ""), item[0]))
 
 
@@ -133,12 +144,16 @@ def row_series(docs: Sequence[Mapping[str, Any]], row_filter: str = "") -> list[
 
 def noise(x: np.ndarray) -> float:
     """σ of one night from the first differences (MAD, normal-consistent): robust to steps and drifts."""
+    import numpy as np
+
     d = np.diff(x)
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2)) if d.size else 0.0
 
 
 def change_points(values: Sequence[float], penalty: float = DEFAULT_PENALTY) -> tuple[float, list[int]]:
     """(σ, positions): the indices of the first value after each step."""
+    import numpy as np
+
     x = gs.log_values(values)
     if x.size < MIN_NIGHTS:
         return 0.0, []
@@ -154,6 +169,8 @@ def change_points(values: Sequence[float], penalty: float = DEFAULT_PENALTY) -> 
 
 
 def row_history(series: Series, penalty: float = DEFAULT_PENALTY) -> RowHistory:
+    import numpy as np
+
     sigma, positions = change_points(series.values, penalty)
     if not positions:
         return RowHistory(series, sigma, [])
@@ -171,6 +188,8 @@ def history(docs: Sequence[Mapping[str, Any]], row_filter: str = "",
 
 
 def render(rows: Sequence[RowHistory], nights: Sequence[Night], fmt: str = "txt") -> str:
+    from tabulate import tabulate
+
     found = [(h, c) for h in rows for c in h.changes]
     headers = ["row", "metric", "first night after", "file", "git", "torch", "before", "after", "step", "vs first",
                "σ/night"]
@@ -191,14 +210,13 @@ def render(rows: Sequence[RowHistory], nights: Sequence[Night], fmt: str = "txt"
 
 def plot(rows: Sequence[RowHistory], nights: Sequence[Night], path: Path) -> None:
     """The series of the rows with change points (else all rows), normalised to their first
-    segment, change points marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    segment, change points marked; written atomically (OutputPathError when it cannot be)."""
+    import numpy as np
+    from matplotlib.figure import Figure  # no pyplot: no global backend or figure state
 
     shown = [h for h in rows if h.changes] or list(rows)
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig = Figure(figsize=(10, 5))
+    ax = fig.subplots()
     for h in shown[:12]:  # beyond a dozen lines a plot is unreadable
         first = h.changes[0].before if h.changes else float(np.exp(np.mean(np.log(h.series.values))))
         line, = ax.plot(h.series.nights, np.asarray(h.series.values) / first, marker=".",
@@ -215,12 +233,17 @@ def plot(rows: Sequence[RowHistory], nights: Sequence[Night], path: Path) -> Non
     ticks = list(range(0, len(nights), max(1, len(nights) // 10)))
     ax.set_xticks(ticks, [nights[i].time[:10] or str(i) for i in ticks], rotation=30, ha="right", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with output_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")  # the format given: a name without .png gets none added
+
+
+def plot_target(path: Path) -> Path:
+    """--plot: a folder gets PLOT_NAME inside it; a file name is used as it is. Checked writable."""
+    return check_output_file(Path(path) / PLOT_NAME if is_folder(path) else Path(path), "--plot")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis.history", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m analysis.history", description=__doc__.splitlines()[0])
     p.add_argument("folder", type=Path, help="a folder of nightly result files")
     p.add_argument("--row", default="", help="only rows whose label contains this")
     p.add_argument("--format", choices=("md", "txt"), default="txt")
@@ -229,20 +252,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="per change point, in units of σ²·ln(nights) (higher: fewer, larger steps)")
     args = p.parse_args(argv)
     try:
-        _ruptures()
+        if not (math.isfinite(args.penalty) and args.penalty > 0):
+            raise ValueError(f"--penalty must be a positive number, not {args.penalty}")
+        plot_path = plot_target(args.plot) if args.plot else None
         items = load_history(args.folder)
-    except (ResultFileError, MissingLibrary) as exc:
+        _ruptures()
+    except (ValueError, MissingLibrary) as exc:  # ResultFileError, OutputPathError, the checks above
         print(f"history: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if plot_path is not None and importlib.util.find_spec("matplotlib") is None:
+        print("history: warning: --plot needs matplotlib (pip install matplotlib): no figure", file=sys.stderr)
+        plot_path = None
     nights = [night_of(s, d) for s, d in items]
     rows = history([d for _, d in items], args.row, args.penalty)
     if not rows:
-        print(f"history: error: no row matches {args.row!r}", file=sys.stderr)
+        why = f"no row matches {args.row!r}" if args.row else "no cpu_us or gpu_us row in these files"
+        print(f"history: error: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(render(rows, nights, args.format))
-    if args.plot:
-        plot(rows, nights, args.plot)
-        print(f"wrote {args.plot}")
+    if plot_path is not None:
+        try:
+            plot(rows, nights, plot_path)
+        except OutputPathError as exc:
+            print(f"history: error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        print(f"wrote {plot_path}")
     return EXIT_OK
 
 

@@ -57,6 +57,11 @@ def roofline_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return rows.reindex(columns=cols).reset_index(drop=True)
 
 
+def _number(value: Any) -> bool:
+    """A finite number (a roof's value, a share): what a format spec can print."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _roof_cell(r: pd.Series) -> str:
     if r["status"] == "n/a":
         return "n/a"
@@ -67,22 +72,26 @@ def _roof_cell(r: pd.Series) -> str:
     if r["median"] is None or pd.isna(r["median"]):
         return "-"
     pct = " in cache" if r.get("bound") == "cache" else "" if pd.isna(r["pct_of_roof"]) else f" {r['pct_of_roof']:.0%}"
-    rate = f"{r['tflops']:.1f} TFLOP/s" if r.get("bound") == "compute" else f"{r['gbps']:.0f} GB/s"
-    return f"{r['median']:.2f} µs {rate}{pct}"
+    # A run stopped before its roofs were measured has times without rates: the cell shows the time.
+    compute = r.get("bound") == "compute"
+    value = r["tflops"] if compute else r["gbps"]
+    rate = "" if pd.isna(value) else f" {value:.1f} TFLOP/s" if compute else f" {value:.0f} GB/s"
+    return f"{r['median']:.2f} µs{rate}{pct}"
 
 
 def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     frame = roofline_frame(pd.DataFrame(doc["rows"]))
     roofs = doc.get("roofs") or {}
-    memory = roofs.get("memory", {})
-    if memory:
-        sheet = roofs.get("measured_over_datasheet", {})
-        console.print(f"memory roof {memory['value']:.0f} GB/s ({memory['method']}"
-                      + (f", {sheet['memory']:.0%} of the datasheet" if "memory" in sheet else "") + ")")
-        for name, roof in roofs.get("compute", {}).items():
-            console.print(f"compute roof {name} {roof['value']:.1f} TFLOP/s ({roof['method']}"
-                          + (f", {sheet[name]:.0%} of the datasheet" if name in sheet else "") + ")")
+    memory = roofs.get("memory") or {}
+    if _number(memory.get("value")):
+        sheet = roofs.get("measured_over_datasheet") or {}
+        console.print(f"memory roof {memory['value']:.0f} GB/s ({memory.get('method')}"
+                      + (f", {sheet['memory']:.0%} of the datasheet" if _number(sheet.get("memory")) else "") + ")")
+        for name, roof in (roofs.get("compute") or {}).items():
+            if isinstance(roof, dict) and _number(roof.get("value")):
+                console.print(f"compute roof {name} {roof['value']:.1f} TFLOP/s ({roof.get('method')}"
+                              + (f", {sheet[name]:.0%} of the datasheet" if _number(sheet.get(name)) else "") + ")")
     titled = []
     for (op, mode, cache), g in frame.groupby(["op", "mode", "cache"], sort=False):
         size_column = "n (n×n×n)" if op == "mm" else "size / tensor"

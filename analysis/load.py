@@ -1,22 +1,41 @@
-"""Load any set of result files into one pandas DataFrame (one row per case x metric)."""
+"""Result documents as pandas: any set of runs as one DataFrame.
+
+The checked reader itself lives in bench/document.py (standard library only, shared with run.py's
+up-front checks); it is re-exported here so every analysis command reads through it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
+from bench.document import (  # noqa: F401  (re-exported: the analysis commands' one reader)
+    DOCUMENT_STATUSES, ENV_COLUMNS, MAX_BYTES, MAX_DEPTH, REQUIRED_ROW_FIELDS, ROW_COLUMNS, ROW_STATUSES, UNTIMED,
+    NotAResultError, ResultFileError, check_result, is_folder, load_result, read_json, read_result, read_results,
+    result_files, row_name,
+)
 from bench.identity import identity_text, row_identity
-from bench.results import load_result
 
-ENV_COLUMNS = ("time", "torch", "cuda_runtime", "gpu_name", "cpu_model", "hostname")
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-def rows_frame(document: dict[str, Any], source: str = "") -> pd.DataFrame:
+# ---------------------------------------------------------------------------------------------
+# pandas
+
+
+def rows_frame(document: dict[str, Any], source: str = "") -> "pd.DataFrame":
     """A result's rows, with `row_id` (the row identity, bench/identity.py, as text: the key that joins
     runs) and `group_id` (the same without the variant: the rows one table line-up compares)."""
-    frame = pd.DataFrame(document["rows"])
+    import pandas as pd
+
+    # A document without rows (a run stopped before its first case) still has the columns every
+    # consumer selects on.
+    frame = pd.DataFrame(document["rows"]).reindex(columns=ROW_COLUMNS if not document["rows"] else None)
+    for column in ("status", "reason"):
+        if column not in frame:
+            frame[column] = None
     frame["row_id"] = [identity_text(row_identity(r)) for r in document["rows"]]
     frame["group_id"] = [identity_text(row_identity({**r, "variant": None})) for r in document["rows"]]
     env = document["env"]
@@ -26,8 +45,10 @@ def rows_frame(document: dict[str, Any], source: str = "") -> pd.DataFrame:
     return frame
 
 
-def load_results(paths: Iterable[Path]) -> pd.DataFrame:
-    frames = [rows_frame(load_result(Path(p)), str(p)) for p in paths]
+def load_results(paths: Iterable[Path]) -> "pd.DataFrame":
+    import pandas as pd
+
+    frames = [rows_frame(read_result(Path(p)), str(p)) for p in paths]
     if not frames:
         raise ValueError("no result files given")
     return pd.concat(frames, ignore_index=True)

@@ -5,31 +5,43 @@
 md: per result, a heading with the environment (GPU or CPU, torch, date), every table of
 analysis.table, and its notes (glyphs, n/a reasons, speed-probe warning, what Δ is against).
 txt: the console tables at the width they need. csv: the tables' data, one row per cell.
+
+RESULTS are files or folders (their *.json). Of several files, those that are not result documents
+(a calibration beside the runs) are skipped with a note on stderr. A result without rows (a run
+stopped before its first case) is reported as such. Exit status: 0; 2 bad input (no result
+document left, an unreadable or damaged one, named in one line).
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import sys
 from pathlib import Path
-from typing import Any, Sequence
-
-import pandas as pd
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.kernels import (  # noqa: E402
-    fusion_grids, launch_grid, offsets_grids, print_fusion, print_launch, print_offsets, print_roofline, roofline_grids)
-from analysis.table import cell_grid, legend, na_reasons, print_tables, tables  # noqa: E402
-from bench.probe import instability_note  # noqa: E402
-from bench.results import ResultFileError, load_result  # noqa: E402
+# Light imports only (pandas, rich and the table modules are imported where used): bad input is
+# refused before they load.
+from analysis.load import ResultFileError, read_results  # noqa: E402
+from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _when(time: Any) -> str:
+    import pandas as pd
+
+    try:
+        return pd.Timestamp(time).strftime("%Y-%m-%d %H:%M UTC")
+    except (TypeError, ValueError):
+        return f"time {time!r}"
 
 
 def env_line(env: dict[str, Any]) -> str:
     """GPU (or CPU model) · torch · date: the line a reader checks first."""
-    when = pd.Timestamp(env["time"]).strftime("%Y-%m-%d %H:%M UTC") if env.get("time") else "time unknown"
+    when = _when(env["time"]) if env.get("time") else "time unknown"
     machine = env.get("gpu_name") or env.get("cpu_model") or "unknown machine"
     return f"{machine} ({env.get('device')}) · torch {env.get('torch')} · {when}"
 
@@ -42,6 +54,11 @@ def table_note(scenario: str) -> str:
 
 
 def notes(document: dict[str, Any]) -> list[str]:
+    import pandas as pd
+
+    from analysis.table import legend, na_reasons
+    from bench.probe import instability_note
+
     frame = pd.DataFrame(document["rows"])
     lines = legend(frame) + [f"n/a {label}: {reason}" if not label.startswith("FAILED") else f"{label}: {reason}"
                              for label, reason in na_reasons(frame).items()]
@@ -54,22 +71,43 @@ def _run_line(document: dict[str, Any], name: str) -> str:
     stop = config.get("stop_reason")
     rounds = f"{config['rounds_done']} rounds" if config.get("rounds_done") else ""
     rounds += f" (stopped: {stop})" if rounds and stop not in (None, "rounds") else ""
-    parts = [f"`{name}`" if name else "", rounds, document.get("status", "")]
+    parts = [f"`{name}`" if name else "", rounds, document.get("status") or ""]
     return " · ".join(p for p in parts if p)
 
 
-KERNEL_TABLES = {"roofline": roofline_grids, "launch": launch_grid, "offsets": offsets_grids,
-                 "fusion": lambda frame: fusion_grids(frame, frame.attrs.get("roofs"))}
-KERNEL_PRINTERS = {"roofline": print_roofline, "launch": print_launch, "offsets": print_offsets,
-                   "fusion": print_fusion}
+def _kernel_tables(scenario: str) -> Any:
+    """The markdown tables of a kernel scenario (analysis/kernels.py), None for the others."""
+    from analysis import kernels
+
+    return {"roofline": kernels.roofline_grids, "launch": kernels.launch_grid, "offsets": kernels.offsets_grids,
+            "fusion": lambda frame: kernels.fusion_grids(frame, frame.attrs.get("roofs"))}.get(scenario)
+
+
+def _kernel_printer(scenario: str) -> Any:
+    from analysis import kernels
+
+    return {"roofline": kernels.print_roofline, "launch": kernels.print_launch, "offsets": kernels.print_offsets,
+            "fusion": kernels.print_fusion}.get(scenario)
+
+
+def no_rows_line(document: dict[str, Any]) -> str:
+    """What a result without rows says: nothing was measured, and the run's status and error."""
+    error = f" ({document['error']})" if document.get("error") else ""
+    return f"no rows: the run measured nothing (status {document.get('status') or 'unknown'}){error}"
 
 
 def markdown(document: dict[str, Any], name: str = "") -> str:
     """One result's tables and notes as GitHub markdown; `name` is the file name shown."""
+    import pandas as pd
+
+    from analysis.table import cell_grid, tables
+
+    out = [f"## {document.get('scenario')} · {env_line(document['env'])}", "", _run_line(document, name), ""]
+    if not document["rows"]:
+        return "\n".join(out + [f"_{no_rows_line(document)}_", ""])
     frame = pd.DataFrame(document["rows"])
     frame.attrs["roofs"] = document.get("roofs")
-    out = [f"## {document['scenario']} · {env_line(document['env'])}", "", _run_line(document, name), ""]
-    kernel_tables = KERNEL_TABLES.get(document["scenario"])
+    kernel_tables = _kernel_tables(str(document.get("scenario")))
     if kernel_tables is not None:  # the kernel scenarios' own tables (analysis/kernels.py)
         for heading, grid in kernel_tables(frame):
             out += [f"**{heading}**", "", grid.to_markdown(disable_numparse=True), ""]
@@ -86,14 +124,22 @@ def markdown(document: dict[str, Any], name: str = "") -> str:
 
 def text(document: dict[str, Any], name: str = "") -> str:
     """The console tables without colour, as wide as they need."""
+    import pandas as pd
+    from rich.console import Console
+
+    from analysis.table import print_tables
+
     buffer = io.StringIO()
     console = Console(file=buffer, color_system=None, force_terminal=False)
     console.print(" · ".join(p for p in (name, env_line(document["env"])) if p), soft_wrap=True)
-    printer = KERNEL_PRINTERS.get(document["scenario"])
-    if printer is not None:
+    printer = _kernel_printer(str(document.get("scenario")))
+    if not document["rows"]:
+        console.print(no_rows_line(document), soft_wrap=True)
+    elif printer is not None:
         printer(document, console)
     else:
-        print_tables(pd.DataFrame(document["rows"]), document["env"], console, note=table_note(document["scenario"]))
+        print_tables(pd.DataFrame(document["rows"]), document["env"], console,
+                     note=table_note(str(document.get("scenario"))))
     return buffer.getvalue()
 
 
@@ -104,8 +150,12 @@ def _failed_lines(frame: pd.DataFrame) -> list[str]:
 
 def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
     """Every table's data (numbers, CI, flags, reasons), one row per cell."""
-    parts = [t.data.assign(source=name, op=t.op, driver=t.driver, metric=t.metric)
-             for t in tables(pd.DataFrame(document["rows"]))]
+    import pandas as pd
+
+    from analysis.table import tables
+
+    found = tables(pd.DataFrame(document["rows"])) if document["rows"] else []
+    parts = [t.data.assign(source=name, op=t.op, driver=t.driver, metric=t.metric) for t in found]
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["source"])
     first = [c for c in ("source", "op", "driver", "metric", "variant", "mode") if c in frame.columns]
     return frame[first + [c for c in frame.columns if c not in first]]
@@ -114,17 +164,24 @@ def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
 FORMATS = ("md", "txt", "csv")
 
 
+def _note(text: str) -> None:
+    print(f"report: {text}", file=sys.stderr)
+
+
 def report(paths: Sequence[Path], fmt: str = "md") -> str:
-    docs = [(load_result(p), Path(p).name) for p in paths]
+    """The report of result files and folders (files that are not results skipped, with a note)."""
+    docs = [(d, p.name) for p, d in read_results(paths, note=_note)]
     if fmt == "csv":
+        import pandas as pd
+
         return pd.concat([table_frame(d, n) for d, n in docs], ignore_index=True).to_csv(index=False)
     render = markdown if fmt == "md" else text
     return "\n".join(render(d, n) for d, n in docs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("results", nargs="+", type=Path)
+    p = Parser(prog="python -m analysis.report", description=__doc__.splitlines()[0])
+    p.add_argument("results", nargs="+", type=Path, help="result files or folders")
     p.add_argument("--format", choices=FORMATS, default="md")
     args = p.parse_args(argv)
     try:

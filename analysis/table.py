@@ -118,7 +118,9 @@ def _point(row: pd.Series) -> str:
 def tables(frame: pd.DataFrame) -> list[TableData]:
     """Every table of a result: per op (first-seen order), the Python CPU, GPU and C++ tables; one set
     per case point (shape, dtype, axis values) when the result has several, so no two cases share a cell."""
-    points = frame.apply(_point, axis=1) if len(frame) else pd.Series(dtype=str)
+    if frame.empty or "op" not in frame:  # a run stopped before its first case has no table
+        return []
+    points = frame.apply(_point, axis=1)
     found = []
     for op in frame["op"].drop_duplicates():
         op_points = points[frame["op"] == op].drop_duplicates()

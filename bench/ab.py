@@ -83,7 +83,7 @@ def ab_fields(a_row: Mapping[str, Any] | None, b_row: Mapping[str, Any] | None, 
     time_ratio, floor_ratio = paired_ratio(a_medians, b_medians), paired_ratio(a_ratios, b_ratios)
     return {
         "a_median": a_row.get("median") if a_row else None,
-        "a_status": a_row.get("status") if a_row else "not run",
+        "a_status": a_row.get("status") if a_row else "n/a",  # side A has no such row
         "a_process_medians": a_medians,
         "a_process_ratio_medians": a_ratios,
         "a_process_n": list(a_row.get("process_n", [])) if a_row else [],
@@ -147,12 +147,13 @@ def merge_ab(docs: Sequence[Mapping[str, Any] | None], metas: Sequence[Mapping[s
 
     Rows are side B's merged rows (bench/process_merge.py) with side A's per-process fields and
     the paired ratios added (ab_fields); a row only side A has is kept with B's fields empty.
-    env and config are side B's, env.processes every process in time order.
+    env and config are side B's, env.processes every process in time order. The status is
+    complete, failed (a process failed: named under "failures"; or no row) or interrupted.
     """
     from .identity import row_identity
     from .process_merge import merge_processes, merge_rows, process_entry
     from .results import mark_gpu_bound
-    from .shard.merge import row_order
+    from .shard.merge import row_order, settle
 
     def side(name: str) -> tuple[list[Mapping[str, Any] | None], list[Mapping[str, Any]]]:
         picked = sorted((s.pair, i) for i, s in enumerate(slots) if s.side == name)
@@ -172,22 +173,19 @@ def merge_ab(docs: Sequence[Mapping[str, Any] | None], metas: Sequence[Mapping[s
                                    "ratio_ci_low", "ratio_ci_high", "delta_median", "delta_ci_low", "delta_ci_high"))
             rows.append({**a_row, **empty, "samples": [], "n": 0, "process_n": [0] * pairs,
                          "process_medians": [None] * pairs, "process_ratio_medians": [None] * pairs,
-                         "process_delta_medians": [None] * pairs, "status": "not run", "reason": "not in side B",
+                         "process_delta_medians": [None] * pairs, "status": "n/a", "reason": "not in side B",
                          **ab_fields(a_row, None, pairs)})
     rows = row_order(rows)
     mark_gpu_bound(rows)
-    statuses = [str(m.get("status") or "failed") for m in metas]
     a_probe = [x for d in a_docs if d is not None for x in ((d.get("speed_probe") or {}).get("samples") or [])]
     from .probe import probe_summary
 
     main["env"]["processes"] = [process_entry(d, m) for d, m in zip(docs, metas)]
     main["config"]["processes"] = len(slots)
     main["config"]["rounds_done"] = sum(int((d or {}).get("config", {}).get("rounds_done") or 0) for d in docs)
-    return {
+    return settle({
         **main,
-        "status": ("complete" if all(s == "complete" for s in statuses)
-                   else "incomplete" if "failed" in statuses else "interrupted"),
         "ab": {"a": specs[0], "b": specs[1], "pairs": pairs, "order": order_text(slots)},
         "a_speed_probe": probe_summary(a_probe),
         "rows": rows,
-    }
+    }, metas)  # both sides' processes decide the status; each failed one is named

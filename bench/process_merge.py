@@ -25,7 +25,7 @@ from typing import Any
 from . import stats
 from .identity import row_identity
 from .rows import num
-from .shard.merge import row_order, merged_status
+from .shard.merge import row_order, settle
 
 PER_PROCESS = {"median": "process_medians", "ratio_median": "process_ratio_medians",
                "delta_median": "process_delta_medians"}
@@ -98,13 +98,13 @@ def process_entry(doc: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> dic
 
 def merge_processes(docs: Sequence[Mapping[str, Any] | None], meta: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One document from the processes' documents (docs[i]: process i's, in time order; None when
-    it wrote none). meta[i] is what the parent knows of process i (pid, status, seconds, log...);
-    its status (complete / interrupted / failed / not run) decides the document's."""
+    it wrote none). meta[i] is what the parent knows of process i (name, pid, status, seconds, log...);
+    its status (complete / interrupted / failed / not run) decides the document's (shard.merge.settle:
+    a failed process is named under "failures", and a merge without rows is failed)."""
     present = [d for d in docs if d is not None]
     if not present:
         raise ValueError("no process wrote a result")
     first = present[0]
-    statuses = [str(m.get("status") or "failed") for m in meta]
     config = dict(first.get("config", {}))
     config.update(processes=len(docs), rounds_per_process=config.get("rounds"),
                   rounds_done=sum(int(d.get("config", {}).get("rounds_done") or 0) for d in present),
@@ -115,15 +115,14 @@ def merge_processes(docs: Sequence[Mapping[str, Any] | None], meta: Sequence[Map
     env = dict(first.get("env", {}))
     env["processes"] = [process_entry(d, m) for d, m in zip(docs, meta)]
     probe_samples = [x for d in present for x in ((d.get("speed_probe") or {}).get("samples") or [])]
-    status = merged_status(statuses)
     from .probe import probe_summary
 
-    return {
+    return settle({
         "scenario": first.get("scenario"),
-        "status": status,
+        "status": None,
         "config": config,
         "env": env,
         "speed_probe": probe_summary(probe_samples),  # every process's rounds, in time order
         **{k: first[k] for k in ("roofs",) if k in first},
         "rows": merge_rows(docs),
-    }
+    }, meta)

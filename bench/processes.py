@@ -11,7 +11,10 @@ Each child writes into <result stem>.processes/process-<i>/ and logs to process-
 kept); the parent merges their results into one file (bench/process_merge.py) and prints it.
 Ctrl-C or SIGTERM stops the running child after its current round (one SIGTERM, as for shards),
 starts no further one, and writes the merge of what finished, status ``interrupted`` (exit 130).
-A child that fails ends the sequence: the others would fail alike.
+A child that fails ends the sequence (the others would fail alike): the merge is ``failed`` and
+names it under ``failures`` (exit status, the tail of its output). A checkpoint of the merged file
+that cannot be written (full disk) stops the run: exit 1, the file left as its last complete write.
+No child outlives the parent (bench/shard/process.py: die_with_parent, reap).
 """
 
 from __future__ import annotations
@@ -28,16 +31,19 @@ from .ab import Slot, abba, merge_ab, order_text, print_ab_table
 from .process_merge import merge_processes
 from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
 from .shard.plan import shard_cores
+from .shard.merge import empty_merge
 from .shard.process import (
     Child,
     exit_code,
     kill_children,
     latest_result,
     read_doc,
+    reap,
     rel,
     start_child,
     stop_children,
     wait_children,
+    write_merged,
 )
 from .sides import Side
 
@@ -124,23 +130,37 @@ def _run_in_turn(children: Sequence[Child], rounds: int, console: Any, repo_root
         kill_children(children, console)
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        reap(children)  # whatever ends the sequence (a failed checkpoint write too), no child runs on
     return interrupted
 
 
-def _meta(child: Child, slot: Slot, seed: int, sides: Mapping[str, Side] | None, root: Path) -> dict[str, Any]:
-    result = latest_result(child.out_dir)
+def _meta(child: Child, slot: Slot, seed: int, sides: Mapping[str, Side] | None, root: Path,
+          final: bool) -> dict[str, Any]:
+    child.result = latest_result(child.out_dir)
+    meta = child.meta(root)
+    if not final and child.status is None:  # a checkpoint: a started child is still running
+        meta = {k: v for k, v in meta.items() if k not in ("reason", "tail")}
+        meta["status"] = "running" if child.proc is not None else "not run"
     return {
         "index": slot.index, **({"side": slot.side, "pair": slot.pair} if slot.side else {}),
         "pid": None if child.proc is None else child.proc.pid,
         "seed": seed,
-        "status": child.status or "not run",
-        "returncode": None if child.proc is None else child.proc.returncode,
-        "seconds": round(child.seconds, 2),
-        "command": " ".join(["run.py", *child.command[2:]]),
         **({"side_env": dict(sides[slot.side].env)} if sides and slot.side else {}),
-        "log": rel(child.log, root),
-        "result": rel(result, root) if result else None,
+        **meta,
     }
+
+
+def _stop_on_write_error(exc: OSError, json_path: Path, document: Callable[[bool], dict[str, Any]],
+                         fallback: Callable[[str], dict[str, Any]], console: Any) -> int:
+    """A checkpoint of the merged file failed: no child runs on (reaped already); one last try to
+    write what the children measured, status failed; exit 1 (2 when nothing was measured)."""
+    print(f"run.py: error: {exc}", file=sys.stderr)
+    final, csv_path = write_merged(json_path, lambda: {**document(True), "status": "failed", "error": str(exc)},
+                                   fallback, console)
+    if csv_path is not None:
+        console.print(f"[red]stopped: the result could not be checkpointed[/red]; what was measured is in "
+                      f"{json_path}", soft_wrap=True)
+    return 1 if final["rows"] else 2
 
 
 def run_repeated(
@@ -158,11 +178,12 @@ def run_repeated(
 ) -> int:
     """--processes N (sides None) or --ab (sides = (A, B), args.pairs pairs): run, merge, write, print.
     show(document, note) prints a --processes run's tables (run.py: the scenario's own report or the table)."""
-    from .results import write_result
+    from .results import ResultWriteError, write_result
 
     plan = slots(None if sides else args.processes, args.pairs if sides else None)
     per_side = args.pairs if sides else args.processes
     by_side = {"a": sides[0], "b": sides[1]} if sides else None
+    json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.processes"
     children, seeds = [], []
     for slot in plan:
@@ -187,27 +208,45 @@ def run_repeated(
         from .env import redact_paths
 
         docs = [read_doc(latest_result(c.out_dir)) for c in children]
-        metas = [_meta(c, s, seed, by_side, repo_root) for c, s, seed in zip(children, plan, seeds)]
+        metas = [_meta(c, s, seed, by_side, repo_root, final) for c, s, seed in zip(children, plan, seeds)]
         if all(d is None for d in docs):
-            return {"scenario": scenario.name, "status": "failed" if final else "running",
-                    "config": {"processes": len(plan)}, "env": {"command": command, "processes": metas},
-                    **({"error": "no process wrote a result"} if final else {}), "rows": []}
-        merged = merge_ab(docs, metas, plan, (sides[0].spec, sides[1].spec), args.pairs) if sides \
-            else merge_processes(docs, metas)
-        merged["config"].update(rounds=args.rounds, seed=args.seed,
-                                wall_seconds=round(sum(c.seconds for c in children), 2))
-        merged["env"]["command"] = command
+            merged = empty_merge(scenario.name, "process", metas, {"processes": len(plan)},
+                                 {"command": command, "processes": metas})
+        else:
+            merged = merge_ab(docs, metas, plan, (sides[0].spec, sides[1].spec), args.pairs) if sides \
+                else merge_processes(docs, metas)
+            merged["config"].update(rounds=args.rounds, seed=args.seed,
+                                    wall_seconds=round(sum(c.seconds for c in children), 2))
+            merged["env"]["command"] = command
         if not final:
             merged["status"] = "running"
+            merged.pop("error", None)
         return redact_paths(merged)
 
-    write_result(json_path, document(final=False))  # a valid file from the start, rewritten after each process
-    interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(args),
-                               on_done=lambda: write_result(json_path, document(final=False)))
-    merged = document(final=True)
-    csv_path = write_result(json_path, merged)
-    if not merged["rows"] and merged["status"] == "failed":
-        console.print(f"[red]no process wrote a result; nothing merged[/red] (their logs: {rel(work, repo_root)})")
+    def fallback(error: str) -> dict[str, Any]:
+        """The final document when the merge itself breaks: failed, every process named."""
+        metas = [_meta(c, s, seed, by_side, repo_root, True) for c, s, seed in zip(children, plan, seeds)]
+        return {**empty_merge(scenario.name, "process", metas, {"processes": len(plan)},
+                              {"command": command, "processes": metas}), "error": error}
+
+    try:
+        write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
+        interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(args),
+                                   on_done=lambda: write_result(json_path, document(final=False)))
+    except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
+        return _stop_on_write_error(exc, json_path, document, fallback, console)
+    except BaseException as exc:  # an interrupt outside a child's wait, or a bug: the file still ends
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        error = f"{type(exc).__name__}: {exc}"
+        write_merged(json_path, lambda: {**document(True), "status": status, "error": error}, fallback, console)
+        raise
+    merged, csv_path = write_merged(json_path, lambda: document(True), fallback, console)
+    if csv_path is None:
+        return 1 if merged["rows"] else 2
+    if not merged["rows"]:
+        from rich.markup import escape
+
+        console.print(f"[red]{escape(merged['error'])}[/red] (their logs: {rel(work, repo_root)})", soft_wrap=True)
         return exit_code(children, interrupted, [])
     if sides:
         print_ab_table(merged, console)

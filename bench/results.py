@@ -1,36 +1,33 @@
 """Result files: one JSON document per run (the source of truth) and a CSV view.
 
 Rows are tidy (one per case x metric) and carry their raw samples, so any
-later comparison can re-derive statistics. Files are written atomically and
-re-written after every round, so an interrupted run keeps what it finished.
+later comparison can re-derive statistics. Files are written atomically (bench/atomic.py) and
+re-written after every round, so an interrupted run keeps what it finished, and a failed write
+(a full disk) leaves the previous complete file, never a partial or empty one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-import os
-import secrets
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
+from . import atomic
+from .atomic import write_atomic  # noqa: F401  (the one atomic writer; importable from here, as before)
 from .identity import case_identity
 from .rows import stat_row
 from .runner import TIMER, Case
 
+# The one reader of result documents, and the row contract it checks, live in bench/document.py
+# (standard library only, so a command refuses bad input before pandas or torch load).
+from .document import REQUIRED_ROW_FIELDS, ResultFileError, load_result  # noqa: F401
+
 SCHEMA_VERSION = 2  # 2: rows carry their scenario axes (bench/identity.py); 1 reads as axis-free
-REQUIRED_ROW_FIELDS = (
-    "scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer",
-    "median", "q1", "q3", "ci_low", "ci_high", "samples",
-)
-
-
-class ResultFileError(ValueError):
-    """A file that cannot be read as a result; the message names the file and what is wrong."""
-
 
 def case_status(case: Case) -> str | None:
     """failed / n/a / None (timed, or not yet)."""
@@ -82,71 +79,56 @@ def mark_gpu_bound(rows: list[dict[str, Any]]) -> None:
             r["gpu_bound"] = None if g is None or r["median"] is None else g >= r["median"]
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+class ResultWriteError(OSError):
+    """A result file that could not be written (a full disk, a folder made read-only or removed):
+    the message names the file and the system's reason; the file, if any, is as it was before."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.strerror}"
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """OSError while writing `path` -> ResultWriteError naming it."""
+    try:
+        yield
+    except ResultWriteError:
+        raise
+    except OSError as exc:
+        raise ResultWriteError(path, exc) from exc
+
+
+def placeholder(scenario: str, device: str) -> dict[str, Any]:
+    """What a reserved result file holds until the run's first write: a valid, empty `running` document."""
+    return {"schema_version": SCHEMA_VERSION, "scenario": scenario, "status": "running", "config": {},
+            "env": {"device": device}, "rows": [], "failures": []}
 
 
 def reserve_result_path(folder: Path, scenario: str, device: str) -> Path:
-    """A new, empty result file `<scenario>-<device>-<UTC time>-<random>.json`, created exclusively,
-    so runs started in the same second into the same folder never share (and overwrite) a file."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """A new result file `<scenario>-<device>-<UTC time>-<random>.json`, created exclusively (runs
+    started in the same second into the same folder never share a file) and holding a valid `running`
+    document from the start (never an empty file). Raises ResultWriteError when it cannot be made."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for _ in range(100):
-        path = folder / f"{scenario}-{device.replace(':', '')}-{stamp}-{secrets.token_hex(3)}.json"
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)  # the umask applies
-        except FileExistsError:
-            continue
-        os.close(fd)
-        return path
-    raise RuntimeError(f"could not create a new result file in {folder}")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; result files are for sharing
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = json.dumps(placeholder(scenario, device), indent=1) + "\n"
+    with _writing(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        return atomic.create_unique(folder, f"{scenario}-{device.replace(':', '')}-{stamp}", ".json", text)
 
 
 def write_result(json_path: Path, document: dict[str, Any]) -> Path:
-    """Write the JSON document and its CSV view (same stem); returns the CSV path."""
-    document = {"schema_version": SCHEMA_VERSION, **document, "failures": failures(document["rows"])}
-    write_atomic(json_path, json.dumps(document, indent=1) + "\n")
+    """Write the JSON document and its CSV view (same stem), each atomically; returns the CSV path.
+    The document's "failures" list: its failed rows, plus any entries it brings that name a failed
+    child process ("child"). Raises ResultWriteError (the previous file stays whole) on failure."""
+    named = [f for f in document.get("failures") or [] if isinstance(f, dict) and "child" in f]
+    document = {"schema_version": SCHEMA_VERSION, **document, "failures": failures(document["rows"]) + named}
     csv_path = json_path.with_suffix(".csv")
+    with _writing(json_path):
+        atomic.write_atomic(json_path, json.dumps(document, indent=1) + "\n")
     frame = pd.DataFrame(document["rows"]).drop(columns=["samples"], errors="ignore")
-    write_atomic(csv_path, frame.to_csv(index=False))
+    with _writing(csv_path):
+        atomic.write_atomic(csv_path, frame.to_csv(index=False))
     return csv_path
-
-
-def load_result(path: Path) -> dict[str, Any]:
-    """A result document, checked; raises ResultFileError naming the file and the problem."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultFileError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
-    if not text.strip():
-        raise ResultFileError(f"{path}: empty file (a run killed before it wrote anything?)")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultFileError(f"{path}: not valid JSON ({exc.msg}: line {exc.lineno} column {exc.colno}; "
-                              "truncated?)") from None
-    if not isinstance(document, dict) or not isinstance(document.get("rows"), list):
-        raise ResultFileError(f"{path}: not a result file (no list of rows)")
-    bad = [i for i, row in enumerate(document["rows"]) if not isinstance(row, dict)]
-    missing = sorted({f for row in document["rows"] if isinstance(row, dict) for f in REQUIRED_ROW_FIELDS
-                      if f not in row})
-    if "env" not in document or missing or bad:
-        raise ResultFileError(f"{path}: not a result file (missing env or row fields {missing}"
-                              f"{f', rows {bad[:5]} are not objects' if bad else ''})")
-    return document

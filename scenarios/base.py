@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -49,6 +50,25 @@ Point = dict[str, Any]  # one value per axis
 
 
 @dataclass(frozen=True)
+class Planned:
+    """One case of a selection as far as it is known before anything is built (no inputs, no native
+    build, no compile): the names the user selected it by, and why it cannot run on the device
+    (None: it can, unless building it or its pre-flight check finds otherwise)."""
+
+    op: str
+    variant: str
+    mode: str
+    na_reason: str | None
+    cache: str | None = None  # the L2 state, for scenarios with a cache axis
+
+
+# The names a user selects, in the order a name none of whose cases can run is looked for: an L2
+# state rules out every op and variant with it. (A mode none of a selection's variants has, such as
+# fwd_bwd for --variants raw, is an n/a column of the table, which says why, not a skipped name.)
+PLAN_DIMENSIONS = ("cache", "variant", "op")
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
@@ -66,10 +86,57 @@ class Scenario:
     roofs: bool = False  # measure the machine's roofs and derive rates and % of roof for each row
     # Prints this scenario's own tables in place of the boundary table: report(document, console).
     report: Callable[[dict[str, Any], Any], None] | None = None
+    # Its cases as planned before anything is built: run.py refuses a selection with nothing that can
+    # run on the device, and names the parts that cannot. None: no case-level plan (custom_run).
+    plan: Callable[[Selection], list[Planned]] | None = None
     # Scenarios that are not op x variant x mode tables run themselves:
     # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
     custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
     custom_report: Callable[[list[dict[str, Any]], Any], int] | None = None
+
+
+def static_na_reason(variant: str, op: str, device: str, mode: str) -> str | None:
+    """Why `variant` of `op` has no case in `mode` on `device`, from its spec alone: what
+    ops.variants.get_variant would say, without building the variant (a missing native build is left
+    to the build, which names it)."""
+    from ops import OPS
+    from ops.native import NativeBuildMissing
+    from ops.variants import SPECS, Variant, unavailable_reason
+
+    spec, contract = SPECS[variant], OPS[op]
+    try:
+        reason = unavailable_reason(spec, device)
+    except NativeBuildMissing:
+        reason = None
+    if spec.flavour == "aten" and contract.aten is None:
+        reason = f"op {op!r} declares no native (aten) form"
+    return Variant(spec, contract, None, reason).na_reason(mode)  # type: ignore[arg-type]
+
+
+def grid_plan(sel: Selection, modes: tuple[str, ...], variant_mode: Callable[[str], str] = lambda mode: mode
+              ) -> list[Planned]:
+    """The plan of a case_grid scenario: every wanted op x variant x mode, n/a where the variant is
+    (in variant_mode(mode): the mode whose autograd needs the scenario's mode has)."""
+    from ops import OPS
+
+    return [Planned(op, variant, mode, static_na_reason(variant, op, sel.device, variant_mode(mode)))
+            for op in sel.ops if sel.wants(OPS[op]) for variant in sel.variants for mode in modes]
+
+
+def not_runnable(planned: Sequence[Planned], given: Sequence[str] = ()) -> list[str]:
+    """'variant triton_op (its most common reason)' for each selected name none of whose cases can run.
+    The dimensions the user gave (`given`, e.g. "variant" for --variants) are looked at first, then
+    PLAN_DIMENSIONS' order; a name's cases are set aside once it is named, so no later name (the
+    default L2 state, say) is blamed for them. When nothing can run, every variant left is named."""
+    remaining, notes = list(planned), []
+    for dim in sorted(PLAN_DIMENSIONS, key=lambda d: d not in given):
+        for value in dict.fromkeys(getattr(p, dim) for p in planned):
+            cases = [p for p in remaining if getattr(p, dim) == value]
+            if value is None or not cases or any(p.na_reason is None for p in cases):
+                continue
+            notes.append(f"{dim} {value} ({Counter(p.na_reason for p in cases).most_common(1)[0][0]})")
+            remaining = [p for p in remaining if getattr(p, dim) != value]
+    return notes
 
 
 def axis_points(axes: tuple[Axis, ...]) -> list[Point]:

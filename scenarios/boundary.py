@@ -11,7 +11,7 @@ from __future__ import annotations
 from bench.runner import Case
 from ops import MODES, InputSpec, Mode, OpContract, Variant
 
-from .base import Scenario, Selection, case_grid, make_call, preflight
+from .base import Scenario, Selection, case_grid, grid_plan, make_call, preflight
 
 BASELINE = {
     Mode.INFERENCE.value: "raw",
@@ -42,6 +42,7 @@ BOUNDARY = Scenario(
     description="per-call CPU cost of each registration variant, in inference, fwd_requires_grad and fwd_bwd",
     build=build,
     modes=MODES,
+    plan=lambda sel: grid_plan(sel, MODES),
     baseline_variants=tuple(dict.fromkeys(BASELINE.values())),
     table_note="Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).",
 )

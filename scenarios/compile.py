@@ -18,7 +18,7 @@ from torch import Tensor
 from bench.runner import Case
 from ops import InputSpec, OpContract, Variant
 
-from .base import TOLERANCES, Scenario, Selection, case_grid
+from .base import TOLERANCES, Scenario, Selection, case_grid, grid_plan
 
 MODES = ("eager", "compiled", "cudagraph")
 _uid = itertools.count()
@@ -137,6 +137,7 @@ COMPILE = Scenario(
     description="each boundary eager, inside torch.compile(fullgraph=True), and replayed from a CUDA graph",
     build=build,
     modes=MODES,
+    plan=lambda sel: grid_plan(sel, MODES, variant_mode=lambda mode: "inference"),  # every mode takes inference inputs
     requires_cuda=True,
     table_note="Δ = median of per-round paired differences vs the same variant called eagerly.",
 )

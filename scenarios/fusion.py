@@ -37,7 +37,7 @@ from bench.runner import Case
 from ops import OPS
 from ops import chain as chain_def
 
-from .base import Axis, Scenario, Selection, case_key, device_sync
+from .base import Axis, Planned, Scenario, Selection, case_key, device_sync, static_na_reason
 from .kernels import InputPool, check_against, check_exact, compile_tuned, console_report, elements_for
 
 VARIANTS = ("unfused", "fused", "aten", "compiled", "triton")
@@ -60,6 +60,14 @@ def _skip(variant: str, device: str) -> str | None:
     if variant in ("compiled", "triton") and not device.startswith("cuda"):
         return f"{variant} rows are GPU-only here"
     return None
+
+
+def plan(sel: Selection) -> list[Planned]:
+    """Every variant of the chain (k and the sizes change none of the reasons); `triton` is the
+    chain's triton_op variant, so it also needs what that one needs."""
+    triton = static_na_reason("triton_op", "chain", sel.device, "inference")
+    return [Planned("chain", variant, MODE, _skip(variant, sel.device) or (triton if variant == "triton" else None))
+            for variant in sel.variants]
 
 
 def implementations(sel: Selection, pool: InputPool) -> dict[str, Callable[[Tensor, int], Tensor]]:
@@ -141,6 +149,7 @@ FUSION = Scenario(
     description="GPU and CPU time of a chain of k elementwise steps, fused in one kernel or not",
     build=build,
     modes=(MODE,),
+    plan=plan,
     axes=(Axis("k", LENGTHS), Axis("size", SIZES_CUDA)),
     variants=VARIANTS,
     default_ops=("chain",),

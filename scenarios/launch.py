@@ -19,7 +19,7 @@ from bench.runner import Case
 from ops import Mode, OpContract, Variant
 from ops.contract import InputSpec
 
-from .base import Axis, Scenario, Selection, case_grid, preflight
+from .base import Axis, Scenario, Selection, case_grid, grid_plan, preflight
 from .kernels import InputPool, check_against, console_report, shape_for
 
 SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of float32)
@@ -60,6 +60,7 @@ LAUNCH = Scenario(
     description="CPU and GPU time per call of every variant by size: where each stops being launch-bound",
     build=build,
     modes=(MODE,),
+    plan=lambda sel: grid_plan(sel, (MODE,)),
     axes=(Axis("size", SIZES_CUDA),),
     baseline_variants=("raw",),
     default_ops=DEFAULT_OPS,

@@ -33,7 +33,7 @@ from bench.identity import check_unique_labels
 from bench.runner import Case
 from ops import OPS, OpContract
 
-from .base import Axis, Scenario, Selection, case_key, device_sync
+from .base import Axis, Planned, Scenario, Selection, case_key, device_sync
 from .kernels import InputPool, check_against, check_exact, console_report, elements_for, shape_for
 
 INDEXES = ("int32", "int64")
@@ -122,6 +122,12 @@ def _skip(contract: OpContract, mode: str) -> str | None:
     if mode == "backward" and contract.backward_op is None:
         return f"{contract.name} has no backward kernel of its own"
     return None
+
+
+def plan(sel: Selection) -> list[Planned]:
+    """Every op x mode (dtypes, sizes and offset widths change none of the reasons; the past-INT32_MAX
+    cases come on top of these, where the GPU has the memory for them)."""
+    return [Planned(op, "raw", mode, _skip(OPS[op], mode)) for op in sel.ops for mode in MODES]
 
 
 def build(sel: Selection) -> list[Case]:
@@ -231,6 +237,7 @@ OFFSETS = Scenario(
     description="GPU time of each kernel with int32 and forced int64 offsets, and a run past INT32_MAX",
     build=build,
     modes=MODES,
+    plan=plan,
     axes=(Axis("dtype", tuple(str(d).removeprefix("torch.") for d in DTYPES)), Axis("size", SIZES_CUDA),
           Axis("index", (*INDEXES, "auto"))),
     variants=("raw",),

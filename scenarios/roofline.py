@@ -26,7 +26,7 @@ from bench.identity import check_unique_labels
 from bench.runner import Case
 from ops import OPS, OpContract
 
-from .base import Axis, Scenario, Selection, case_key
+from .base import Axis, Planned, Scenario, Selection, case_key
 from .kernels import InputPool, check_against, compile_tuned, console_report, elements_for, l2_flush, shape_for
 
 VARIANTS = ("raw", "aten", "compiled")
@@ -61,6 +61,8 @@ def op_shape(contract: OpContract, size: int, dtype: torch.dtype) -> tuple[int, 
 
 
 def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str) -> str | None:
+    if cache == "cold" and not device.startswith("cuda"):  # first: it rules out the whole cache state here
+        return "cold-cache timing flushes a GPU's L2"
     if mode == "backward" and contract.backward_op is None:
         return f"{contract.name} has no backward kernel of its own"
     if variant in ("aten", "compiled") and contract.aten is None:
@@ -71,9 +73,13 @@ def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str
         return "a compiled backward recomputes the forward: not the same work"
     if variant == "compiled" and contract.name == "mm":
         return "torch.compile lowers a lone mm to the same cuBLAS call as aten"
-    if cache == "cold" and not device.startswith("cuda"):
-        return "cold-cache timing flushes a GPU's L2"
     return None
+
+
+def plan(sel: Selection) -> list[Planned]:
+    """Every op x mode x variant x cache state of the selection (the sizes change none of the reasons)."""
+    return [Planned(op, variant, mode, _skip(OPS[op], variant, mode, cache, sel.device), cache)
+            for op in sel.ops for mode in MODES for variant in sel.variants for cache in sel.cache]
 
 
 def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
@@ -160,6 +166,7 @@ ROOFLINE = Scenario(
     description="GPU time of each kernel by size against the measured memory and compute roofs",
     build=build,
     modes=MODES,
+    plan=plan,
     axes=(Axis("size", SIZES_CUDA), Axis("cache", ("warm", "cold"))),
     variants=VARIANTS,
     default_ops=DEFAULT_OPS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 import torch
@@ -189,3 +189,22 @@ def dynamo_reset():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def run_main() -> Iterator[Any]:
+    """run.py's main in this process; the signal handlers and torch's thread count it sets are put back."""
+    import signal
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import run
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    threads = torch.get_num_threads()
+    try:
+        yield run
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+        torch.set_num_threads(threads)
+

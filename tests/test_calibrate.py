@@ -144,7 +144,14 @@ def test_injected_rows_are_chosen_by_pattern_and_metric_and_counted_per_class() 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--injected-row", "(cpp"], "--injected-row '(cpp': not a regular expression"),
     (["--target-effect", "0"], "--target-effect must be a positive slowdown"),
-    (["--alpha-row", "1.5"], "--alpha-row must lie in (0, 1), not 1.5"),
+    (["--alpha-row", "1.5"], "--alpha-row must lie in (0, 0.5), not 1.5"),
+    (["--alpha-row", "nan"], "--alpha-row must lie in (0, 0.5), not nan"),
+    (["--floor", "-0.1"], "--floor must lie in (0, 1), not -0.1"),
+    (["--floor", "inf"], "--floor must lie in (0, 1), not inf"),
+    (["--power", "nan"], "--power must lie in (0, 1), not nan"),
+    (["--target-effect", "inf"], "--target-effect must be a positive slowdown"),
+    (["--processes", "-3"], "--processes must be a number of processes"),
+    (["--out", "/nonexistent-folder/cal.json"], "the folder /nonexistent-folder does not exist"),
 ])
 def test_a_bad_option_is_refused_in_one_line_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                              extra: list[str], message: str) -> None:

@@ -15,8 +15,10 @@ from bench.results import REQUIRED_ROW_FIELDS, load_result
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_py(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True, timeout=timeout)
+def run_py(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """run.py in a subprocess; without --out it writes under `cwd` (never give the checkout)."""
+    return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
 
 
 @pytest.mark.parametrize(
@@ -50,9 +52,10 @@ def test_missing_scenario_is_an_error() -> None:
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message on a machine without CUDA")
-def test_cuda_request_without_cuda_is_an_error() -> None:
-    proc = run_py("--scenario", "boundary", "--device", "cuda")
+def test_cuda_request_without_cuda_is_an_error(tmp_path: Path) -> None:
+    proc = run_py("--scenario", "boundary", "--device", "cuda", cwd=tmp_path)
     assert proc.returncode == 2 and "CUDA is not available" in proc.stderr
+    assert not list(tmp_path.rglob("*.json"))
 
 
 def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:

@@ -151,5 +151,8 @@ def test_cli_writes_per_run_and_history_figures(tmp_path: Path, capsys: pytest.C
                             "history-muladd-inference.png", "history-muladd-inference-ratio.png",
                             "history-l2norm-inference.png", "history-l2norm-inference-ratio.png"])
     assert len(capsys.readouterr().out.splitlines()) == len(names)
-    with pytest.raises(SystemExit):
-        figures.main([str(RUN_A), "--out", str(tmp_path), "--kinds", "bogus"])
+    for kinds, message in (("bogus", "unknown kinds ['bogus']"), (",", "no kind given")):
+        assert figures.main([str(RUN_A), "--out", str(tmp_path / "k"), "--kinds", kinds]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "k").exists()  # refused before the output folder was made

@@ -371,7 +371,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     ("", "empty file"),
     ("{not json", "not valid JSON"),
     ('{"rows": 3}', "not a result file"),
-    (None, "cannot read it"),
+    (None, "cannot read the result file"),
 ])
 def test_cli_bad_input_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    content: str | None, message: str) -> None:

@@ -57,4 +57,4 @@ def test_cli_prints_markdown_and_refuses_a_missing_file(capsys: pytest.CaptureFi
     missing = tmp_path / "missing.json"
     assert report.main([str(missing)]) == 2
     err = capsys.readouterr().err
-    assert str(missing) in err and "cannot read it" in err and len(err.strip().splitlines()) == 1
+    assert str(missing) in err and "cannot read the result file" in err and len(err.strip().splitlines()) == 1

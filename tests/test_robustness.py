@@ -359,6 +359,22 @@ def test_two_quick_ctrl_c_leave_a_valid_interrupted_file(tmp_path: Path, when: s
     assert all(len(r["samples"]) == done for r in doc["rows"] if r["status"] == "ok")
 
 
+@pytest.mark.parametrize("delay", [1.0, 3.0, 6.0])
+def test_ctrl_c_in_any_early_phase_of_roofline_leaves_an_interrupted_result(tmp_path: Path, delay: float) -> None:
+    """Imports, device choice, environment capture, the cases' build: a Ctrl-C in each ends with exit
+    130, no traceback (once: KeyError 'metric' in the console tables), and a valid result file."""
+    cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "roofline", "--quick", "--device", "cpu",
+           "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode in (130, 0), out[-2000:] + err
+    assert "Traceback" not in err + out, out[-2000:] + err
+    (path,) = tmp_path.glob("*.json")
+    assert load_result(path)["status"] == ("interrupted" if proc.returncode == 130 else "complete")
+
+
 # ---------------------------------------------------------------------------
 # analysis.compare.
 

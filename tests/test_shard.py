@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -27,6 +28,7 @@ from bench.shard import (
     shard_loads,
     variant_weights,
 )
+from bench.shard.merge import empty_merge
 from ops.variants import MODES, SPECS, VARIANT_NAMES
 from scenarios import SCENARIOS
 
@@ -265,16 +267,75 @@ def test_merge_status_and_rounds() -> None:
     running = doc("cuda:1", SHARD1, status="running")
     assert merge_results([a, running])["status"] == "interrupted", "a checkpoint is not a complete shard"
     failed = merge_results([a, None], [{"variants": list(SHARD0)}, {"variants": list(SHARD1), "status": "failed"}])
-    assert failed["status"] == "incomplete" and failed["env"]["shards"][1]["status"] == "failed"
+    assert failed["status"] == "failed" and failed["env"]["shards"][1]["status"] == "failed"
     assert failed["env"]["shards"][1]["variants"] == list(SHARD1)
     assert {r["shard"] for r in failed["rows"]} == {0}
     crashed = merge_results([a, doc("cuda:1", SHARD1)], [{}, {"status": "failed", "seconds": 9.5, "log": "l"}])
-    assert crashed["status"] == "incomplete" and crashed["env"]["shards"][1]["seconds"] == 9.5
+    assert crashed["status"] == "failed" and crashed["env"]["shards"][1]["seconds"] == 9.5
     assert crashed["env"]["shards"][1]["log"] == "l"
+    assert {r["shard"] for r in crashed["rows"]} == {0, 1}, "a failed shard's rows are kept"
     first_missing = merge_results([None, doc("cuda:1", SHARD1)])
-    assert first_missing["status"] == "incomplete" and {r["shard"] for r in first_missing["rows"]} == {1}
+    assert first_missing["status"] == "failed" and {r["shard"] for r in first_missing["rows"]} == {1}
     with pytest.raises(ValueError):
         merge_results([None, None])
+
+
+def test_a_failed_shard_is_a_named_failure_in_the_merged_file(tmp_path: Path) -> None:
+    meta = [{"name": "shard 0 (cpu)", "status": "complete"},
+            {"name": "shard 1 (cpu)", "status": "failed", "returncode": 2, "reason": "exit 2: error: boom",
+             "tail": "...\nerror: boom", "log": "x.shards/shard-1.log"}]
+    merged = merge_results([doc("cpu", SHARD0), None], meta)
+    assert merged["status"] == "failed" and "shard 1 (cpu) failed (exit 2: error: boom)" in merged["error"]
+    assert merged["failures"] == [{"child": "shard 1 (cpu)", "returncode": 2, "reason": "exit 2: error: boom",
+                                   "log": "x.shards/shard-1.log", "tail": "...\nerror: boom"}]
+    assert merged["env"]["shards"][1]["reason"] == "exit 2: error: boom"
+    write_result(tmp_path / "m.json", merged)  # the named failure stays beside the failed rows
+    failed_row = {**row("noop", "raw", "inference", "cpu", 1.0), "status": "failed", "reason": "r"}
+    write_result(tmp_path / "m.json", {**merged, "rows": [*merged["rows"], failed_row]})
+    children = [f for f in load_result(tmp_path / "m.json")["failures"] if "child" in f]
+    rows = [f for f in load_result(tmp_path / "m.json")["failures"] if "row" in f]
+    assert [f["child"] for f in children] == ["shard 1 (cpu)"] and [f["row"] for f in rows] == ["noop/raw/inference"]
+
+
+def test_a_merge_that_breaks_still_ends_the_file_with_a_final_status(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from bench.results import reserve_result_path
+    from bench.shard.process import write_merged
+
+    path = reserve_result_path(tmp_path, "boundary", "cpu-x2")
+    meta = [{"name": "shard 0 (cpu)", "status": "complete"}]
+
+    def fallback(error: str) -> dict[str, Any]:
+        return {**empty_merge("boundary", "shard", meta, {}, {}), "error": error}
+
+    with pytest.raises(KeyError):
+        write_merged(path, lambda: {}["rows"], fallback, Console(file=io.StringIO()))
+    doc = load_result(path)
+    assert doc["status"] == "failed" and doc["error"] == "merge failed: KeyError: 'rows'"
+
+
+def test_a_run_that_merged_nothing_does_not_exit_0() -> None:
+    from bench.shard.process import Child, exit_code
+
+    done = Child(0, "shard 0 (cpu)", [], Path("o"), Path("l"))
+    done.status = "complete"
+    assert exit_code([done], False, []) == 1 and exit_code([done], False, [row("noop", "raw", "inference", "cpu")]) == 0
+
+
+def test_a_merge_without_rows_is_failed_never_complete() -> None:
+    empty = {**doc("cpu", SHARD0), "rows": []}
+    merged = merge_results([empty, empty], [{"name": "shard 0 (cpu)", "status": "complete"},
+                                            {"name": "shard 1 (cpu)", "status": "complete"}])
+    assert merged["status"] == "failed" and merged["error"].startswith("no rows were merged")
+    assert "shard 1 (cpu): complete" in merged["error"]
+    nothing = empty_merge("boundary", "shard", [{"name": "shard 0 (cpu)", "status": "failed", "returncode": -9,
+                                                 "reason": "exit -9, no result file: no output"},
+                                                {"name": "shard 1 (cpu)", "status": "interrupted"}], {}, {})
+    assert nothing["status"] == "failed" and nothing["rows"] == []
+    assert nothing["error"] == ("no shard wrote a result: shard 0 (cpu): exit -9, no result file: no output; "
+                                "shard 1 (cpu): interrupted")
+    assert [f["child"] for f in nothing["failures"]] == ["shard 0 (cpu)"]
 
 
 def test_merge_flags_a_row_paired_with_a_baseline_its_shard_did_not_run() -> None:
@@ -348,8 +409,12 @@ def test_a_failed_shard_is_reported_with_its_log(tmp_path: Path) -> None:
     assert "no-build" in proc.stdout, "the tail of the failed shard's log names the problem"
     (path,) = tmp_path.glob("*.json")  # each child wrote a failed result: merged, nothing measured
     doc = json.loads(path.read_text())
-    assert doc["status"] == "incomplete" and doc["rows"] == []
+    assert doc["status"] == "failed" and doc["rows"] == []
     assert [s["status"] for s in doc["env"]["shards"]] == ["failed", "failed"]
+    # each failed child is named, with its exit status and the tail of its output
+    assert [(f["child"], f["returncode"]) for f in doc["failures"]] == [("shard 0 (cpu)", 2), ("shard 1 (cpu)", 2)]
+    assert all("no-build" in f["tail"] and f["reason"].startswith("exit 2: ") for f in doc["failures"])
+    assert "shard 0 (cpu) failed (exit 2: " in doc["error"]
 
 
 def test_more_shards_than_cores_to_pin_them_to_is_an_error(tmp_path: Path) -> None:

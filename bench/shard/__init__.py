@@ -27,8 +27,10 @@ Merge (``merge_results``):
   baseline, and its samples are needed to re-derive those deltas. They are
   not in ``rows`` because a key that appears twice there would be joined
   twice by analysis.compare and shown once, arbitrarily, by the table.
-* ``status``: ``complete`` only when every shard completed; ``incomplete``
-  when a shard failed (its rows, if it wrote any, are kept); else
+* ``status``: ``complete`` only when every shard completed; ``failed``
+  when a shard failed (its rows, if it wrote any, are kept, and it is named
+  under ``failures`` with its exit status and the tail of its output) or
+  when nothing was merged (with an ``error`` saying why); else
   ``interrupted``.
 * ``config``: shard 0's, with ``rounds_done`` and ``gpu_rounds_done`` the
   minimum over the shards, ``seconds`` the longest shard's CPU pass,
@@ -45,7 +47,9 @@ Interrupting the parent (Ctrl-C, SIGTERM) sends SIGTERM to every child, which
 run.py turns into a stop after the current round; the parent then merges what
 the children wrote (status ``interrupted``, exit 130). The children run in
 their own session, so a terminal's Ctrl-C reaches them only through the
-parent; a parent killed with SIGKILL leaves them running to completion.
+parent. No child outlives the parent: on Linux the kernel kills each one
+when the parent dies (SIGKILL included), and the parent kills each child's
+process group on its own way out. Children get absolute paths only.
 """
 
 from __future__ import annotations

@@ -8,12 +8,51 @@ from typing import Any
 from bench.identity import case_label, row_identity
 
 
-
 def merged_status(statuses: Sequence[str]) -> str:
     """The status of a result merged from several runs (shards, processes): complete when all are,
-    incomplete when one failed, else interrupted."""
+    failed when one failed, else interrupted (a child interrupted, or not run after an interrupt)."""
     return ("complete" if all(s == "complete" for s in statuses)
-            else "incomplete" if "failed" in statuses else "interrupted")
+            else "failed" if "failed" in statuses else "interrupted")
+
+
+def child_failures(meta: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One named entry per child that failed (a merged document's "failures" list keeps them beside
+    its failed rows): which child, its exit status, why, and the tail of its output."""
+    return [{"child": m.get("name") or f"child {i}", "returncode": m.get("returncode"),
+             "reason": m.get("reason") or "failed", "log": m.get("log"), "tail": m.get("tail")}
+            for i, m in enumerate(meta) if (m.get("status") or "failed") == "failed"]
+
+
+def _child_text(i: int, m: Mapping[str, Any]) -> str:
+    status = m.get("status") or "failed"
+    return f"{m.get('name') or f'child {i}'}: {m.get('reason') or status}"
+
+
+def settle(doc: dict[str, Any], meta: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A merged document's final status, its error and its named child failures, in place.
+
+    failed when a child failed (each is named in "failures", its rows kept) or when nothing was merged
+    (a document without rows is never complete); else complete or interrupted as merged_status says."""
+    doc.pop("error", None)  # a part's (settled before the whole) is not the whole's
+    doc["status"] = merged_status([str(m.get("status") or "failed") for m in meta])
+    doc["failures"] = child_failures(meta)
+    if doc["failures"]:
+        doc["error"] = "; ".join(f"{f['child']} failed ({f['reason']})" for f in doc["failures"])
+    elif not doc.get("rows"):
+        doc["status"] = "failed"
+        doc["error"] = "no rows were merged: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
+    return doc
+
+
+def empty_merge(scenario: str, what: str, meta: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
+                env: Mapping[str, Any]) -> dict[str, Any]:
+    """The document of a run none of whose children (`what`: "process", "shard") wrote a result:
+    failed, with every child named with how it ended."""
+    doc = {"scenario": scenario, "status": "failed", "config": dict(config), "env": dict(env), "rows": []}
+    settle(doc, meta)
+    doc["error"] = f"no {what} wrote a result: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
+    return doc
+
 
 def _gpu_index(device: Any, env: Mapping[str, Any]) -> int | None:
     text = str(device or "")
@@ -72,15 +111,16 @@ def merge_results(
     seen: set[tuple[Any, ...]] = set()
     shard_info: list[dict[str, Any]] = []
     warnings: list[str] = []
-    statuses: list[str] = []
+    ended: list[dict[str, Any]] = []  # how each shard ended (settle() names the failed ones)
     for i, doc in enumerate(docs):
         m = dict(meta[i])
         env = dict(doc.get("env", {})) if doc else {}
         config = dict(doc.get("config", {})) if doc else {}
         status = m.pop("status", None) or (None if doc is None else
-                                           "complete" if doc.get("status") == "complete" else "interrupted")
+                                           "complete" if doc.get("status") == "complete" else
+                                           "failed" if doc.get("status") == "failed" else "interrupted")
         status = status or "failed"
-        statuses.append(status)
+        ended.append({"name": f"shard {i}", **m, "status": status})
         device = m.pop("device", None) or env.get("device")
         doc_rows = list(doc.get("rows", [])) if doc else []
         labels = {case_label(r) for r in doc_rows if (r.get("driver") or "python") == "python"}
@@ -141,15 +181,14 @@ def merge_results(
     if warnings:
         env["shard_warnings"] = warnings
 
-    status = merged_status(statuses)
-    return {
+    return settle({
         "scenario": first.get("scenario"),
-        "status": status,
+        "status": None,
         "config": config,
         "env": env,
         "speed_probe": first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
         "rows": row_order(rows),
         "duplicate_baseline_rows": duplicates,
-    }
+    }, ended)
 
 

@@ -4,20 +4,25 @@ interrupts, and the merged result file."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
 from .command import REPO_ROOT, shard_command
-from .merge import merge_results
+from .merge import empty_merge, merge_results
 from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds, variant_weights
 
 LOG_TAIL_LINES = 20
+REASON_TAIL_LINES = 10  # of a failed child's output, kept in the merged document
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def latest_result(folder: Path) -> Path | None:
@@ -44,6 +49,34 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(line for line in out[-lines:])
 
 
+def last_line(text: str) -> str:
+    return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn (Linux) that has the kernel SIGKILL the child when this process dies, however it
+    dies (SIGKILL included), so no child outlives the run that started it and goes on writing.
+
+    The signal is tied to the thread that forks (the main thread here). A parent that died between
+    the fork and the prctl would be missed: the child compares its parent with the one captured
+    before the fork and exits if it changed. None where prctl is not available."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # libc, loaded before the fork
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
+
+
 class Child:
     """One child process of run.py: its command, where it writes, its log, and how it ended.
 
@@ -62,6 +95,7 @@ class Child:
         self.result: Path | None = None
         self.mtime = 0.0
         self.rounds_done = 0
+        self.reason: str | None = None  # why it failed: exit status and its output's last line
 
     @property
     def seconds(self) -> float:
@@ -69,6 +103,21 @@ class Child:
 
     def label(self) -> str:
         return self.name
+
+    def meta(self, root: Path) -> dict[str, Any]:
+        """What the parent knows of this child, for the merged document (env.shards / env.processes)."""
+        failed = self.status in (None, "failed") and self.proc is not None
+        return {
+            "name": self.name,
+            "status": self.status or ("failed" if self.proc is not None else "not run"),
+            "returncode": None if self.proc is None else self.proc.returncode,
+            "seconds": round(self.seconds, 2),
+            "command": " ".join(["run.py", *self.command[2:]]),
+            "log": rel(self.log, root),
+            "result": rel(self.result, root) if self.result else None,
+            **({"reason": self.reason or "killed when the parent stopped",
+                "tail": log_tail(self.log, REASON_TAIL_LINES)} if failed else {}),
+        }
 
 
 def _shard(index: int, device: str, variants: tuple[str, ...], command: list[str], out_dir: Path, log: Path,
@@ -78,25 +127,45 @@ def _shard(index: int, device: str, variants: tuple[str, ...], command: list[str
 
 
 def start_child(child: Child, repo_root: Path = REPO_ROOT) -> None:
-    """Start `child`, its stdout and stderr into its log (the command line first)."""
+    """Start `child`, its stdout and stderr into its log (the command line first). Its paths are
+    absolute (it runs in `repo_root`, not in the caller's folder), and it dies with this process."""
     child.out_dir.mkdir(parents=True, exist_ok=True)
     child.log.parent.mkdir(parents=True, exist_ok=True)
     with open(child.log, "wb") as log:
         log.write((" ".join(child.command) + "\n").encode())
         log.flush()
         child.start = time.perf_counter()
-        # Own session: a Ctrl-C at the terminal reaches the parent only, which
-        # forwards exactly one SIGTERM to each child (one graceful stop each).
+        # Own session (so its own process group): a Ctrl-C at the terminal reaches the parent only,
+        # which forwards exactly one SIGTERM to each child (one graceful stop each), and the group
+        # (the child and what it starts) can be killed as one.
         child.proc = subprocess.Popen(child.command, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
                                       env={**os.environ, "PYTHONUNBUFFERED": "1", **child.env},
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=die_with_parent())
+
+
+def kill_group(child: Child) -> None:
+    """SIGKILL the child's process group: the child, if it still runs, and anything it left running."""
+    if child.proc is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.proc.pid, signal.SIGKILL)
+
+
+def reap(children: Sequence[Child]) -> None:
+    """However the parent leaves (its end, an interrupt, an error): no child, nor anything a child
+    started, keeps running."""
+    for s in children:
+        kill_group(s)
+    for s in children:
+        if s.proc is not None:
+            with contextlib.suppress(Exception):
+                s.proc.wait(timeout=10)
 
 
 def kill_children(children: Sequence[Child], console: Any) -> None:
     """A second Ctrl-C: kill what still runs, then classify every started child."""
     for s in children:
         if s.proc is not None and s.proc.poll() is None:
-            s.proc.kill()
+            kill_group(s)
     for s in children:
         if s.proc is not None:
             s.proc.wait()
@@ -134,8 +203,6 @@ def run_sharded(
         TimeElapsedColumn,
     )
 
-    from bench.results import write_result
-
     n = len(devices)
     baselines = scenario.baseline_variants
     rounds = args.rounds  # every run option arrives resolved (bench/cli.py DEFAULTS)
@@ -165,6 +232,7 @@ def run_sharded(
         raise ShardUsageError(f"{n} shards x --pin-cores {pin_cores} need {n * pin_cores} cores, {len(allowed)} "
                               f"are allowed: use fewer shards, a smaller --pin-cores, or --no-pin")
 
+    json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.shards"
     shards: list[Child] = []
     for i, (device, subset) in enumerate(zip(devices, plan)):
@@ -208,6 +276,7 @@ def run_sharded(
         kill_children(shards, console)
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+        reap(shards)  # whatever ends the wait (an error too), no shard runs on
     wall = time.perf_counter() - start
 
     docs = []
@@ -215,26 +284,30 @@ def run_sharded(
     for s in shards:
         s.result = latest_result(s.out_dir)
         docs.append(read_doc(s.result))
-        meta.append({
-            "variants": list(s.variants),
-            "seconds": round(s.seconds, 2),
-            "status": s.status or "failed",
-            "returncode": None if s.proc is None else s.proc.returncode,
-            "cpp": s.cpp,
-            "command": " ".join(["run.py", *s.command[2:]]),
-            "log": rel(s.log, repo_root),
-            "result": rel(s.result, repo_root) if s.result else None,
-        })
-    if all(d is None for d in docs):
-        console.print(f"[red]no shard wrote a result; nothing merged[/red] (the shards' logs: {rel(work, repo_root)})")
-        write_result(json_path, {"scenario": scenario.name, "status": "failed", "config": {"shards": n},
-                                 "env": {"command": " ".join(["run.py", *argv]), "shards": meta},
-                                 "error": "no shard wrote a result", "rows": []})
+        meta.append({"variants": list(s.variants), "cpp": s.cpp, **s.meta(repo_root)})
+    command = " ".join(["run.py", *argv])
+
+    def empty(error: str | None = None) -> dict[str, Any]:
+        doc = empty_merge(scenario.name, "shard", meta, {"shards": n}, {"command": command, "shards": meta})
+        return {**doc, "error": error} if error else doc
+
+    def merge() -> dict[str, Any]:
+        if all(d is None for d in docs):
+            return empty()
+        doc = merge_results(docs, meta)
+        doc["config"]["wall_seconds"] = round(wall, 2)
+        doc["env"]["command"] = command
+        return doc
+
+    merged, csv_path = write_merged(json_path, merge, empty, console)
+    if csv_path is None:
+        return 1 if merged["rows"] else 2
+    if not merged["rows"]:
+        from rich.markup import escape
+
+        console.print(f"[red]{escape(merged['error'])}[/red] (the shards' logs: {rel(work, repo_root)})",
+                      soft_wrap=True)
         return exit_code(shards, interrupted, [])
-    merged = merge_results(docs, meta)
-    merged["config"]["wall_seconds"] = round(wall, 2)
-    merged["env"]["command"] = " ".join(["run.py", *argv])
-    csv_path = write_result(json_path, merged)
 
     note = scenario.table_note
     if n > 1:
@@ -255,13 +328,52 @@ def rel(path: Path, root: Path) -> str:
 
 
 def exit_code(shards: Sequence[Child], interrupted: bool, rows: Sequence[Mapping[str, Any]]) -> int:
+    """A failed child's own status (1 when it has none to give), 130 when interrupted, 1 when nothing
+    was merged or a row failed, else 0."""
     failed = [s for s in shards if s.status == "failed"]
     if failed:
         codes = [s.proc.returncode for s in failed if s.proc is not None and s.proc.returncode not in (0, 130, None)]
         return codes[0] if codes and codes[0] > 0 else 1
     if interrupted or any(s.status == "interrupted" for s in shards):
         return 130
-    return 1 if any(r.get("status") == "failed" for r in rows) else 0
+    return 1 if not rows or any(r.get("status") == "failed" for r in rows) else 0
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT / SIGTERM noted and ignored while the merged result is written, so an interrupt cannot
+    leave it without its final status (the write itself is atomic either way)."""
+    def note(*_: Any) -> None:
+        sys.stderr.write("already stopping: writing the result\n")
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def write_merged(json_path: Path, merged: Callable[[], dict[str, Any]], fallback: Callable[[str], dict[str, Any]],
+                 console: Any) -> tuple[dict[str, Any], Path | None]:
+    """Write the final merged document (signals deferred): the merge, or when the merge itself breaks,
+    `fallback(error)` (failed, the children named) before the error is raised. Returns the document and
+    its CSV path, None when it could not be written (said on stderr; the file keeps its last write)."""
+    from bench.results import ResultWriteError, write_result
+
+    with signals_deferred():
+        try:
+            doc = merged()
+        except Exception as exc:  # a bug in the merge: the file still gets a final status, then the traceback
+            with contextlib.suppress(Exception):
+                write_result(json_path, fallback(f"merge failed: {type(exc).__name__}: {exc}"))
+            raise
+        try:
+            return doc, write_result(json_path, doc)
+        except ResultWriteError as exc:
+            print(f"run.py: error: {exc}; that file keeps its previous contents", file=sys.stderr)
+            console.print("[red]the merged result was not written[/red] (each child's own result is in its folder)")
+            return doc, None
 
 
 def poll_progress(s: Child, progress: Any, task: Any) -> None:
@@ -299,6 +411,9 @@ def finish_child(s: Child, console: Any, interrupted: bool = False) -> None:
         s.status = "interrupted"
     else:
         s.status = "failed"
+        s.reason = (f"exit {rc}" + ("" if doc else ", no result file") + ": "
+                    + (last_line(log_tail(s.log)) or "no output"))
+    kill_group(s)  # anything it started and left running
     rounds = doc.get("config", {}).get("rounds_done") if doc else None
     colour = {"complete": "green", "interrupted": "yellow", "failed": "red"}[s.status]
     what = f"{rounds} rounds" if rounds is not None else "no result"
@@ -343,5 +458,5 @@ def stop_children(shards: Sequence[Child], console: Any, grace_seconds: float = 
             s.proc.wait(timeout=max(0.1, deadline - time.perf_counter()))
         except subprocess.TimeoutExpired:
             console.print(f"[red]{s.label()} did not stop within {grace_seconds:.0f} s: killed[/red]")
-            s.proc.kill()
+            kill_group(s)
             s.proc.wait()

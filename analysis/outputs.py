@@ -1,0 +1,56 @@
+"""Files the analysis commands write: each output path checked before any work, each write atomic.
+
+A path the user gives that cannot be written (a folder that does not exist or takes no new file, a
+folder where a file is expected, a name too long) is refused up front with one line naming it, and
+a write that fails later (a full disk) is one line too: both raise OutputPathError, which every
+command turns into exit 2. The writes go through bench/atomic.py, so a reader sees the old file or
+the new one, never a partial one. Standard library only, like the checks of run.py (bench/cli.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from bench.atomic import atomic_path, file_output_problem, folder_output_problem, write_atomic
+
+
+class OutputPathError(ValueError):
+    """An output path that cannot be written; the message is one line naming it and why."""
+
+
+def check_output_file(path: Path | str, option: str) -> Path:
+    """`path` can be written (bench.atomic.file_output_problem), else OutputPathError."""
+    problem = file_output_problem(path)
+    if problem:
+        raise OutputPathError(f"{option}: {problem}")
+    return Path(path)
+
+
+def check_output_dir(folder: Path | str, option: str) -> Path:
+    """A folder for several outputs: it exists or can be made, and takes a new file."""
+    problem = folder_output_problem(folder)
+    if problem:
+        raise OutputPathError(f"{option}: {problem}")
+    return Path(folder)
+
+
+def write_output(path: Path | str, data: str | bytes) -> Path:
+    """Write `data` to `path` atomically; OutputPathError (one line) when it cannot be written."""
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return Path(path)
+
+
+@contextlib.contextmanager
+def output_path(path: Path | str) -> Iterator[Path]:
+    """A temporary path to write `path` through (e.g. matplotlib's savefig, which must then be told
+    the format: the temporary name ends in .tmp), renamed to `path` on success."""
+    try:
+        with atomic_path(path) as tmp:
+            yield tmp
+    except OSError as exc:
+        raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}") from None
