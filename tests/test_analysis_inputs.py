@@ -8,6 +8,7 @@ calibration beside the runs, interrupted kernel runs, a missing matplotlib."""
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import math
 import os
@@ -450,6 +451,11 @@ def _nights(folder: Path, nights: int = 5) -> Path:
     return folder
 
 
+# The change points need ruptures (optional where no package index is reachable: the history's tests skip).
+needs_ruptures = pytest.mark.skipif(importlib.util.find_spec("ruptures") is None, reason="ruptures is not installed")
+
+
+@needs_ruptures
 def test_history_plot_into_a_folder_writes_inside_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _nights(tmp_path / "nights")
     (folder / "gate-calibration.json").write_bytes(CALIBRATION.read_bytes())
@@ -465,6 +471,7 @@ def test_history_plot_into_a_folder_writes_inside_it(tmp_path: Path, capsys: pyt
     assert named.read_bytes()[:4] == b"\x89PNG" and not Path(f"{named}.png").exists()
 
 
+@needs_ruptures
 def test_history_plot_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _nights(tmp_path / "nights")

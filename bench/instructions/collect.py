@@ -16,7 +16,7 @@ from typing import Any
 
 from . import METRIC, REPO_ROOT, SCHEMA, UNIT
 from .callgrind import read_dumps
-from .staging import staged
+from .staging import STAGE, private_folder, staged
 from .environment import (child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu,
                           jemalloc, valgrind_version)
 
@@ -124,6 +124,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
     keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate); stage: where
     the code is staged (default staging.STAGE)."""
     check_names(config)
+    stage = private_folder(STAGE if stage is None else stage)  # a planted stage is refused first
     valgrind = shutil.which("valgrind")
     if valgrind is None or shutil.which("callgrind_control") is None:
         raise CollectError("valgrind (with callgrind_control) is not installed: apt-get install valgrind")
