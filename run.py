@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parent
 STARTED = time.monotonic()  # the phase timings count from here (interpreter start-up excluded)
 sys.path.insert(0, str(REPO_ROOT))
 
-from bench.cli import UsageError  # noqa: E402  (torch-free)
+from dbench.bench.cli import UsageError  # noqa: E402  (torch-free)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CHECKPOINT_SECONDS = 2.0  # the running result file is rewritten at most this often during the rounds
@@ -45,7 +45,7 @@ def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
     """
     if count <= 0 or not hasattr(os, "sched_setaffinity"):
         return None
-    from bench.shard import shard_cores
+    from dbench.bench.shard import shard_cores
 
     allowed = sorted(os.sched_getaffinity(0))
     cpus = shard_cores(allowed, offset, count)  # more than allowed: refused (bench/cli.py check_pinning)
@@ -55,14 +55,14 @@ def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
 
 def out_folder(args: argparse.Namespace, env: dict[str, Any]) -> Path:
     """--out, else <cwd>/dbench-results/<machine>/ (both absolute since parsing, bench/cli.py)."""
-    from bench import env as envmod
+    from dbench.bench import env as envmod
 
     return args.out or args.default_out / envmod.machine_slug(env)
 
 
 def reserve(folder: Path, scenario: str, label: str) -> Path:
     """A new result file (bench/results.py), remembered so an interrupt can always mark it."""
-    from bench.results import reserve_result_path
+    from dbench.bench.results import reserve_result_path
 
     path = reserve_result_path(folder, scenario, label)
     RESERVED.append(path)
@@ -111,7 +111,7 @@ def resolve_device(args: argparse.Namespace, in_process: bool = True) -> tuple[s
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     shard_devices: list[str] = []
     if args.gpus is not None or args.shards is not None:
-        from bench.shard import ShardUsageError, resolve_shards
+        from dbench.bench.shard import ShardUsageError, resolve_shards
 
         try:
             shard_devices = resolve_shards(args.gpus, args.shards, args.device, cuda_count)
@@ -135,8 +135,8 @@ def resolve_device(args: argparse.Namespace, in_process: bool = True) -> tuple[s
 
 def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: Any, stop: GracefulStop) -> Outcome:
     """Scenarios that make their own table (e.g. timer_validation)."""
-    from bench import env as envmod
-    from bench.results import write_result
+    from dbench.bench import env as envmod
+    from dbench.bench.results import write_result
 
     stop.install(signal.SIGINT, signal.SIGTERM)
     env = envmod.capture(device)
@@ -164,7 +164,7 @@ def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: 
     A driver that is not built is skipped (said on the console and in env); one that crashes,
     exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
     """
-    from bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, run_cpp_driver
+    from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, run_cpp_driver
 
     console.print(f"C++ driver: {', '.join(ops)} on {device}")
     extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
@@ -191,7 +191,7 @@ def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: a
     """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
     per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
     env; a crashed pass: FAILED gpu_us rows."""
-    from bench.cpp_results import CppDriverFailed, failed_rows, gpu_timer_problem, run_cpp_gpu_pass
+    from dbench.bench.cpp_results import CppDriverFailed, failed_rows, gpu_timer_problem, run_cpp_gpu_pass
 
     if args.gpu_timer != "cupti":
         env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {args.gpu_timer}: the C++ driver times GPU "
@@ -236,7 +236,7 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
 def show_tables(rows: list[dict[str, Any]], env: dict[str, Any], console: Any, note: str) -> None:
     import pandas as pd
 
-    from analysis.table import print_tables
+    from dbench.analysis.table import print_tables
 
     if rows:  # none when stopped before the cases were built
         print_tables(pd.DataFrame(rows), env, console, note=note)
@@ -251,7 +251,7 @@ def case_dtypes(cases: list[Any]) -> tuple[Any, ...]:
 
 def plot(doc: dict[str, Any], json_path: Path, console: Any) -> None:
     """--plot: the scenario's figures beside its result file."""
-    from analysis.figures import scenario_figures
+    from dbench.analysis.figures import scenario_figures
 
     if doc["rows"]:
         for figure in scenario_figures(doc, json_path.parent, json_path.stem):
@@ -262,13 +262,18 @@ def selection(scenario: Any, device: str, args: argparse.Namespace) -> Any:
     """What the command line selects of `scenario` on `device` (scenarios.Selection)."""
     import torch
 
-    from ops import OP_NAMES, VARIANT_NAMES
-    from scenarios import Selection
+    from dbench.ops import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import Selection
 
-    return Selection(ops=args.ops or scenario.default_ops or OP_NAMES,
+    return Selection(ops=selected_ops(scenario, args, OP_NAMES),
                      variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
                      dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache),
-                     explicit_ops=args.ops is not None)
+                     explicit_ops=args.ops is not None or bool(args.op), shape=args.shape)
+
+
+def selected_ops(scenario: Any, args: argparse.Namespace, every: Sequence[str]) -> tuple[str, ...]:
+    """--ops, else the ops --op loaded, else the scenario's, else every shipped op."""
+    return tuple(args.ops or getattr(args, "user_ops", None) or scenario.default_ops or every)
 
 
 def check_selection(scenario: Any, device: str, args: argparse.Namespace, console: Any) -> None:
@@ -277,7 +282,7 @@ def check_selection(scenario: Any, device: str, args: argparse.Namespace, consol
     are named once. (A shard's child times the share it was given: its parent checked the whole.)"""
     import torch
 
-    from scenarios.base import not_runnable
+    from dbench.scenarios.base import not_runnable
 
     if scenario.requires_cuda and not device.startswith("cuda"):
         why = ("--device cpu was given" if args.device == "cpu"
@@ -310,15 +315,15 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         phases[name] = round(now - last, 2)
         last = now
 
-    from bench import env as envmod
-    from bench.gputimer import gpu_rows, make_gpu_timer
-    from bench.probe import instability_note, probe_case, probe_summary
-    from bench.results import ResultWriteError, case_rows, mark_gpu_bound, write_result
-    from bench.identity import case_identity
-    from bench.roofline import attach, measure_roofs
-    from bench.runner import RunConfig, Throttled, run, run_gpu
-    from ops import OPS
-    from ops.native import NativeBuildMissing
+    from dbench.bench import env as envmod
+    from dbench.bench.gputimer import gpu_rows, make_gpu_timer
+    from dbench.bench.probe import instability_note, probe_case, probe_summary
+    from dbench.bench.results import ResultWriteError, case_rows, mark_gpu_bound, write_result
+    from dbench.bench.identity import case_identity
+    from dbench.bench.roofline import attach, measure_roofs
+    from dbench.bench.runner import RunConfig, Throttled, run, run_gpu
+    from dbench.ops import OPS
+    from dbench.ops.native import NativeBuildMissing
 
     torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
     try:
@@ -407,7 +412,8 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                 if interrupted:
                     raise KeyboardInterrupt
             phase("gpu_pass")
-        cpp_ops = [op for op in sel.ops if OPS[op].boundary]  # the C++ driver times the boundary ops
+        # The C++ driver times the boundary ops it was built with (ops with the C++ flavour).
+        cpp_ops = [op for op in sel.ops if OPS[op].boundary and OPS[op].has_flavour("cpp")]
         if scenario.name == "boundary" and not args.no_cpp and cpp_ops:
             extra_rows.extend(cpp_section(device, cpp_ops, args, env, console))
             phase("cpp_driver")
@@ -454,7 +460,7 @@ def stop_on_write_error(exc: OSError, json_path: Path, doc: dict[str, Any], roun
     """A result write failed mid-run: one line naming the file and why, one last try to write what was
     measured (status failed; if that fails too, the file stays as its last complete write, never a
     partial one); exit 1, or 2 when no round had run. Not gated (json_path None)."""
-    from bench.results import ResultWriteError, write_result
+    from dbench.bench.results import ResultWriteError, write_result
 
     print(f"run.py: error: {exc}", file=sys.stderr)
     try:
@@ -469,15 +475,15 @@ def stop_on_write_error(exc: OSError, json_path: Path, doc: dict[str, Any], roun
 
 def parser_options() -> list[str]:
     """Every option string of run.py's parser (children's command lines resolve abbreviations with them)."""
-    from bench.cli import build_parser
-    from scenarios import SCENARIO_NAMES
+    from dbench.bench.cli import build_parser
+    from dbench.scenarios import SCENARIO_NAMES
 
     return [s for a in build_parser(SCENARIO_NAMES)._actions for s in a.option_strings]
 
 
 def warn_env(env: dict[str, Any], console: Any) -> None:
     """The machine's state that makes figures move (busy CPU, other GPU processes, throttling...)."""
-    from bench import env as envmod
+    from dbench.bench import env as envmod
 
     for line in envmod.warnings(env):
         console.print(f"[yellow]warning:[/yellow] {line}")
@@ -486,9 +492,9 @@ def warn_env(env: dict[str, Any], console: Any) -> None:
 def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: argparse.Namespace,
                  console: Any) -> Outcome:
     """--processes N / --ab A B: the scenario in fresh processes, one after another, merged into one file."""
-    from bench import env as envmod
-    from bench.processes import run_repeated as run_in_turn
-    from bench.results import load_result
+    from dbench.bench import env as envmod
+    from dbench.bench.processes import run_repeated as run_in_turn
+    from dbench.bench.results import load_result
 
     if scenario.custom_run is not None or scenario.roofs:
         why = "makes its own table" if scenario.custom_run else "derives its rates from the roofs its process measures"
@@ -510,10 +516,10 @@ def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: a
 
 def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | None, args: argparse.Namespace,
                 console: Any) -> Outcome:
-    from bench import env as envmod
-    from bench.results import load_result
-    from bench.shard import ShardUsageError, run_sharded as run_shards
-    from ops import OP_NAMES, VARIANT_NAMES
+    from dbench.bench import env as envmod
+    from dbench.bench.results import load_result
+    from dbench.bench.shard import ShardUsageError, run_sharded as run_shards
+    from dbench.ops import OP_NAMES, VARIANT_NAMES
 
     if scenario.custom_run is not None:
         raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
@@ -526,7 +532,8 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
         # --shard-child: each child times its share as given (this parent checked the whole selection).
         child_argv = [*(sys.argv[1:] if argv is None else argv), "--shard-child"]
         code = run_shards(argv=child_argv, options=options, scenario=scenario,
-                          ops=args.ops or OP_NAMES, variants=args.variants or VARIANT_NAMES, devices=shard_devices,
+                          ops=selected_ops(scenario, args, OP_NAMES), variants=args.variants or VARIANT_NAMES,
+                          devices=shard_devices,
                           args=args, json_path=json_path, console=console,
                           show=lambda rows, env, note: show_tables(rows, env, console, note))
     except ShardUsageError as exc:
@@ -542,14 +549,14 @@ def gate(json_path: Path, args: argparse.Namespace, console: Any) -> int:
 
     The one place run.py meets the gate: it is imported here, lazily, so a checkout without it
     runs everything else and says why it cannot gate (exit 2: nothing was compared)."""
-    from bench.results import ResultFileError, load_result
+    from dbench.bench.results import ResultFileError, load_result
 
     try:
-        from analysis import gate as gate_module
+        from dbench.analysis import gate as gate_module
     except ModuleNotFoundError as exc:
-        if exc.name != "analysis.gate":
+        if exc.name != "dbench.analysis.gate":
             raise
-        console.print("[red]--baseline: analysis.gate is not in this checkout, so the run was not gated[/red] "
+        console.print("[red]--baseline: dbench.analysis.gate is not in this checkout, so the run was not gated[/red] "
                       f"(its result: {shown(json_path)})")
         return EXIT_USAGE
     try:
@@ -571,11 +578,20 @@ def gate(json_path: Path, args: argparse.Namespace, console: Any) -> int:
 
 def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any, stop: GracefulStop) -> Outcome:
     """Pick the device, check the selection can time something on it, and run it in its way."""
-    from scenarios import SCENARIOS
+    from dbench.scenarios import SCENARIOS
 
-    from bench.cli import apply_defaults
-    from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS
+    from dbench.bench.cli import apply_defaults
+    from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS
 
+    if args.op:
+        from dbench.scenarios.listing import load_user_ops
+
+        args.user_ops = load_user_ops(args)
+    if args.list:
+        from dbench.scenarios.listing import print_list
+
+        print_list(console)
+        return EXIT_OK, None
     repeated = args.processes is not None or args.ab is not None
     device, shard_devices = resolve_device(args, in_process=not repeated)
     # The defaults that waited for the device (cli.apply_defaults fills only what is still unset).
@@ -599,7 +615,7 @@ def mark_interrupted(args: argparse.Namespace | None) -> Path | None:
     marked interrupted; with none reserved yet (the machine's folder is not known before torch is),
     a new one in --out or the default folder. Standard library only: the interrupt may have cut an
     import short. None when there is nowhere to write (the command line was not read yet)."""
-    from bench.atomic import create_unique, write_atomic
+    from dbench.bench.atomic import create_unique, write_atomic
 
     note = {"status": "interrupted", "error": "interrupted before anything was measured"}
     try:
@@ -635,15 +651,21 @@ def interrupted(args: argparse.Namespace | None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bench import cli
-    from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
+    return run_for_library(argv)[0]
+
+
+def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None]:
+    """main's exit status and the result file it wrote (None: none), for dbench.run_scenario."""
+    from dbench.bench import cli
+    from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
 
     RESERVED.clear()
     stop = GracefulStop(signal.SIGINT)  # from here on a Ctrl-C, in any phase, ends as an interrupted run
     args: argparse.Namespace | None = None
     try:
-        args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, scenario_variants=SCENARIO_VARIANTS,
+        args = cli.parse(argv, SCENARIO_NAMES, (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES,
+                         scenario_variants=SCENARIO_VARIANTS,
                          scenario_defaults=SCENARIO_DEFAULTS, scenario_ops=SCENARIO_OPS,
                          scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
         from rich.console import Console
@@ -652,28 +674,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         console = Console(soft_wrap=not sys.stdout.isatty(), emoji=False)
         code, json_path = dispatch(argv, args, console, stop)
         if args.baseline is None or json_path is None:
-            return code
+            return code, json_path
         if code not in (EXIT_OK, EXIT_FAILED):
             console.print(f"[yellow]not gated: the run ended with exit {code}[/yellow]")
-            return code
-        return max(code, gate(json_path, args, console))  # a FAILED case is never gated away
+            return code, json_path
+        return max(code, gate(json_path, args, console)), json_path  # a FAILED case is never gated away
     except UsageError as exc:
         print(f"run.py: error: {exc} (see run.py --help)", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, None
     except KeyboardInterrupt:  # before a way to run took over: nothing was measured
-        return interrupted(args)
+        return interrupted(args), RESERVED[-1] if RESERVED else None
     except Exception as exc:
         if stop.signalled:  # a Ctrl-C an import (torch's, an extension's) re-raised as another error
-            return interrupted(args)
+            return interrupted(args), RESERVED[-1] if RESERVED else None
         if not isinstance(exc, OSError):
             raise
         # A result file that could not be made (the ways to run handle their later writes).
-        from bench.results import ResultWriteError
+        from dbench.bench.results import ResultWriteError
 
         if not isinstance(exc, ResultWriteError):
             raise
         print(f"run.py: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_USAGE, None
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Calibrate the regression gate from A/A data: per-row noise, minimum detectable effect and δ.
 
-    python -m analysis.calibrate RUNS... --out FILE [--alpha-nightly 0.01] [--power 0.95]
+    python -m dbench.analysis.calibrate RUNS... --out FILE [--alpha-nightly 0.01] [--power 0.95]
                                  [--floor 0.02] [--processes N] [--split-files]
-    python -m analysis.calibrate RUNS... --out FILE [--alpha-row A] --injected RUN... [--injected-row REGEX]
+    python -m dbench.analysis.calibrate RUNS... --out FILE [--alpha-row A] --injected RUN... [--injected-row REGEX]
                                  [--injected-metric cpu_us|gpu_us]
 
 RUNS are runs of identical code: each argument is one run (a file, or a folder whose files are
@@ -45,16 +45,17 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy and scipy are imported where used): options, paths and files are
 # checked before they load.
-from analysis import gate as gatemod  # noqa: E402
-from analysis import gate_stats as gs  # noqa: E402
-from analysis.load import ResultFileError  # noqa: E402
-from analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
-from bench.identity import identity_text  # noqa: E402
+from dbench.analysis import gate as gatemod  # noqa: E402
+from dbench.analysis import gate_stats as gs  # noqa: E402
+from dbench.analysis.load import ResultFileError  # noqa: E402
+from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
+from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.identity import identity_text  # noqa: E402
 
 if TYPE_CHECKING:
     import numpy as np
@@ -424,7 +425,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m analysis.calibrate", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.calibrate", description=__doc__.splitlines()[0])
     p.add_argument("runs", type=Path, nargs="+", help="A/A runs: files or folders (one run each)")
     p.add_argument("--out", type=Path, required=True, help="the calibration file to write")
     p.add_argument("--alpha-nightly", type=float, default=0.01,

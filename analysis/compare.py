@@ -1,6 +1,6 @@
 """Run-to-run comparison of two result files: per-row spread of the medians.
 
-    python -m analysis.compare A.json B.json [--max-spread 0.03] [--value median|ratio_median]
+    python -m dbench.analysis.compare A.json B.json [--max-spread 0.03] [--value median|ratio_median]
 
 Prints, per op x variant x mode (x metric), both values and their relative
 spread |a - b| / mean, and whether the variant ordering within each op x mode
@@ -29,11 +29,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.load import read_result, rows_frame  # noqa: E402
-from analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.analysis.load import read_result, rows_frame  # noqa: E402
+from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
+from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,7 +113,7 @@ def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m analysis.compare", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.compare", description=__doc__.splitlines()[0])
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     p.add_argument("--max-spread", type=float, default=0.03)

@@ -1,6 +1,6 @@
 """Figures of result files (matplotlib, rendered headless with Agg).
 
-    python -m analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,roofline,history]
+    python -m dbench.analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,roofline,history]
 
 Each function takes the pandas frame of `analysis.load` (any set of runs) and returns a Figure;
 `scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
@@ -23,13 +23,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only: numpy, pandas, matplotlib and the table modules are imported in the functions
 # that draw, so the command checks its options, output folder and files before loading them.
-from analysis.load import read_results, rows_frame  # noqa: E402
-from analysis.outputs import OutputPathError, check_output_dir, output_path  # noqa: E402
-from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.analysis.load import read_results, rows_frame  # noqa: E402
+from dbench.analysis.outputs import OutputPathError, check_output_dir, output_path  # noqa: E402
+from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,7 +114,7 @@ def _number(v: float) -> str:
 def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floor_value: float, floor_label: str,
                 unit: str, mark_noisy: bool) -> None:
     """One bar per variant, cheapest at the top, 95 % CI whiskers, the floor drawn as a dashed line."""
-    from analysis.table import NOISY_GLYPH
+    from dbench.analysis.table import NOISY_GLYPH
 
     rows = rows.sort_values(value, ascending=False)
     values = rows[value].to_numpy(float)
@@ -136,7 +137,7 @@ def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floo
 
 
 def _cost_chart(frame: pd.DataFrame, op: str, ratio: bool) -> Figure:
-    from analysis.table import NOISY_GLYPH, table_data
+    from dbench.analysis.table import NOISY_GLYPH, table_data
 
     table = table_data(frame, op, "cpu_us", "python")
     if table is None:
@@ -220,7 +221,7 @@ def _by_cost(rows: pd.DataFrame) -> list[str]:
 def launch_chart(frame: pd.DataFrame, op: str) -> Figure:
     """Per mode, CPU wall-clock and GPU kernel time per call for every variant: where the CPU bar
     is the longer one, the boundary sets the pace and the GPU waits (launch-bound)."""
-    from analysis.table import table_data
+    from dbench.analysis.table import table_data
 
     cpu, gpu = table_data(frame, op, "cpu_us"), table_data(frame, op, "gpu_us")
     if cpu is None or gpu is None:
@@ -241,7 +242,7 @@ def launch_chart(frame: pd.DataFrame, op: str) -> Figure:
 
 def compile_chart(frame: pd.DataFrame, op: str) -> Figure:
     """CPU µs per call of every variant eager, compiled and replayed from a CUDA graph (one bar each)."""
-    from analysis.table import table_data
+    from dbench.analysis.table import table_data
 
     table = table_data(frame, op, "cpu_us")
     if table is None:
@@ -263,7 +264,7 @@ def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: 
     time, with the 95 % CI as error bars."""
     import pandas as pd
 
-    from analysis.table import table_data
+    from dbench.analysis.table import table_data
 
     lo, hi = ("ratio_ci_low", "ratio_ci_high") if value == "ratio_median" else ("ci_low", "ci_high")
     runs = []
@@ -305,7 +306,7 @@ OP_MARKERS = {"noop": "o", "muladd": "s", "l2norm": "^", "mm": "D", "chain": "v"
 def _roofline_points(frame: pd.DataFrame) -> pd.DataFrame:
     """The timed roofline rows with their derived rates; points above their roof are left out
     (a counting or timing error is never drawn as a result)."""
-    from analysis.kernels import roofline_frame
+    from dbench.analysis.kernels import roofline_frame
 
     points = roofline_frame(frame)
     return points[(points["status"] == "ok") & points["gbps"].notna()]
@@ -335,7 +336,7 @@ def _roofline_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> No
 
 def _bandwidth_panel(ax: Axes, points: pd.DataFrame, roofs: dict[str, Any]) -> None:
     """Achieved GB/s by size for every memory-bound op and variant, under the memory roof."""
-    from analysis.kernels import size_text
+    from dbench.analysis.kernels import size_text
 
     memory = roofs["memory"]["value"]
     styles = {"raw": "-", "aten": "--", "compiled": ":"}
@@ -392,7 +393,7 @@ def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from analysis.kernels import crossovers
+    from dbench.analysis.kernels import crossovers
 
     rows = _ok(frame[(frame["scenario"] == "launch") & (frame["op"] == op)])
     if rows.empty:
@@ -426,7 +427,7 @@ def crossover_chart(frame: pd.DataFrame, op: str) -> Figure:
 def offsets_chart(frame: pd.DataFrame) -> Figure:
     """int64 / int32 time per call against size, one line per kernel (op and mode), a panel per
     dtype, with the ±5 % band the offsets question is asked against."""
-    from analysis.kernels import offsets_frame, size_text, timed_metric
+    from dbench.analysis.kernels import offsets_frame, size_text, timed_metric
 
     data = offsets_frame(frame)
     data = data[data["status"] == "ok"]
@@ -467,7 +468,7 @@ def fusion_chart(frame: pd.DataFrame) -> Figure:
     panel row, where k launches cost k times one)."""
     from matplotlib.lines import Line2D
 
-    from analysis.kernels import fusion_frame, size_text, timed_metric
+    from dbench.analysis.kernels import fusion_frame, size_text, timed_metric
 
     data = fusion_frame(frame, frame.attrs.get("roofs"))
     data = data[data["status"] == "ok"]
@@ -618,7 +619,7 @@ def check_kinds(text: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = Parser(prog="python -m analysis.figures", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.figures", description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", type=Path, help="result files or folders")
     p.add_argument("--out", type=Path, required=True, help="folder for the PNGs")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")

@@ -1,6 +1,6 @@
 """The regression gate: one verdict per row of a new run against a baseline, judged across processes.
 
-    python -m analysis.gate NEW BASELINE... [--format md|txt] [--calibration FILE] [--delta 0.05]
+    python -m dbench.analysis.gate NEW BASELINE... [--format md|txt] [--calibration FILE] [--delta 0.05]
                             [--alpha A] [--metric auto|absolute|ratio] [--allow-different-env]
 
 NEW is a result file or a folder of them (a folder is one run; each file holds processes of it).
@@ -52,15 +52,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy and scipy wait inside gate_stats, tabulate inside render): bad input
 # is refused before any of them is loaded.
-from analysis import gate_stats as gs  # noqa: E402
-from analysis.compare import environment as compare_environment  # noqa: E402
-from analysis.load import ResultFileError, check_result, read_json, read_result, result_files  # noqa: E402
-from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
-from bench.identity import case_label, identity_text, row_identity  # noqa: E402
+from dbench.analysis import gate_stats as gs  # noqa: E402
+from dbench.analysis.compare import environment as compare_environment  # noqa: E402
+from dbench.analysis.load import ResultFileError, check_result, read_json, read_result, result_files  # noqa: E402
+from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.identity import case_label, identity_text, row_identity  # noqa: E402
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_NO_DECISION = 0, 1, 2, 3
 PASS, FAIL, NO_DECISION = "PASS", "FAIL", "NO DECISION"
@@ -126,7 +127,7 @@ def _calibration_value_problem(name: str, value: Any) -> str | None:
 def check_calibration(doc: Any, source: str | Path) -> dict[str, Any]:
     """A calibration document whose every value the gate may use is finite and in range."""
     if not isinstance(doc, dict) or doc.get("kind") != CALIBRATION_KIND or not isinstance(doc.get("rows"), dict):
-        raise ResultFileError(f"{source}: not a calibration file (written by python -m analysis.calibrate)")
+        raise ResultFileError(f"{source}: not a calibration file (written by python -m dbench.analysis.calibrate)")
     params = doc.get("params") or {}
     if not isinstance(params, dict) or not isinstance(doc.get("env") or {}, dict):
         raise ResultFileError(f"{source}: not a calibration file (params or env is not an object)")
@@ -607,11 +608,11 @@ def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m analysis.gate", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.gate", description=__doc__.splitlines()[0])
     p.add_argument("new", type=Path, help="the new run: a result file or a folder of them")
     p.add_argument("baseline", type=Path, nargs="*", help="baseline files or folders (pooled); none for an A/B file")
     p.add_argument("--format", choices=("md", "txt"), default="txt")
-    p.add_argument("--calibration", type=Path, help="per-row noise and δ from python -m analysis.calibrate")
+    p.add_argument("--calibration", type=Path, help="per-row noise and δ from python -m dbench.analysis.calibrate")
     p.add_argument("--delta", type=float, help="the band ±δ of rows the calibration does not cover (default 0.05)")
     p.add_argument("--alpha", type=float, help="one-sided level of each CI bound (default: calibrated, else 0.05)")
     p.add_argument("--metric", choices=("auto", ABSOLUTE, RATIO), default="auto",

@@ -1,6 +1,6 @@
 """Change points over a folder of nightly results: steps and slow drifts that no single night shows.
 
-    python -m analysis.history DIR [--row SUBSTRING] [--format md|txt] [--plot PNG] [--penalty 4]
+    python -m dbench.analysis.history DIR [--row SUBSTRING] [--format md|txt] [--plot PNG] [--penalty 4]
 
 Loads every result file of DIR, ordered by env.time. Per row the series is one value per night:
 the geometric mean of its per-process values, the ratio to the in-run floor for CPU rows that
@@ -30,14 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy, tabulate, ruptures and matplotlib are imported where used).
-from analysis import gate as gatemod  # noqa: E402
-from analysis import gate_stats as gs  # noqa: E402
-from analysis.load import ResultFileError, is_folder, read_results  # noqa: E402
-from analysis.outputs import OutputPathError, check_output_file, output_path  # noqa: E402
-from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.analysis import gate as gatemod  # noqa: E402
+from dbench.analysis import gate_stats as gs  # noqa: E402
+from dbench.analysis.load import ResultFileError, is_folder, read_results  # noqa: E402
+from dbench.analysis.outputs import OutputPathError, check_output_file, output_path  # noqa: E402
+from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -243,7 +244,7 @@ def plot_target(path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m analysis.history", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.history", description=__doc__.splitlines()[0])
     p.add_argument("folder", type=Path, help="a folder of nightly result files")
     p.add_argument("--row", default="", help="only rows whose label contains this")
     p.add_argument("--format", choices=("md", "txt"), default="txt")

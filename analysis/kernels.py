@@ -10,7 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from analysis.table import fitted, where
+from dbench.analysis.table import fitted, where
 
 # launch: GPU-bound once GPU time per call reaches this share of CPU time per call. When the GPU
 # sets the pace the CPU waits on the launch queue, so the two times are equal up to noise.
@@ -206,7 +206,9 @@ def roofline_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def launch_grid(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """(heading, variant x crossover table) per op."""
     found = crossovers(frame)
-    out = []
+    out: list[tuple[str, pd.DataFrame]] = []
+    if found.empty:  # no op with a timed row (every case failed or n/a): no crossover to show
+        return out
     for op, g in found.groupby("op", sort=False):
         grid = pd.DataFrame({
             "crossover (elements)": [size_text(v, "") if not pd.isna(v) else "not reached" for v in g["crossover_elements"]],

@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.document import (  # noqa: F401  (re-exported: the analysis commands' one reader)
+from dbench.bench.document import (  # noqa: F401  (re-exported: the analysis commands' one reader)
     DOCUMENT_STATUSES, ENV_COLUMNS, MAX_BYTES, MAX_DEPTH, REQUIRED_ROW_FIELDS, ROW_COLUMNS, ROW_STATUSES, UNTIMED,
     NotAResultError, ResultFileError, check_result, is_folder, load_result, read_json, read_result, read_results,
     result_files, row_name,
 )
-from bench.identity import identity_text, row_identity
+from dbench.bench.identity import identity_text, row_identity
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.atomic import atomic_path, file_output_problem, folder_output_problem, write_atomic
+from dbench.bench.atomic import atomic_path, file_output_problem, folder_output_problem, write_atomic
 
 
 class OutputPathError(ValueError):

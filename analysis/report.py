@@ -1,6 +1,6 @@
 """The tables of result files as markdown (a PR comment, $GITHUB_STEP_SUMMARY), plain text or CSV.
 
-    python -m analysis.report RESULTS... [--format md|txt|csv]
+    python -m dbench.analysis.report RESULTS... [--format md|txt|csv]
 
 md: per result, a heading with the environment (GPU or CPU, torch, date), every table of
 analysis.table, and its notes (glyphs, n/a reasons, speed-probe warning, what Δ is against).
@@ -19,12 +19,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (pandas, rich and the table modules are imported where used): bad input is
 # refused before they load.
-from analysis.load import ResultFileError, read_results  # noqa: E402
-from bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.analysis.load import ResultFileError, read_results  # noqa: E402
+from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +49,7 @@ def env_line(env: dict[str, Any]) -> str:
 
 def table_note(scenario: str) -> str:
     """What the bracketed Δ of a scenario's tables is measured against."""
-    from scenarios import SCENARIOS
+    from dbench.scenarios import SCENARIOS
 
     return SCENARIOS[scenario].table_note if scenario in SCENARIOS else ""
 
@@ -56,8 +57,8 @@ def table_note(scenario: str) -> str:
 def notes(document: dict[str, Any]) -> list[str]:
     import pandas as pd
 
-    from analysis.table import legend, na_reasons
-    from bench.probe import instability_note
+    from dbench.analysis.table import legend, na_reasons
+    from dbench.bench.probe import instability_note
 
     frame = pd.DataFrame(document["rows"])
     lines = legend(frame) + [f"n/a {label}: {reason}" if not label.startswith("FAILED") else f"{label}: {reason}"
@@ -77,14 +78,14 @@ def _run_line(document: dict[str, Any], name: str) -> str:
 
 def _kernel_tables(scenario: str) -> Any:
     """The markdown tables of a kernel scenario (analysis/kernels.py), None for the others."""
-    from analysis import kernels
+    from dbench.analysis import kernels
 
     return {"roofline": kernels.roofline_grids, "launch": kernels.launch_grid, "offsets": kernels.offsets_grids,
             "fusion": lambda frame: kernels.fusion_grids(frame, frame.attrs.get("roofs"))}.get(scenario)
 
 
 def _kernel_printer(scenario: str) -> Any:
-    from analysis import kernels
+    from dbench.analysis import kernels
 
     return {"roofline": kernels.print_roofline, "launch": kernels.print_launch, "offsets": kernels.print_offsets,
             "fusion": kernels.print_fusion}.get(scenario)
@@ -100,7 +101,7 @@ def markdown(document: dict[str, Any], name: str = "") -> str:
     """One result's tables and notes as GitHub markdown; `name` is the file name shown."""
     import pandas as pd
 
-    from analysis.table import cell_grid, tables
+    from dbench.analysis.table import cell_grid, tables
 
     out = [f"## {document.get('scenario')} · {env_line(document['env'])}", "", _run_line(document, name), ""]
     if not document["rows"]:
@@ -127,7 +128,7 @@ def text(document: dict[str, Any], name: str = "") -> str:
     import pandas as pd
     from rich.console import Console
 
-    from analysis.table import print_tables
+    from dbench.analysis.table import print_tables
 
     buffer = io.StringIO()
     console = Console(file=buffer, color_system=None, force_terminal=False)
@@ -152,7 +153,7 @@ def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
     """Every table's data (numbers, CI, flags, reasons), one row per cell."""
     import pandas as pd
 
-    from analysis.table import tables
+    from dbench.analysis.table import tables
 
     found = tables(pd.DataFrame(document["rows"])) if document["rows"] else []
     parts = [t.data.assign(source=name, op=t.op, driver=t.driver, metric=t.metric) for t in found]
@@ -180,7 +181,7 @@ def report(paths: Sequence[Path], fmt: str = "md") -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = Parser(prog="python -m analysis.report", description=__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.report", description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", type=Path, help="result files or folders")
     p.add_argument("--format", choices=FORMATS, default="md")
     args = p.parse_args(argv)

@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from bench.cpp_results import CPP_VARIANT_NAMES
-from ops import VARIANT_NAMES
+from dbench.bench.cpp_results import CPP_VARIANT_NAMES
+from dbench.ops import VARIANT_NAMES
 
 # torch.utils.benchmark warns above this IQR/median; such a median moves between runs.
 NOISY_REL_IQR = 0.10

@@ -110,7 +110,7 @@ def print_ab_table(doc: Mapping[str, Any], console: Any) -> None:
     """Per row: each side's median of process medians and the paired ratios B/A with their CI."""
     from rich.table import Table
 
-    from analysis.table import fitted
+    from dbench.analysis.table import fitted
 
     ab = doc["ab"]
     # Times only (kernels_per_call rows stay in the file); rows with a ratio, or FAILED on a side.

@@ -91,6 +91,28 @@ def name_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def op_file(text: str) -> str:
+    """--op FILE.py[:NAME]: the file exists and NAME is a Python name (the file is imported later,
+    with torch); returned with the file's absolute path, so child processes load the same file."""
+    path_text, sep, name = text.rpartition(":") if not text.endswith(".py") else ("", "", "")
+    path = Path(path_text if sep else text).expanduser()
+    if path.suffix != ".py":
+        raise argparse.ArgumentTypeError(f"expected FILE.py or FILE.py:NAME, got {text!r}")
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{str(path)!r} is not a file")
+    if sep and not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"{name!r} is not a Python name")
+    return f"{path.absolute()}{sep}{name}"
+
+
+def shape_value(text: str) -> tuple[int, ...]:
+    """'4,32' or '4x32' -> (4, 32): one to four positive sizes."""
+    parts = re.split(r"[,x]", text.strip())
+    if not 1 <= len(parts) <= 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected 1 to 4 positive sizes such as 4,32 or 4x32, got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
 def device_name(text: str) -> str:
     if not DEVICE_PATTERN.fullmatch(text):
         raise argparse.ArgumentTypeError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
@@ -109,7 +131,14 @@ def gpus_value(text: str) -> str:
 
 def build_parser(scenarios: Sequence[str]) -> Parser:
     p = Parser(prog="run.py", description="PyTorch operator boundary benchmarks")
-    p.add_argument("--scenario", required=True, metavar="NAME", help=f"one of: {', '.join(scenarios)}")
+    p.add_argument("--scenario", metavar="NAME", help=f"one of: {', '.join(scenarios)}")
+    p.add_argument("--list", action="store_true",
+                   help="print the scenarios, ops (the suite's and those --op loads), variants and modes, then exit")
+    p.add_argument("--op", type=op_file, action="append", metavar="FILE.py[:NAME]",
+                   help="time your own op: a dbench.Op declared in FILE.py (every Op in it without :NAME); "
+                        "repeatable; its ops are timed unless --ops selects others")
+    p.add_argument("--shape", type=shape_value, metavar="N[,N...]",
+                   help="the inputs' shape in the boundary and compile scenarios (default: each op's own)")
     p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     p.add_argument("--ops", type=name_list, help="comma-separated ops (default: all)")
     p.add_argument("--variants", type=name_list, help="comma-separated variants (default: all)")
@@ -199,6 +228,8 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
         raise UsageError(f"argument --cache: unknown cache state {', '.join(map(repr, bad_cache))}; "
                          f"valid: {', '.join(CACHE_STATES)}")
     for option, given, valid in (("--ops", args.ops, ops), ("--variants", args.variants, variants)):
+        if option == "--ops" and getattr(args, "op", None):
+            continue  # the names --op loads are known once its files are imported (ops.declare)
         unknown = [n for n in given or () if n not in valid]
         if unknown:
             what = option.removeprefix("--").removesuffix("s")
@@ -211,7 +242,7 @@ INJECT_KNOBS = ("DBENCH_INJECT_NS", "DBENCH_INJECT_GPU_NS")  # ops/csrc/torch_li
 
 def check_knobs(environ: dict[str, str]) -> None:
     """DBENCH_* settings the kernel layer reads mid-run: a bad value fails here, before any work."""
-    from ops.specs import MM_KERNEL_AUTO, MM_KERNEL_ENV, MM_KERNELS
+    from dbench.ops.specs import MM_KERNEL_AUTO, MM_KERNEL_ENV, MM_KERNELS
 
     value = environ.get(MM_KERNEL_ENV)
     valid = (MM_KERNEL_AUTO, *MM_KERNELS)
@@ -236,7 +267,7 @@ def check_out_dir(folder: Path, option: str = "--out") -> Path:
 def check_baseline(path: Path) -> list[Path]:
     """--baseline: a result file, or a folder with result files (*.json, not searched below it), each
     read and checked as a result document now, so a broken one fails before the run, not after it."""
-    from bench.document import ResultFileError, load_result  # the one checked reader (standard library only)
+    from dbench.bench.document import ResultFileError, load_result  # the one checked reader (standard library only)
 
     try:
         if not path.exists():
@@ -293,7 +324,7 @@ def check_repeats(args: argparse.Namespace) -> None:
             raise UsageError(f"argument {option}: not with {sharded} (repeated processes run one at a time, "
                              "on one device)")
     if args.ab is not None and args.baseline is not None:
-        raise UsageError("argument --baseline: an A/B run is judged on its own pairs (python -m analysis.gate "
+        raise UsageError("argument --baseline: an A/B run is judged on its own pairs (python -m dbench.analysis.gate "
                          "on its result); give no baseline")
     if args.pairs is not None and args.ab is None:
         raise UsageError("argument --pairs: only with --ab")
@@ -322,6 +353,9 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     folder); made absolute, as every path option, in args.default_out."""
     parser = build_parser(scenarios)
     args = parser.parse_args(argv)
+    if args.scenario is None and not args.list:
+        parser.error("the following arguments are required: --scenario (or --list)")
+    args.scenario = args.scenario or "boundary"
     absolute_paths(parser, args)
     args.default_out = (DEFAULT_OUT if default_out is None else Path(default_out)).absolute()
     args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario),

@@ -111,7 +111,7 @@ def gpu_timer_problem(context: Mapping[str, Any]) -> str | None:
 
 def driver_path() -> Path:
     """The driver executable: $DBENCH_CPP_DRIVER, else <build>/bench/cpp/dbench_cpp_driver."""
-    from ops.native import build_dir
+    from dbench.ops.native import build_dir
 
     override = os.environ.get("DBENCH_CPP_DRIVER")
     return Path(override).resolve() if override else build_dir() / "bench" / "cpp" / DRIVER_NAME
@@ -125,7 +125,7 @@ def to_us(value: float, unit: str) -> float:
 
 def parse_name(run_name: str) -> tuple[str, str, str]:
     """'muladd/typed/inference/real_time' -> ('muladd', 'typed', 'inference')."""
-    from ops.variants import MODES
+    from dbench.ops.variants import MODES
 
     parts = run_name.split("/")
     if len(parts) < 3 or parts[1] not in CPP_VARIANTS or parts[2] not in MODES:
@@ -167,8 +167,8 @@ def _cases(document: Mapping[str, Any]) -> dict[tuple[str, str, str], dict[str, 
 
 def _ordered(cases: Mapping[tuple[str, str, str], Any]) -> list[tuple[str, str, str]]:
     """Case keys as a table shows them: ops in catalogue order, then the driver's kinds, then modes."""
-    from ops.catalog import OPS
-    from ops.variants import MODES
+    from dbench.ops.catalog import OPS
+    from dbench.ops.variants import MODES
 
     order = {k: i for i, k in enumerate(CPP_VARIANTS)}
     op_order = list(OPS) + sorted({k[0] for k in cases} - set(OPS))

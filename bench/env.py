@@ -276,7 +276,7 @@ def warnings(env: dict[str, Any]) -> list[str]:
     return out
 
 
-SOURCE_DIRS = ("ops", "bench", "scenarios", "analysis")
+SOURCE_DIRS = ("dbench", "ops", "bench", "scenarios", "analysis")
 SOURCE_SUFFIXES = {".py", ".h", ".hpp", ".cpp", ".cu", ".cmake"}
 
 
@@ -293,7 +293,7 @@ def source_files(root: Path = REPO_ROOT) -> list[Path]:
 
 def source_digest(root: Path = REPO_ROOT) -> str:
     """SHA-256 over the source files' paths and contents: names the code a result came from even where
-    the git metadata is missing or stale (a copied tree). `python -m bench.env` prints it for a checkout."""
+    the git metadata is missing or stale (a copied tree). `python -m dbench.bench.env` prints it for a checkout."""
     h = hashlib.sha256()
     for path in source_files(root):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
@@ -358,7 +358,7 @@ def redact_paths(value: Any) -> Any:
     import site
     import tempfile
 
-    from ops.native import build_dir
+    from dbench.ops.native import build_dir
 
     prefixes = [(str(build_dir()).rstrip("/") + "/", "<build>/"), (str(REPO_ROOT) + "/", "")]
     prefixes += [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]

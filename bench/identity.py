@@ -10,6 +10,8 @@ directly) and its identity is still fully determined by the row itself.
   thing exactly when it is equal. The device enters as its kind (cpu / cuda):
   the index says where a row ran (the shards of one run use several GPUs),
   not what it measured; the environment check compares GPUs.
+  A user's op (``op_source``: its file, name and source digest) adds that
+  field, so an edited op is a new case, never paired with the old one.
 * ``row_identity(row)``: the case identity plus the metric.
 * ``case_label(key)``: the readable name of a case inside one run
   (``muladd/raw/inference``, with ``[size=4096]`` when it has axes). Labels
@@ -52,7 +54,9 @@ def case_identity(key: Mapping[str, Any]) -> tuple[Any, ...]:
         device_kind(key.get(f)) if f == "device" else (key.get(f) or "python") if f == "driver" else _value(key.get(f))
         for f in CORE_FIELDS
     )
-    return core + tuple((name, _value(key.get(name))) for name in sorted(axis_names(key)))
+    # A user's op is also told apart by its file and source digest: two ops of one name never pair.
+    source = (("op_source", key["op_source"]),) if key.get("op_source") else ()
+    return core + source + tuple((name, _value(key.get(name))) for name in sorted(axis_names(key)))
 
 
 def row_identity(row: Mapping[str, Any]) -> tuple[Any, ...]:

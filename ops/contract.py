@@ -1,15 +1,16 @@
 """The op contract: everything the variant factory needs to know about one op.
 
-An op is declared once (ops/catalog.py): its schema lives in C++
+A shipped op is declared once (ops/catalog.py): its schema lives in C++
 (ops/csrc/schemas.h) and is read back from the dispatcher, its kernels are the
 shared CPU/CUDA kernels behind the pybind launchers, and this contract adds the
 Python half: fake, saved tensors, backward formula, fp64 reference and inputs.
+A user's op (ops/declare.py) gives its launchers and schemas here instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -120,6 +121,63 @@ class OpContract:
     boundary: bool = True
     # Row-wise over the last dimension (l2norm): the kernel scenarios give it rows, not a flat tensor.
     rowwise: bool = False
+    # --- what a user's op declares (ops/declare.py); the shipped ops keep the defaults ---
+    # Launcher per op name (the forward's and the backward's); None: the suite's pybind launchers.
+    launchers: Mapping[str, Callable[..., Any]] | None = None
+    # "(args) -> returns" per op name; None: read from the C++ declaration (ops/csrc/schemas.h).
+    schemas: Mapping[str, str] | None = None
+    # The forward's outputs, by name, and those that carry no gradient (a saved statistic).
+    outputs: tuple[str, ...] = ("out",)
+    nondiff_outputs: tuple[str, ...] = ()
+    # The registration flavours this op has (ops/specs.py VariantSpec.flavour); None: every one.
+    # A variant over a flavour the op lacks is not a row of its table (not an n/a row).
+    flavours: frozenset[str] | None = None
+    # The op as its author registered it (torch.ops.ns.name): the `registered` variant.
+    registered: Callable[..., Any] | None = None
+    # Where a user's op comes from: "file.py:NAME@<source digest>", part of its rows' identity.
+    origin: str | None = None
+    # Run the contract checks (opcheck, gradcheck, compile) before timing, in the run itself:
+    # the shipped ops are checked by the test suite instead.
+    runtime_checks: bool = False
+    # A fake given by the declaration (else derived from the output shape rules, or the reference).
+    fake_fn: Callable[..., Any] | None = None
+    backward_fake_fn: Callable[..., Any] | None = None
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.outputs)
+
+    def has_flavour(self, flavour: str) -> bool:
+        return self.flavours is None or flavour in self.flavours
+
+    def op_names(self) -> list[str]:
+        """The forward's op name, then the backward kernel's when there is one."""
+        return [self.name] + ([self.backward_op] if self.backward_op else [])
+
+    def launcher(self, op_name: str) -> Callable[..., Any]:
+        """The unregistered callable of the forward or backward kernel (variant `raw`)."""
+        if self.launchers is not None:
+            return self.launchers[op_name]
+        from . import native
+
+        return getattr(native.raw(), op_name)
+
+    def signature(self, op_name: str) -> str:
+        """The op's argument list and return type, as registered by every Python flavour."""
+        if self.schemas is not None:
+            return self.schemas[op_name]
+        from . import native
+
+        native.load_cpp_ops()
+        schema = str(getattr(torch.ops.dbench, op_name).default._schema)
+        return schema[schema.index("(") :]
+
+    def outputs_of(self, out: Any) -> tuple[Tensor, ...]:
+        """A call's outputs as a tuple (one output: a one-tuple)."""
+        return tuple(out) if self.n_outputs > 1 else (out,)
+
+    def differentiable_outputs(self, out: Any) -> tuple[Tensor, ...]:
+        return tuple(o for o, n in zip(self.outputs_of(out), self.outputs) if n not in self.nondiff_outputs)
 
     def shapes(self, shape: Shape) -> tuple[Shape, ...]:
         return self.input_shapes(shape) if self.input_shapes else (shape,) * len(self.tensor_args)
@@ -135,9 +193,10 @@ class OpContract:
             else:
                 t = torch.randn(shape, generator=gen, dtype=torch.float64).to(spec.dtype)
             if spec.layout == "permuted":
-                if t.dim() != 2:
+                if not any(len(s) == 2 for s in self.shapes(spec.shape)):
                     raise ValueError("permuted layout needs 2-D inputs")
-                t = t.t().contiguous().t()  # same values, column-major strides
+                if t.dim() == 2:
+                    t = t.t().contiguous().t()  # same values, column-major strides
             elif spec.layout != "compact":
                 raise ValueError(f"unknown layout {spec.layout!r}")
             t = t.to(spec.device)
@@ -152,8 +211,12 @@ class OpContract:
     def grad_inputs(self, args: Args) -> list[Tensor]:
         return [a for a, n in zip(args, self.tensor_args) if n in self.differentiable and a.requires_grad]
 
-    def fake(self, *args: Any) -> Tensor:
-        """Metadata-only output: contiguous, shaped as output_shape says (default: like the first tensor)."""
+    def fake(self, *args: Any) -> Any:
+        """Metadata-only output: contiguous, shaped as output_shape says (default: like the first tensor).
+        A user's op without a fake or a shape rule: shaped as its reference's outputs, else like its
+        first tensor (opcheck then says so where the kernel disagrees)."""
+        if self.fake_fn is not None:
+            return self.fake_fn(*args)
         tensors = self.tensors_of(args)
         first = tensors[0]
         for other in tensors[1:]:
@@ -162,10 +225,15 @@ class OpContract:
         # The kernels' contract, so traced and meta runs fail where eager ones would.
         torch._check(first.dtype in self.dtypes,
                      lambda: f"{self.name}: unsupported dtype {first.dtype} ({expected_dtypes(self.dtypes)})")
-        shape = self.out_shape(tensors)
         if self.check_args is not None:
             self.check_args(*args)
-        return first.new_empty(shape)
+        if self.origin is not None and self.output_shape is None:
+            if self.reference is None:
+                made = tuple(first.new_empty(first.shape) for _ in self.outputs)
+            else:
+                made = tuple(torch.empty_like(o) for o in self.outputs_of(self.reference(*args)))
+            return made if self.n_outputs > 1 else made[0]
+        return first.new_empty(self.out_shape(tensors))
 
     def out_shape(self, tensors: Sequence[Tensor]) -> Sequence[int]:
         if self.output_shape is not None:
@@ -175,9 +243,15 @@ class OpContract:
             torch._check(other.shape == first.shape, lambda: f"{self.name}: mismatched shapes")
         return first.shape
 
-    def reference_fp64(self, args: Args) -> Tensor:
+    def reference_fp64(self, args: Args) -> Any:
         tensors = [t.detach().to(torch.float64) for t in self.tensors_of(args)]
         return self.reference(*tensors, *args[len(self.tensor_args):])
+
+    def backward_fake(self, *args: Any) -> Any:
+        """The backward kernel's metadata-only output."""
+        if self.backward_fake_fn is not None:
+            return self.backward_fake_fn(*args)
+        return backward_fake(*args)
 
 
 def backward_fake(grad: Tensor, x: Tensor, *_: Any) -> Tensor:

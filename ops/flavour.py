@@ -9,10 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import torch
 from torch import Tensor
 
-from . import native
 from .contract import OpContract, OpKernels
 
 OpFn = Callable[..., Tensor]
@@ -26,16 +24,9 @@ class Flavour:
     bwd: OpFn | None
 
 
-def signature(op_name: str) -> str:
-    """The op's argument list and return type, from the C++ declaration (ops/csrc/schemas.h)."""
-    native.load_cpp_ops()
-    schema = str(getattr(torch.ops.dbench, op_name).default._schema)
-    return schema[schema.index("(") :]
-
-
 def registered_backward(contract: OpContract, kernels: OpKernels) -> Callable[..., Any]:
     """The backward a register_autograd formula runs: the contract's, over these kernels."""
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        return contract.backward(ctx, grad, kernels)
+    def backward(ctx: Any, *grads: Tensor) -> tuple[Tensor | None, ...]:
+        return contract.backward(ctx, grads[0] if len(grads) == 1 else grads, kernels)
 
     return backward

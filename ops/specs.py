@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain")
+# The names of the ops declared in this process so far (ops/declare.py register): a command line
+# run in-process after them (dbench.run_scenario) may select them with --ops.
+USER_OP_NAMES: list[str] = []
 
 # DBENCH_MM_KERNEL: mm's 16-bit CUDA kernel, read by the kernel layer on every call
 # (ops/kernels/cuda_mm.cu: select_kernel). Unset or "auto": the wgmma kernel where it can run
@@ -76,6 +79,8 @@ VARIANT_SPECS: tuple[VariantSpec, ...] = (
                 "stable-ABI op " + _NO_AUTOGRAD),
     VariantSpec("triton_op", "triton_op", "none", True, True,
                 "torch.library.triton_op + wrap_triton, register_autograd"),
+    VariantSpec("registered", "registered", "none", True, True,
+                "a user's op as its author registered it (torch.ops.ns.name: their TORCH_LIBRARY or Python op)"),
     VariantSpec("aten", "aten", "none", True, True,
                 "the native op of the same semantics (clone, addcmul, the composite), autograd by PyTorch: "
                 "the floor a registered boundary can aim at", native=True),

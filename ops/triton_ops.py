@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .contract import SUPPORTED_DTYPES, OpContract, expected_dtypes
-from .flavour import Flavour, registered_backward, signature
+from .flavour import Flavour, registered_backward
 
 NS = "dbench_triton_op"
 BLOCK = 1024
@@ -296,10 +296,10 @@ def _matmul(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
     return launch
 
 
-_PY_TYPES = {"Tensor": Tensor, "float": float, "int": int, "bool": bool}
+_PY_TYPES = {"Tensor": Tensor, "float": float, "int": int, "bool": bool, "str": str}
 
 
-def _with_schema_signature(fn: Callable[..., Tensor], schema_args: str) -> Callable[..., Tensor]:
+def _with_schema_signature(fn: Callable[..., Tensor], schema_args: str, own: bool = False) -> Callable[..., Tensor]:
     """Give a *args launcher the named, annotated signature of the C++ schema.
 
     triton_op infers its schema from the Python signature (older releases take
@@ -310,22 +310,40 @@ def _with_schema_signature(fn: Callable[..., Tensor], schema_args: str) -> Calla
         inspect.Parameter(a.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_PY_TYPES[str(a.type)])
         for a in schema.arguments
     ]
-    fn.__signature__ = inspect.Signature(params, return_annotation=Tensor)  # type: ignore[attr-defined]
-    return fn
+    returns = len(schema.returns)
+    annotation = Tensor if returns == 1 else tuple[(Tensor,) * returns]  # type: ignore[misc]
+
+    launcher = fn
+    if own:
+        def launcher(*args: Any) -> Any:  # a fresh function: the user's launcher is left as it was
+            return fn(*args)
+
+        launcher.__name__ = getattr(fn, "__name__", "launcher")
+    launcher.__signature__ = inspect.Signature(params, return_annotation=annotation)  # type: ignore[attr-defined]
+    return launcher
 
 
-def _register(op_name: str, launcher: Callable[..., Tensor]) -> Any:
+def _register(contract: OpContract, op_name: str, launcher: Callable[..., Tensor]) -> Any:
     return torch.library.triton_op(
-        f"{NS}::{op_name}", _with_schema_signature(launcher, signature(op_name)), mutates_args=()
+        f"{NS}::{op_name}", _with_schema_signature(launcher, contract.signature(op_name), contract.launchers is not None),
+        mutates_args=()
     )
 
 
 def triton_flavour(contract: OpContract) -> Any:
+    if contract.launchers is not None:  # a user's op: its own launchers call its Triton kernels
+        fwd = _register(contract, contract.name, contract.launcher(contract.name))
+        bwd = _register(contract, contract.backward_op, contract.launcher(contract.backward_op)) \
+            if contract.backward_op else None
+        fl = Flavour(fwd, bwd)
+        if contract.backward_op:
+            fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
+        return fl
     launch = {"l2norm": _rowwise, "mm": _matmul, "chain": _chain}.get(contract.name, _elementwise)
-    fwd = _register(contract.name, launch(contract.name, contract.tensor_args))
+    fwd = _register(contract, contract.name, launch(contract.name, contract.tensor_args))
     bwd = None
     if contract.backward_op:
-        bwd = _register(contract.backward_op, launch(contract.backward_op, ("grad", "x")))
+        bwd = _register(contract, contract.backward_op, launch(contract.backward_op, ("grad", "x")))
     fl = Flavour(fwd, bwd)
     fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
     return fl

@@ -20,20 +20,16 @@ from torch import Tensor
 from . import native
 from .catalog import OPS
 from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec  # noqa: F401  (re-exported)
-from .contract import OpContract, backward_fake
-from .flavour import Flavour, OpFn, registered_backward, signature
+from .contract import OpContract
+from .flavour import Flavour, OpFn, registered_backward
 
 
 def _op_names(contract: OpContract) -> list[str]:
-    return [contract.name] + ([contract.backward_op] if contract.backward_op else [])
+    return contract.op_names()
 
 
-def _fake_for(contract: OpContract, op_name: str) -> Callable[..., Tensor]:
-    return contract.fake if op_name == contract.name else backward_fake
-
-
-def _raw_launcher(op_name: str) -> OpFn:
-    return getattr(native.raw(), op_name)
+def _fake_for(contract: OpContract, op_name: str) -> Callable[..., Any]:
+    return contract.fake if op_name == contract.name else contract.backward_fake
 
 
 # ---------------------------------------------------------------------------
@@ -53,7 +49,7 @@ def _define_impl(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) ->
     lib = _library(ns)
     ops: dict[str, OpFn] = {}
     for op_name in _op_names(contract):
-        lib.define(op_name + signature(op_name))
+        lib.define(op_name + contract.signature(op_name))
         for key in ("CPU", "CUDA"):
             lib.impl(op_name, impls(op_name), key)
         torch.library.register_fake(f"{ns}::{op_name}", _fake_for(contract, op_name), lib=lib)
@@ -66,7 +62,7 @@ def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> F
     ops: dict[str, Any] = {}
     for op_name in _op_names(contract):
         op = torch.library.custom_op(
-            f"{ns}::{op_name}", impls(op_name), mutates_args=(), schema=signature(op_name)
+            f"{ns}::{op_name}", impls(op_name), mutates_args=(), schema=contract.signature(op_name)
         )
         op.register_fake(_fake_for(contract, op_name))
         ops[op_name] = op
@@ -77,11 +73,11 @@ def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> F
 def flavour(kind: str, op: str) -> Flavour:
     contract = OPS[op]
     if kind == "raw":
-        return Flavour(_raw_launcher(op), _raw_launcher(contract.backward_op) if contract.backward_op else None)
+        return Flavour(contract.launcher(op), contract.launcher(contract.backward_op) if contract.backward_op else None)
     if kind == "define_impl":
-        return _define_impl("dbench_define_impl", contract, _raw_launcher)
+        return _define_impl("dbench_define_impl", contract, contract.launcher)
     if kind == "custom_op":
-        return _custom_op("dbench_custom_op", contract, _raw_launcher)
+        return _custom_op("dbench_custom_op", contract, contract.launcher)
     if kind == "nested_define_impl":
         inner = flavour("define_impl", op)
         return _define_impl("dbench_nested_define_impl", contract, lambda n: _inner_of(inner, contract, n))
@@ -89,7 +85,7 @@ def flavour(kind: str, op: str) -> Flavour:
         inner = flavour("custom_op", op)
         return _custom_op("dbench_nested_custom_op", contract, lambda n: _inner_of(inner, contract, n))
     if kind == "custom_op_autograd":
-        fl = _custom_op("dbench_custom_op_autograd", contract, _raw_launcher)
+        fl = _custom_op("dbench_custom_op_autograd", contract, contract.launcher)
         fl.fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
         return fl
     if kind == "autograd_key_py":
@@ -106,6 +102,10 @@ def flavour(kind: str, op: str) -> Flavour:
         if contract.aten is None:
             raise KeyError(f"op {op!r} declares no native (aten) form")
         return Flavour(contract.aten, None)
+    if kind == "registered":
+        if contract.registered is None:
+            raise KeyError(f"op {op!r} declares no registered op of its own")
+        return Flavour(contract.registered, None)
     raise KeyError(kind)
 
 
@@ -142,20 +142,21 @@ def _stable(contract: OpContract) -> Flavour:
 def _autograd_key_py(contract: OpContract) -> Flavour:
     """A define/impl op with a Python kernel at the Autograd dispatch key."""
     ns = "dbench_autograd_key_py"
-    fl = _define_impl(ns, contract, _raw_launcher)
+    fl = _define_impl(ns, contract, contract.launcher)
     below = fl.fwd
 
     class _AutogradKernel(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Tensor:
-            contract.save(ctx, args, None)  # type: ignore[arg-type]
             with torch._C._AutoDispatchBelowAutograd():
-                return below(*args)
+                out = below(*args)
+            contract.save(ctx, args, out)
+            return out
 
         @staticmethod
         @_first_order_only(contract)
-        def backward(ctx: Any, grad: Tensor) -> Any:
-            return contract.backward(ctx, grad, fl)
+        def backward(ctx: Any, *grads: Tensor) -> Any:
+            return contract.backward(ctx, grads[0] if len(grads) == 1 else grads, fl)
 
     _LIBRARIES[-1].impl(contract.name, _AutogradKernel.apply, "Autograd")
     return fl
@@ -200,8 +201,8 @@ def autograd_function(contract: OpContract, fl: Flavour, label: str) -> OpFn:
     )
 
     @_first_order_only(contract)
-    def backward(ctx: Any, grad: Tensor) -> Any:
-        return contract.backward(ctx, grad, kernels)
+    def backward(ctx: Any, *grads: Tensor) -> Any:
+        return contract.backward(ctx, grads[0] if len(grads) == 1 else grads, kernels)
 
     cls = type(
         f"{contract.name}_{label}",
@@ -237,6 +238,8 @@ class _FunctionKernels:
 
 def unavailable_reason(spec: VariantSpec, device: str) -> str | None:
     """Why a variant cannot exist on this machine, or None."""
+    if spec.flavour in ("aten", "registered"):
+        return None  # PyTorch's or the user's own op: it runs wherever they do
     if spec.flavour == "stable" and native.torch_version() < native.STABLE_MIN_TORCH:
         return f"needs torch >= 2.10 for the stable ABI (have {torch.__version__})"
     if spec.flavour == "triton_op":
@@ -298,14 +301,30 @@ def get_variant(variant: str, op: str, device: str = "cpu") -> Variant:
     if op not in OPS:
         raise KeyError(f"unknown op {op!r}; valid: {', '.join(OPS)}")
     spec, contract = SPECS[variant], OPS[op]
-    reason = unavailable_reason(spec, device)
-    if spec.flavour == "aten" and contract.aten is None:
-        reason = f"op {op!r} declares no native (aten) form"
+    reason = variant_absent_reason(spec, contract) or unavailable_reason(spec, device)
     if reason:
         return Variant(spec, contract, _refusing(variant, op, device, reason), reason)
     return Variant(spec, contract, _build(variant, op))
 
 
+def variant_absent_reason(spec: VariantSpec, contract: OpContract) -> str | None:
+    """Why the op has no such variant at all (not a row of its table), or None."""
+    if spec.flavour == "aten" and contract.aten is None:
+        return f"op {contract.name!r} declares no native (aten) form"
+    if spec.flavour == "registered" and contract.registered is None:
+        return f"op {contract.name!r} declares no registered op of its own"
+    if not contract.has_flavour(spec.flavour):
+        return f"op {contract.name!r} has no {spec.flavour} form"
+    if spec.differentiable and spec.flavour not in ("aten", "registered") and contract.backward is None:
+        return f"op {contract.name!r} declares no backward"
+    return None
+
+
+def has_variant(variant: str, op: str) -> bool:
+    """Whether the op has this variant as a row of its tables (an n/a row where this machine lacks it)."""
+    return variant_absent_reason(SPECS[variant], OPS[op]) is None
+
+
 def register_all(device: str = "cpu") -> dict[tuple[str, str], Variant]:
     """Every (op, variant) pair, registering what this machine supports."""
-    return {(op, v): get_variant(v, op, device) for op in OPS for v in VARIANT_NAMES}
+    return {(op, v): get_variant(v, op, device) for op in OPS for v in VARIANT_NAMES if has_variant(v, op)}

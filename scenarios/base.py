@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import Tensor
 
-from bench.identity import case_label, check_unique_labels
-from bench.runner import Case
-from ops import InputSpec, Mode, OpContract, Variant
+from dbench.bench.identity import case_label, check_unique_labels
+from dbench.bench.runner import Case
+from dbench.ops import InputSpec, Mode, OpContract, Variant
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,10 @@ class Selection:
     # Whether `ops` was given by the user (--ops). None: given unless it is every op, the
     # default. Ops whose contract says boundary=False (mm) are timed only when asked for.
     explicit_ops: bool | None = None
+    shape: tuple[int, ...] | None = None  # --shape: every op's inputs from this shape (else its own)
 
     def wants(self, contract: OpContract) -> bool:
-        from ops import OP_NAMES
+        from dbench.ops import OP_NAMES
 
         explicit = self.explicit_ops if self.explicit_ops is not None else tuple(self.ops) != OP_NAMES
         return contract.boundary or explicit
@@ -99,17 +100,16 @@ def static_na_reason(variant: str, op: str, device: str, mode: str) -> str | Non
     """Why `variant` of `op` has no case in `mode` on `device`, from its spec alone: what
     ops.variants.get_variant would say, without building the variant (a missing native build is left
     to the build, which names it)."""
-    from ops import OPS
-    from ops.native import NativeBuildMissing
-    from ops.variants import SPECS, Variant, unavailable_reason
+    from dbench.ops import OPS
+    from dbench.ops.native import NativeBuildMissing
+    from dbench.ops.variants import SPECS, Variant, unavailable_reason, variant_absent_reason
 
     spec, contract = SPECS[variant], OPS[op]
     try:
         reason = unavailable_reason(spec, device)
     except NativeBuildMissing:
         reason = None
-    if spec.flavour == "aten" and contract.aten is None:
-        reason = f"op {op!r} declares no native (aten) form"
+    reason = variant_absent_reason(spec, contract) or reason
     return Variant(spec, contract, None, reason).na_reason(mode)  # type: ignore[arg-type]
 
 
@@ -117,10 +117,12 @@ def grid_plan(sel: Selection, modes: tuple[str, ...], variant_mode: Callable[[st
               ) -> list[Planned]:
     """The plan of a case_grid scenario: every wanted op x variant x mode, n/a where the variant is
     (in variant_mode(mode): the mode whose autograd needs the scenario's mode has)."""
-    from ops import OPS
+    from dbench.ops import OPS
+    from dbench.ops.variants import has_variant
 
     return [Planned(op, variant, mode, static_na_reason(variant, op, sel.device, variant_mode(mode)))
-            for op in sel.ops if sel.wants(OPS[op]) for variant in sel.variants for mode in modes]
+            for op in sel.ops if sel.wants(OPS[op]) for variant in sel.variants if has_variant(variant, op)
+            for mode in modes]
 
 
 def not_runnable(planned: Sequence[Planned], given: Sequence[str] = ()) -> list[str]:
@@ -147,9 +149,13 @@ def axis_points(axes: tuple[Axis, ...]) -> list[Point]:
 def case_key(scenario: str, op: str, variant: str, mode: str, device: str, shape: tuple[int, ...],
              dtype: torch.dtype, point: Point) -> dict[str, Any]:
     """A case's key: the core identity fields, then the axis values and the names of the axes
-    (bench/identity.py reads it)."""
+    (bench/identity.py reads it); a user's op adds where it comes from (its file and source digest)."""
+    from dbench.ops import OPS
+
+    origin = OPS[op].origin if op in OPS else None
     return {"scenario": scenario, "op": op, "variant": variant, "mode": mode, "device": device,
-            "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), **point, "axes": list(point)}
+            "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), **point, "axes": list(point),
+            **({"op_source": origin} if origin else {})}
 
 
 # Pre-flight tolerances against the fp64 reference, per dtype. The 16-bit types: torch.testing's
@@ -177,37 +183,62 @@ def make_call(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
     if mode in (Mode.INFERENCE.value, Mode.FWD_REQUIRES_GRAD.value):
         return lambda: fn(*args)
     grad_inputs = contract.grad_inputs(args)
-    out_shape = tuple(contract.out_shape(contract.tensors_of(args)))
-    grad_out = torch.randn(out_shape, generator=torch.Generator().manual_seed(spec.seed + 1), dtype=torch.float64)
-    grad_out = grad_out.to(dtype=spec.dtype, device=spec.device)
+    gen = torch.Generator().manual_seed(spec.seed + 1)
+    if contract.n_outputs == 1 and contract.origin is None:
+        grad_out = torch.randn(tuple(contract.out_shape(contract.tensors_of(args))), generator=gen, dtype=torch.float64)
+        grad_out = grad_out.to(dtype=spec.dtype, device=spec.device)
 
-    def fwd_bwd() -> tuple[Tensor, ...]:
-        return torch.autograd.grad(fn(*args), grad_inputs, grad_out)
+        def fwd_bwd() -> tuple[Tensor, ...]:
+            return torch.autograd.grad(fn(*args), grad_inputs, grad_out)
 
-    return fwd_bwd
+        return fwd_bwd
+    with torch.no_grad():  # the outputs' shapes, from one call
+        shapes = [o for o in contract.differentiable_outputs(fn(*args))]
+    grads = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(dtype=o.dtype, device=o.device) for o in shapes]
+
+    def fwd_bwd_outputs() -> tuple[Tensor, ...]:
+        return torch.autograd.grad(contract.differentiable_outputs(fn(*args)), grad_inputs, grads)
+
+    return fwd_bwd_outputs
 
 
 def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> str | None:
-    """Check one call against the fp64 reference; returns what failed, or None."""
-    fn = variant.fn
-    tol = TOLERANCES[spec.dtype]
-    args = contract.make_inputs(spec)
+    """Check one call against the fp64 reference (a user's op: after its contract checks); returns
+    what failed, or None."""
+    if contract.runtime_checks:
+        from dbench.ops.checks import contract_failure
+
+        failed = contract_failure(variant, mode, spec.device, spec.dtype)
+        if failed:
+            return failed
     try:
-        out = fn(*args)
-        if mode != Mode.INFERENCE.value and not out.requires_grad:
-            return "pre-flight check failed: output does not require grad"
-        expected = contract.reference_fp64(args)
-        torch.testing.assert_close(out.double().cpu(), expected.cpu(), **tol)
-        if mode == Mode.FWD_BWD.value:
-            grad_out = torch.randn_like(expected)
-            got = torch.autograd.grad(out, contract.grad_inputs(args), grad_out.to(out.dtype))
-            ref_args = tuple(a.detach().double().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args)
-            ref_out = contract.reference(*ref_args)
-            want = torch.autograd.grad(ref_out, contract.grad_inputs(ref_args), grad_out)
-            for g, w in zip(got, want):
-                torch.testing.assert_close(g.double().cpu(), w.cpu(), **tol)
+        return _agreement(variant, contract, mode, spec)
     except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
         return f"pre-flight check failed: {first_line(exc)}"
+
+
+def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> str | None:
+    tol = TOLERANCES[spec.dtype]
+    args = contract.make_inputs(spec)
+    out = variant.fn(*args)
+    outs = contract.outputs_of(out)
+    diff_outs = contract.differentiable_outputs(out)
+    if mode != Mode.INFERENCE.value and not all(o.requires_grad for o in diff_outs):
+        return "pre-flight check failed: output does not require grad"
+    if contract.reference is None:
+        return None  # nothing to agree with: the declaration has no reference
+    expected = contract.outputs_of(contract.reference_fp64(args))
+    for name, o, e in zip(contract.outputs, outs, expected):
+        torch.testing.assert_close(o.double().cpu(), e.cpu(), **tol,
+                                   msg=lambda m, name=name: f"output {name!r}: {m}" if contract.n_outputs > 1 else m)
+    if mode == Mode.FWD_BWD.value:
+        grad_outs = [torch.randn_like(e) for e, n in zip(expected, contract.outputs) if n not in contract.nondiff_outputs]
+        got = torch.autograd.grad(diff_outs, contract.grad_inputs(args), [g.to(o.dtype) for g, o in zip(grad_outs, diff_outs)])
+        ref_args = tuple(a.detach().double().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args)
+        ref_outs = contract.differentiable_outputs(contract.reference(*ref_args))
+        want = torch.autograd.grad(ref_outs, contract.grad_inputs(ref_args), grad_outs)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.double().cpu(), w.cpu(), **tol)
     return None
 
 
@@ -225,7 +256,7 @@ def case_grid(
     fill: Callable[[Case, Variant, OpContract, str, InputSpec], None],
     requires_grad: Callable[[str], bool] = lambda mode: False,
     axes: tuple[Axis, ...] = (),
-    shape: Callable[[OpContract, Point], tuple[int, ...]] = lambda contract, point: contract.boundary_shape,
+    shape: Callable[[OpContract, Point], tuple[int, ...]] | None = None,
     skip: Callable[[OpContract, Variant, str, Point], str | None] = lambda contract, variant, mode, point: None,
 ) -> list[Case]:
     """One case per op x variant x mode x axis point, keyed and paired the same way in every scenario.
@@ -235,15 +266,21 @@ def case_grid(
     cannot run (the case is n/a with that reason); fill(case, variant, contract, mode, spec) makes
     the case callable or says why not.
     """
-    from ops import OPS, get_variant
+    from dbench.ops import OPS, get_variant
+    from dbench.ops.variants import has_variant
 
     cases = []
     sync = device_sync(sel.device)
+    if shape is None:
+        def shape(contract: OpContract, point: Point) -> tuple[int, ...]:
+            return sel.shape or contract.boundary_shape
     for op in sel.ops:
         contract = OPS[op]
         if not sel.wants(contract):
             continue
         for name in sel.variants:
+            if not has_variant(name, op):
+                continue
             variant = get_variant(name, op, sel.device)
             for point in axis_points(axes):
                 for mode in modes:

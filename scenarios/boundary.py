@@ -8,8 +8,8 @@ autograd), `function_raw` once gradients are tracked.
 
 from __future__ import annotations
 
-from bench.runner import Case
-from ops import MODES, InputSpec, Mode, OpContract, Variant
+from dbench.bench.runner import Case
+from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 
 from .base import Scenario, Selection, case_grid, grid_plan, make_call, preflight
 

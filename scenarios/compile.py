@@ -15,8 +15,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from bench.runner import Case
-from ops import InputSpec, OpContract, Variant
+from dbench.bench.runner import Case
+from dbench.ops import InputSpec, OpContract, Variant
 
 from .base import TOLERANCES, Scenario, Selection, case_grid, grid_plan
 

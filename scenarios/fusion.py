@@ -32,10 +32,10 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from bench.identity import check_unique_labels
-from bench.runner import Case
-from ops import OPS
-from ops import chain as chain_def
+from dbench.bench.identity import check_unique_labels
+from dbench.bench.runner import Case
+from dbench.ops import OPS
+from dbench.ops import chain as chain_def
 
 from .base import Axis, Planned, Scenario, Selection, case_key, device_sync, static_na_reason
 from .kernels import InputPool, check_against, check_exact, compile_tuned, console_report, elements_for
@@ -73,8 +73,8 @@ def plan(sel: Selection) -> list[Planned]:
 def implementations(sel: Selection, pool: InputPool) -> dict[str, Callable[[Tensor, int], Tensor]]:
     """variant -> fn(x, k). Built once per run; compiled keeps one graph per k, each tuned on the
     run's largest input (from `pool`) at its first use."""
-    from ops import get_variant
-    from ops.native import raw
+    from dbench.ops import get_variant
+    from dbench.ops.native import raw
 
     step = raw().kernel.chain
     fused = raw().chain

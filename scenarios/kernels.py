@@ -8,8 +8,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from bench.runner import Case
-from ops import InputSpec, OpContract
+from dbench.bench.runner import Case
+from dbench.ops import InputSpec, OpContract
 
 from .base import Point, Selection, first_line
 
@@ -103,9 +103,11 @@ def _checked(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tens
              compare: Callable[[Tensor, Tensor], None], failure: str) -> None:
     try:
         got, want = call(), expected()
-        if got.shape != want.shape:
-            raise AssertionError(f"shape {list(got.shape)} instead of {list(want.shape)}")
-        compare(got, want)
+        pairs = zip(got, want) if isinstance(got, tuple) else ((got, want),)  # each output of a multi-output op
+        for g, w in pairs:
+            if g.shape != w.shape:
+                raise AssertionError(f"shape {list(g.shape)} instead of {list(w.shape)}")
+            compare(g, w)
     except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
         case.error = f"{failure}: {first_line(exc)}"
         return
@@ -120,8 +122,8 @@ def console_report(function: str) -> Callable[[dict[str, Any], Any], None]:
     """A scenario's `report`: analysis.kernels.<function>(document, console), imported when called
     (the scenario modules stay free of the analysis layer until a table is printed)."""
     def report(doc: dict[str, Any], console: Any) -> None:
-        import analysis.kernels
+        from dbench.analysis import kernels
 
-        getattr(analysis.kernels, function)(doc, console)
+        getattr(kernels, function)(doc, console)
 
     return report

@@ -15,9 +15,9 @@ shape) and a full-size check against PyTorch's op on the shared inputs.
 
 from __future__ import annotations
 
-from bench.runner import Case
-from ops import Mode, OpContract, Variant
-from ops.contract import InputSpec
+from dbench.bench.runner import Case
+from dbench.ops import Mode, OpContract, Variant
+from dbench.ops.contract import InputSpec
 
 from .base import Axis, Scenario, Selection, case_grid, grid_plan, preflight
 from .kernels import InputPool, check_against, console_report, shape_for
@@ -35,10 +35,13 @@ def sizes(sel: Selection) -> tuple[int, ...]:
 
 
 def build(sel: Selection) -> list[Case]:
-    from ops import get_variant
+    from dbench.ops import get_variant
+    from dbench.ops.variants import has_variant
 
     pool = InputPool(sel)
-    aten = {op: get_variant("aten", op, sel.device).fn for op in sel.ops}
+    # What each variant is checked against at full size: PyTorch's own op, or for an op that declares
+    # none, its raw launcher (every variant of an op must give the launcher's outputs).
+    aten = {op: get_variant("aten" if has_variant("aten", op) else "raw", op, sel.device).fn for op in sel.ops}
 
     def fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
         case.na_reason = variant.na_reason(mode)

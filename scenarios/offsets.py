@@ -29,9 +29,9 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from bench.identity import check_unique_labels
-from bench.runner import Case
-from ops import OPS, OpContract
+from dbench.bench.identity import check_unique_labels
+from dbench.bench.runner import Case
+from dbench.ops import OPS, OpContract
 
 from .base import Axis, Planned, Scenario, Selection, case_key, device_sync
 from .kernels import InputPool, check_against, check_exact, console_report, elements_for, shape_for
@@ -68,7 +68,7 @@ def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def launch(contract: OpContract, mode: str, index: str, args: tuple[Any, ...], grad: Tensor | None) -> Callable[[], Tensor]:
     """One call of the op's kernel (forward, or its backward kernel) at a forced offset width."""
-    from ops.native import raw
+    from dbench.ops.native import raw
 
     kernels = raw().kernel
     if mode == "forward":
@@ -103,7 +103,7 @@ def warp_row_packs(cols: int, width: int) -> int:
 def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, tensors: list[Tensor],
               cols: int | None) -> dict[str, Any]:
     """Registers and local bytes per thread of the specialisation this launch runs (CUDA only)."""
-    from ops.native import raw
+    from dbench.ops.native import raw
 
     if not tensors[0].is_cuda:
         return {}
@@ -184,7 +184,7 @@ def _huge_skip(sel: Selection, contract: OpContract) -> str | None:
 
 def chunked(contract: OpContract, args: tuple[Any, ...]) -> Callable[[], Tensor]:
     """The same op over compact copies of row chunks of at most HUGE_CHUNK elements (each runs int32)."""
-    from ops.native import raw
+    from dbench.ops.native import raw
 
     fn = getattr(raw(), contract.name)
 
@@ -203,7 +203,7 @@ def chunked(contract: OpContract, args: tuple[Any, ...]) -> Callable[[], Tensor]
 
 
 def huge_cases(sel: Selection, pool: InputPool, sync: Callable[[], None]) -> list[Case]:
-    from ops.native import raw
+    from dbench.ops.native import raw
 
     cases: list[Case] = []
     dtype = torch.float32

@@ -22,9 +22,9 @@ from typing import Any, Callable
 
 import torch
 
-from bench.identity import check_unique_labels
-from bench.runner import Case
-from ops import OPS, OpContract
+from dbench.bench.identity import check_unique_labels
+from dbench.bench.runner import Case
+from dbench.ops import OPS, OpContract
 
 from .base import Axis, Planned, Scenario, Selection, case_key
 from .kernels import InputPool, check_against, compile_tuned, console_report, elements_for, l2_flush, shape_for
@@ -85,8 +85,10 @@ def plan(sel: Selection) -> list[Planned]:
 def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
            compiled: Callable[[str], Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
     """variant -> a zero-argument call doing one call of that variant in `mode` on `args`."""
-    from ops.native import raw
+    from dbench.ops.native import raw
 
+    if contract.launchers is not None:
+        return _declared_calls(contract, args, mode, pool)
     if mode == "forward":
         launcher = getattr(raw(), contract.name)
         if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
@@ -102,8 +104,40 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
             "aten": lambda: torch.autograd.grad(out, x_rg, grad, retain_graph=True)[0]}
 
 
-def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> torch.Tensor:
+class _SavedFor:
+    """What an op's setup_context saves, collected outside autograd (the backward kernel's inputs)."""
+
+    saved_tensors: tuple[Any, ...] = ()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        pass
+
+
+def _grads_of(contract: OpContract, outs: Any, pool: InputPool) -> list[torch.Tensor]:
+    return [pool.grad(tuple(o.shape), o.dtype) for o in contract.differentiable_outputs(outs)]
+
+
+def _declared_calls(contract: OpContract, args: tuple[Any, ...], mode: str,
+                    pool: InputPool) -> dict[str, Callable[[], Any]]:
+    """A declared op's calls: its own launchers; its backward kernel on what its forward saved."""
+    fwd = contract.launcher(contract.name)
+    native = contract.aten
+    if mode == "forward":
+        return {"raw": lambda: fwd(*args), **({"aten": lambda: native(*args)} if native else {})}
+    ctx = _SavedFor()
+    outs = fwd(*args)
+    contract.save(ctx, args, outs)
+    grads, bwd, scalars = _grads_of(contract, outs, pool), contract.launcher(contract.backward_op or ""), ctx.scalars
+    return {"raw": lambda: bwd(*grads, *ctx.saved_tensors, *scalars)}
+
+
+def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> Any:
     """The fp64 reference of the forward, or of the gradient the backward kernel computes."""
+    if contract.launchers is not None:
+        return _declared_reference(contract, args, mode, pool)
     if mode == "forward":
         return contract.reference_fp64(args).to(args[0].dtype)
     x, *scalars = args
@@ -113,8 +147,24 @@ def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: Inp
     return gx.to(x.dtype)
 
 
+def _declared_reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> Any:
+    outs = contract.reference_fp64(args)
+    if mode == "forward":
+        return tuple(o.to(args[0].dtype) if o.dtype == torch.float64 else o for o in contract.outputs_of(outs)) \
+            if contract.n_outputs > 1 else outs.to(args[0].dtype)
+    grads = _grads_of(contract, contract.launcher(contract.name)(*args), pool)
+    n = len(contract.tensor_args)
+    a64 = [a.detach().double().requires_grad_(name in contract.differentiable)
+           for a, name in zip(args[:n], contract.tensor_args)]
+    ref = contract.differentiable_outputs(contract.reference(*a64, *args[n:]))
+    got = torch.autograd.grad(ref, contract.grad_inputs(tuple(a64)), [g.double() for g in grads])
+    wrt = [a for a, name in zip(args[:n], contract.tensor_args) if name in contract.differentiable]
+    got = tuple(g.to(a.dtype) for g, a in zip(got, wrt))
+    return got if len(got) > 1 else got[0]
+
+
 def build(sel: Selection) -> list[Case]:
-    from ops.native import raw as native_raw
+    from dbench.ops.native import raw as native_raw
 
     from .base import device_sync
 
@@ -155,7 +205,8 @@ def build(sel: Selection) -> list[Case]:
                         if contract.name == "mm" and variant == "raw":  # which of mm's kernels this row times
                             key["kernel"] = native_raw().mm_kernel(*args)
                         # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
-                        expected = (lambda: _reference(contract, args, mode, pool)) if variant == "aten" else calls["aten"]
+                        expected = (lambda: _reference(contract, args, mode, pool)) \
+                            if variant == "aten" or "aten" not in calls else calls["aten"]
                         check_against(case, calls[variant], expected, dtype)
     check_unique_labels(c.key for c in cases)
     return cases

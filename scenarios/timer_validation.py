@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 import torch
 
-from bench import stats
-from bench.gputimer import CuptiTimer, CuptiUnavailable
+from dbench.bench import stats
+from dbench.bench.gputimer import CuptiTimer, CuptiUnavailable
 
 from .base import Scenario
 
@@ -100,7 +100,7 @@ def _calls_for(us: float) -> int:
 
 def kernels(device: str) -> list[tuple[str, str, float | None, Callable[[], Any]]]:
     """(kernel, size label, target µs or None, zero-arg launcher)."""
-    from ops.native import raw
+    from dbench.ops.native import raw
 
     out: list[tuple[str, str, float | None, Callable[[], Any]]] = []
     cycles_per_us = calibrate_sleep()

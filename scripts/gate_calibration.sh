@@ -46,5 +46,5 @@ for i in $(seq 1 "$INJ"); do ab injected "$i" "$inject"; done
 
 shopt -s nullglob
 injected=("$OUT"/injected/*.json)
-python3 -m analysis.calibrate "$OUT"/aa/*.json --out "$OUT/gate-calibration.json" \
+python3 -m dbench.analysis.calibrate "$OUT"/aa/*.json --out "$OUT/gate-calibration.json" \
   ${injected[@]:+--injected "${injected[@]}"} 2>&1 | tee "$OUT/calibration.txt"

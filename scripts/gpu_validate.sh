@@ -43,9 +43,9 @@ boundary() {  # boundary NAME [run.py options...]
   collect "$name"
 }
 spread() {  # spread A B
-  python3 -m analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --csv "$OUT/spread-$1-$2.csv" \
+  python3 -m dbench.analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --csv "$OUT/spread-$1-$2.csv" \
     > "$OUT/spread-$1-$2.txt" 2>&1
-  python3 -m analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --value ratio_median \
+  python3 -m dbench.analysis.compare "$OUT/$1"/*.json "$OUT/$2"/*.json --value ratio_median \
     --csv "$OUT/ratio-spread-$1-$2.csv" > "$OUT/ratio-spread-$1-$2.txt" 2>&1
   echo "-- spread $1 vs $2"; head -1 "$OUT/spread-$1-$2.txt"; grep "python cpu_us" "$OUT/spread-$1-$2.txt"
   echo "   ratios to baseline:"; grep "python cpu_us" "$OUT/ratio-spread-$1-$2.txt"

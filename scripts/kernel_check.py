@@ -33,8 +33,8 @@ import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ops import native  # noqa: E402
-from ops.specs import MM_KERNEL_ENV, MM_KERNELS  # noqa: E402
+from dbench.ops import native  # noqa: E402
+from dbench.ops.specs import MM_KERNEL_ENV, MM_KERNELS  # noqa: E402
 
 ELEMENTWISE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # Elementwise bounds against the fp64 reference: the 16-bit types round once (half an ulp).
@@ -178,7 +178,7 @@ def check_row_schedules(raw) -> list[str]:
 def check_chain_and_widths(raw) -> list[str]:
     """The chain kernels (fused k = 1..8, one step at a time, backward) on both access paths, and
     every elementwise and row-wise kernel with forced int32 and int64 offsets: equal bit for bit."""
-    from ops import chain
+    from dbench.ops import chain
 
     failures = []
     kernels = raw.kernel
@@ -215,8 +215,8 @@ def check_chain_and_widths(raw) -> list[str]:
 
 def check_in_kernel_delay() -> list[str]:
     """The `cpp` variant's forward kernels with the injected in-kernel wait: same results as aten."""
-    from ops import get_variant
-    from ops.catalog import OPS
+    from dbench.ops import get_variant
+    from dbench.ops.catalog import OPS
 
     failures = []
     for cols in (1030, 1024):  # l2norm: the block schedule, then the warp schedule

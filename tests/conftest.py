@@ -25,9 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from ops.catalog import OPS  # noqa: E402
-from ops.contract import Args, InputSpec, OpContract  # noqa: E402
-from ops.variants import VARIANT_NAMES, Variant, flavour, get_variant  # noqa: E402
+from dbench.ops.catalog import OPS  # noqa: E402
+from dbench.ops.contract import Args, InputSpec, OpContract  # noqa: E402
+from dbench.ops.variants import VARIANT_NAMES, Variant, flavour, get_variant, has_variant  # noqa: E402
 
 SEED = 0
 CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
@@ -49,7 +49,7 @@ DEVICES: list[str] = devices()
 def _all_variants() -> list[tuple[str, Variant]]:
     # get_variant registers what it builds; registrations are process-global
     # and cached, so doing it at collection time is cheap and idempotent.
-    return [(d, get_variant(v, op, d)) for d in DEVICES for op in OPS for v in VARIANT_NAMES]
+    return [(d, get_variant(v, op, d)) for d in DEVICES for op in OPS for v in VARIANT_NAMES if has_variant(v, op)]
 
 
 ALL_VARIANTS: list[tuple[str, Variant]] = _all_variants()

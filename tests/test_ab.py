@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from bench.ab import abba, ab_fields, merge_ab, order_text, paired_ratio
-from bench.results import REQUIRED_ROW_FIELDS, load_result
-from bench.sides import BUILD_ENV, SideError, parse_side
+from dbench.bench.ab import abba, ab_fields, merge_ab, order_text, paired_ratio
+from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result
+from dbench.bench.sides import BUILD_ENV, SideError, parse_side
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).

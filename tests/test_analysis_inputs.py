@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from analysis import calibrate, compare, figures, gate, history, load, report
+from dbench.analysis import calibrate, compare, figures, gate, history, load, report
 from test_gate import make_doc, make_row, noisy, two_runs, write
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ def test_every_committed_result_reads_and_other_json_is_named_not_a_result() -> 
 
 
 def test_the_one_reader_is_the_one_bench_and_run_py_import() -> None:
-    from bench import results
+    from dbench.bench import results
 
     assert results.load_result is load.read_result and results.ResultFileError is load.ResultFileError
     assert results.REQUIRED_ROW_FIELDS is load.REQUIRED_ROW_FIELDS
@@ -139,9 +139,9 @@ def test_non_regular_and_oversized_files_are_refused_before_reading(tmp_path: Pa
     if Path("/dev/zero").exists():
         with pytest.raises(load.ResultFileError, match="not a regular file"):
             load.read_result("/dev/zero")
-    import bench.document
+    from dbench.bench import document
 
-    monkeypatch.setattr(bench.document, "MAX_BYTES", 1000)  # where the reader lives
+    monkeypatch.setattr(document, "MAX_BYTES", 1000)  # where the reader lives
     big = write(tmp_path / "big.json", make_doc([_row()] * 5))
     with pytest.raises(load.ResultFileError, match="larger than any result file"):
         load.read_result(big)
@@ -606,4 +606,4 @@ def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str], module: s
     with pytest.raises(SystemExit) as done:
         main(["--no-such-option"])
     assert done.value.code == 2
-    one_line_error(capsys.readouterr().err, f"python -m analysis.{module}")
+    one_line_error(capsys.readouterr().err, f"python -m dbench.analysis.{module}")

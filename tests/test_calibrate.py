@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis import calibrate, gate, gate_stats as gs
+from dbench.analysis import calibrate, gate, gate_stats as gs
 from test_gate import make_doc, make_row, write
 
 # Row -> (per-process σ of the log ratio, σ of a whole run's shift): the truth the estimates must find.

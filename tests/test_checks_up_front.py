@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from analysis.load import read_result
-from bench import cli
-from ops.specs import OP_NAMES, VARIANT_NAMES
-from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
-from scenarios.base import Planned, not_runnable
+from dbench.analysis.load import read_result
+from dbench.bench import cli
+from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
+from dbench.scenarios.base import Planned, not_runnable
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "results" / "cpu-intel-r-xeon-r-processor" / "boundary-cpu-20261129T084325Z.json"
@@ -88,7 +88,7 @@ def test_a_selection_that_can_time_part_of_it_runs_that_part_and_names_the_rest_
 def test_the_boundary_plan_says_what_building_the_cases_finds() -> None:
     """One definition: a case the plan calls n/a is built n/a with the same reason, and one it calls
     runnable is built runnable (or FAILED by its pre-flight check, never n/a)."""
-    from scenarios import SCENARIOS, Selection
+    from dbench.scenarios import SCENARIOS, Selection
 
     boundary = SCENARIOS["boundary"]
     sel = Selection(ops=("muladd", "mm"), variants=VARIANT_NAMES, device="cpu")
@@ -99,7 +99,7 @@ def test_the_boundary_plan_says_what_building_the_cases_finds() -> None:
 
 
 def test_every_scenario_that_builds_cases_plans_them() -> None:
-    from scenarios import SCENARIOS
+    from dbench.scenarios import SCENARIOS
 
     assert [n for n, s in SCENARIOS.items() if s.plan is None] == ["timer_validation"]  # it makes its own table
 
@@ -295,7 +295,7 @@ def test_an_interrupted_run_prints_a_line_where_its_tables_cannot_be_made(run_ma
 
     from rich.console import Console
 
-    from scenarios import SCENARIOS
+    from dbench.scenarios import SCENARIOS
 
     def breaks(doc: dict[str, Any], console: Any) -> None:
         raise KeyError("metric")

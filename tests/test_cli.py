@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.results import REQUIRED_ROW_FIELDS, load_result
+from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +105,7 @@ def test_load_result_rejects_a_file_without_the_contract(tmp_path: Path) -> None
 def test_redact_paths_hides_machine_locations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import tempfile
 
-    from bench.env import REPO_ROOT, redact_paths
+    from dbench.bench.env import REPO_ROOT, redact_paths
 
     monkeypatch.setenv("DBENCH_BUILD_DIR", str(tmp_path / "bld"))
     home, tmp = str(Path.home()), tempfile.gettempdir()
@@ -118,7 +118,7 @@ def test_redact_paths_hides_machine_locations(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_source_digest_follows_code_not_results(tmp_path: Path) -> None:
-    from bench.env import source_digest
+    from dbench.bench.env import source_digest
 
     (tmp_path / "ops").mkdir()
     (tmp_path / "results").mkdir()

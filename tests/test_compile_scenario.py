@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from scenarios.compile import fresh_function, recompiles_on_repeat
+from dbench.scenarios.compile import fresh_function, recompiles_on_repeat
 
 
 def test_a_fresh_wrapper_does_not_recompile_on_repeat() -> None:

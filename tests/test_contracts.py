@@ -43,7 +43,7 @@ from conftest import (
     unavailable_cases,
     variant_cases,
 )
-from ops.variants import MODES, Mode, Variant, VariantUnavailable, flavour
+from dbench.ops.variants import MODES, Mode, Variant, VariantUnavailable, flavour
 
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 # Every dtype the kernels take but float64 (gradcheck's): about 16 s each on two cores.

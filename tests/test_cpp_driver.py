@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from bench import cpp_results
-from bench.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
-from bench.results import REQUIRED_ROW_FIELDS
-from ops.native import build_dir
+from dbench.bench import cpp_results
+from dbench.bench.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
+from dbench.bench.results import REQUIRED_ROW_FIELDS
+from dbench.ops.native import build_dir
 
 OPS = ("noop", "muladd", "l2norm")
 ROW_FIELDS = (*REQUIRED_ROW_FIELDS, "status", "reason", "n", "block_calls", "baseline",
@@ -131,7 +131,7 @@ def test_parse_name() -> None:
 
 
 def test_cpp_variants_do_not_collide_with_python_variants() -> None:
-    from ops import VARIANT_NAMES
+    from dbench.ops import VARIANT_NAMES
 
     assert not set(CPP_VARIANT_NAMES) & set(VARIANT_NAMES)
 
@@ -256,7 +256,7 @@ def test_gpu_pass_counters_become_gpu_rows() -> None:
 
 
 def test_gpu_rows_share_the_cpu_rows_case_identity() -> None:
-    from bench.identity import case_identity, row_identity
+    from dbench.bench.identity import case_identity, row_identity
 
     cpu = _by_variant(convert(HAND_WRITTEN, device="cuda:0")[0])
     gpu = _by_metric(convert(GPU_PASS)[0])
@@ -304,8 +304,8 @@ def test_unknown_gpu_pass_state_is_refused() -> None:
 
 
 def test_gpu_rows_are_spelled_like_the_python_gpu_rows() -> None:
-    from bench import gputimer
-    from bench.rows import GPU_METRICS
+    from dbench.bench import gputimer
+    from dbench.bench.rows import GPU_METRICS
 
     assert gputimer.GPU_METRICS is GPU_METRICS
     assert cpp_results.GPU_TIMER == gputimer.CuptiTimer.name
@@ -314,8 +314,8 @@ def test_gpu_rows_are_spelled_like_the_python_gpu_rows() -> None:
 def test_gpu_rows_mark_gpu_bound_cpp_rows_and_get_their_own_table() -> None:
     import pandas as pd
 
-    from analysis.table import table_data, tables
-    from bench.results import mark_gpu_bound
+    from dbench.analysis.table import table_data, tables
+    from dbench.bench.results import mark_gpu_bound
 
     cpu, _ = convert(HAND_WRITTEN, device="cuda:0")  # direct 2 µs, typed 2.5 µs, fwd_bwd 11 µs of CPU
     gpu, _ = convert(GPU_PASS)  # direct 1.25 µs, typed 1.75 µs, fwd_bwd 2.75 µs of GPU
@@ -372,7 +372,7 @@ def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pyt
     rows, context = cpp_results.run_cpp_gpu_pass("cuda:0", repetitions=5, extra_args=["--dbench_no_pin"])
     argv = context["fake_argv"]
     assert "--dbench_gpu_timer=cupti" in argv and "--benchmark_repetitions=5" in argv and "--dbench_no_pin" in argv
-    from bench.runner import GPU_MIN_BLOCK_SECONDS
+    from dbench.bench.runner import GPU_MIN_BLOCK_SECONDS
 
     assert f"--dbench_min_time={GPU_MIN_BLOCK_SECONDS}" in argv  # the Python GPU pass's block floor
     assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 8
@@ -457,7 +457,7 @@ def test_gpu_pass_on_cuda(driver: Path) -> None:
     """On a CUDA machine: the real GPU pass gives one ok gpu_us and kernels_per_call row per case."""
     import torch
 
-    from ops.native import has_cuda_kernels
+    from dbench.ops.native import has_cuda_kernels
 
     if not torch.cuda.is_available() or not has_cuda_kernels():
         pytest.skip("needs a CUDA device and the dbench CUDA kernels")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import env as envmod
+from dbench.bench import env as envmod
 
 
 def test_without_nvml_the_nvml_reader_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

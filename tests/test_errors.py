@@ -26,9 +26,9 @@ from conftest import (
     tensors_of,
     variant_cases,
 )
-from ops.catalog import OPS
-from ops.contract import InputSpec, expected_dtypes
-from ops.variants import Variant
+from dbench.ops.catalog import OPS
+from dbench.ops.contract import InputSpec, expected_dtypes
+from dbench.ops.variants import Variant
 
 
 def _with_bad_arg(v: Variant, device: str, index: int, make_bad) -> tuple:

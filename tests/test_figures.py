@@ -11,9 +11,9 @@ import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 
-from analysis import figures
-from analysis.load import load_results
-from bench.results import load_result
+from dbench.analysis import figures
+from dbench.analysis.load import load_results
+from dbench.bench.results import load_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 RUN_A, RUN_B = GOLDEN / "boundary-small-a.json", GOLDEN / "boundary-small-b.json"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from analysis import gate, gate_stats as gs
+from dbench.analysis import gate, gate_stats as gs
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 ENV = {"time": "2026-12-01T00:00:00+00:00", "device": "cuda:0", "gpu_name": "NVIDIA H200",
@@ -405,7 +405,7 @@ def test_the_module_runs_as_a_command() -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "analysis.gate", str(GOLDEN / "gate-new.json"),
+    done = subprocess.run([sys.executable, "-m", "dbench.analysis.gate", str(GOLDEN / "gate-new.json"),
                            str(GOLDEN / "gate-base.json"), "--hide-same"],
                           cwd=GOLDEN.parent.parent, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
@@ -414,7 +414,7 @@ def test_the_module_runs_as_a_command() -> None:
 
 
 def test_ci_level_is_never_rounded_to_100_percent() -> None:
-    from analysis.gate import level_text
+    from dbench.analysis.gate import level_text
 
     assert level_text(0.05) == "90%" and level_text(0.025) == "95%"
     assert level_text(0.01 / 114) == "99.982%" and level_text(0.0049) == "99.02%"

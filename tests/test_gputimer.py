@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import torch
 
-from bench import gputimer
-from bench.gputimer import CuptiTimer, CuptiUnavailable, EventTimer, GpuSamples, GpuTimer, make_gpu_timer
+from dbench.bench import gputimer
+from dbench.bench.gputimer import CuptiTimer, CuptiUnavailable, EventTimer, GpuSamples, GpuTimer, make_gpu_timer
 from conftest import REPO_ROOT
-from ops.native import build_dir
+from dbench.ops.native import build_dir
 
 CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_SKIP_REASON)
@@ -266,8 +266,8 @@ def test_event_timer_span_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gpu_rows_pair_against_the_baseline() -> None:
-    from bench.results import REQUIRED_ROW_FIELDS
-    from bench.runner import Case
+    from dbench.bench.results import REQUIRED_ROW_FIELDS
+    from dbench.bench.runner import Case
 
     key = {"scenario": "s", "op": "op", "mode": "inference", "device": "cuda"}
     cases = [
@@ -372,7 +372,7 @@ fake = ctypes.CDLL(fake_dir + "/libdbench_fake_cupti.so")
 u64 = ctypes.c_uint64
 name = ctypes.c_char_p(b"_Z3mulPfS_")  # kept alive: records point at it
 
-from bench import gputimer
+from dbench.bench import gputimer
 ok, reason = gputimer.cupti_available()
 assert ok, reason
 timer = gputimer.CuptiTimer()

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-pytest.importorskip("ruptures", reason="analysis.history needs ruptures (requirements.txt)")
+pytest.importorskip("ruptures", reason="dbench.analysis.history needs ruptures (requirements.txt)")
 
-from analysis import history  # noqa: E402
+from dbench.analysis import history  # noqa: E402
 from test_gate import make_doc, make_row, write  # noqa: E402
 
 FLAT, DRIFTING = 20, 10

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from bench.identity import case_identity, case_label, check_unique_labels, row_identity
-from bench.results import mark_gpu_bound
-from bench.shard import merge_results
-from scenarios.base import Axis, Selection, axis_points, case_grid, make_call
+from dbench.bench.identity import case_identity, case_label, check_unique_labels, row_identity
+from dbench.bench.results import mark_gpu_bound
+from dbench.bench.shard import merge_results
+from dbench.scenarios.base import Axis, Selection, axis_points, case_grid, make_call
 
 
 def _row(size: int, median: float, metric: str = "cpu_us", device: str = "cpu", **extra: Any) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def test_merge_keeps_two_sizes_apart_and_folds_duplicate_baselines() -> None:
 
 
 def test_compare_pairs_each_size_with_its_own_partner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis import compare
+    from dbench.analysis import compare
 
     def write(name: str, rows: list[dict[str, Any]]) -> Path:
         path = tmp_path / name
@@ -99,7 +99,7 @@ def test_compare_pairs_each_size_with_its_own_partner(tmp_path: Path, capsys: py
 def test_tables_keep_two_sizes_of_one_case_apart() -> None:
     import pandas as pd
 
-    from analysis.table import tables, title
+    from dbench.analysis.table import tables, title
 
     rows = [_row(1024, 1.0), _row(4096, 2.0)]
     found = tables(pd.DataFrame(rows))

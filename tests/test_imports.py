@@ -14,13 +14,14 @@ PACKAGES = ("bench", "ops", "scenarios", "analysis")
 
 
 def _modules(root: Path) -> dict[str, Path]:
+    """Module name -> file: every package is imported as dbench.<package> (dbench/__init__.py)."""
     modules = {}
     for package in PACKAGES:
         for path in (root / package).rglob("*.py"):
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
-            modules[".".join(parts)] = path
+            modules[".".join(["dbench", *parts])] = path
     return modules
 
 
@@ -56,8 +57,8 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 def test_the_suites_packages_import_each_other_without_a_cycle() -> None:
     graph = import_graph(ROOT)
-    assert {"ops.variants", "ops.triton_ops", "bench.runner", "analysis.gate"} <= graph.keys()
-    assert "ops.triton_ops" in graph["ops.variants"]  # a function-level import, counted
+    assert {"dbench.ops.variants", "dbench.ops.triton_ops", "dbench.bench.runner", "dbench.analysis.gate"} <= graph.keys()
+    assert "dbench.ops.triton_ops" in graph["dbench.ops.variants"]  # a function-level import, counted
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as e:
@@ -73,3 +74,16 @@ def test_a_lazy_import_cycle_is_found(tmp_path: Path) -> None:
             (tmp_path / package / name).write_text(text)
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter(import_graph(tmp_path)).prepare()
+
+
+def test_nothing_imports_the_packages_under_their_bare_names() -> None:
+    """One name per module: `ops.x` beside `dbench.ops.x` would load it twice (two registries, two
+    sets of registered ops), and an installed package has no top-level `ops` at all."""
+    bare = []
+    for path in [*ROOT.glob("*.py"), *ROOT.glob("dbench/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("examples/*/*.py"),
+                 *(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in PACKAGES]
+    assert not bare

@@ -12,12 +12,12 @@ from unittest.mock import ANY
 
 import pytest
 
-from bench.instructions import EXPECTED_PATH, METRIC, SCHEMA, UNIT
-from bench.instructions.__main__ import main
-from bench.instructions.callgrind import CallgrindFormatError, libc_variants, parse_dump, read_dumps
-from bench.instructions.check import compare, load, updated_expected
-from bench.instructions.environment import child_environment, glibc_tunables
-from bench.instructions.inject import iterations_for, padded, parse_injections
+from dbench.bench.instructions import EXPECTED_PATH, METRIC, SCHEMA, UNIT
+from dbench.bench.instructions.__main__ import main
+from dbench.bench.instructions.callgrind import CallgrindFormatError, libc_variants, parse_dump, read_dumps
+from dbench.bench.instructions.check import compare, load, updated_expected
+from dbench.bench.instructions.environment import child_environment, glibc_tunables
+from dbench.bench.instructions.inject import iterations_for, padded, parse_injections
 
 # The header and a few cost lines of a real dump (--dump-line=no --dump-instr=no), trimmed.
 FIXTURE_DUMP = """\
@@ -25,7 +25,7 @@ FIXTURE_DUMP = """\
 version: 1
 creator: callgrind-3.19.0
 pid: 14071
-cmd:  python3 -m bench.instructions.child --ops muladd
+cmd:  python3 -m dbench.bench.instructions.child --ops muladd
 part: 3
 
 desc: Timerange: Basic block 0 - 28232935
@@ -222,7 +222,7 @@ def test_a_check_that_compared_nothing_is_no_pass(tmp_path: Path, capsys: pytest
                                           ("{tmp}", "is a folder"), ("/proc/counts.json", "cannot write /proc/counts.json")])
 def test_outputs_are_checked_before_collecting(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch, out: str, message: str) -> None:
-    import bench.instructions.__main__ as cli
+    import dbench.bench.instructions.__main__ as cli
 
     monkeypatch.setattr(cli, "collect", lambda *a, **k: pytest.fail("collected before the output was checked"))
     assert main(["collect", "--out", out.format(tmp=tmp_path)]) == 2
@@ -232,7 +232,7 @@ def test_outputs_are_checked_before_collecting(tmp_path: Path, capsys: pytest.Ca
 
 def test_written_files_are_whole_or_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    import bench.atomic
+    from dbench.bench import atomic
 
     target = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS))
     before = target.read_text()
@@ -242,7 +242,7 @@ def test_written_files_are_whole_or_absent(tmp_path: Path, monkeypatch: pytest.M
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as m:  # the disk fills while the new expected file is written
-        m.setattr(bench.atomic.os, "fsync", full_disk)
+        m.setattr(atomic.os, "fsync", full_disk)
         code = main(["check", "--expected", str(target), "--actual", str(actual), "--update-expected", "--write"])
     assert code == 2 and "No space left on device" in capsys.readouterr().err
     assert target.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["actual.json", "expected.json"]
@@ -285,7 +285,7 @@ def test_committed_expected_file_is_valid() -> None:
 # A real collection (CI installs valgrind; scripts/setup.sh does it as root).
 
 def _jemalloc_missing() -> bool:
-    from bench.instructions.environment import jemalloc
+    from dbench.bench.instructions.environment import jemalloc
 
     return jemalloc() is None
 
@@ -330,7 +330,7 @@ def test_spread_of_aa_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_staging_copies_the_code_to_a_fixed_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.instructions import staging
+    from dbench.bench.instructions import staging
 
     repo = tmp_path / "checkout"
     for rel in ("bench/a.py", "bench/sub/b.py", "ops/c.py", "scenarios/d.py", "ops/kernels/k.cpp", "build/lib/x.so",
@@ -351,7 +351,7 @@ def test_staging_copies_the_code_to_a_fixed_place(tmp_path: Path, monkeypatch: p
 
 def _fake_collector(expected: dict[str, Any], shift: dict[int, float]) -> Any:
     """A collector that moves every row by shift[heap_pad] and adds each injected pad's planned cost."""
-    from bench.instructions.power import planned_fraction
+    from dbench.bench.instructions.power import planned_fraction
 
     calls = []
 
@@ -373,7 +373,7 @@ def _fake_collector(expected: dict[str, Any], shift: dict[int, float]) -> Any:
 
 
 def test_power_study_counts_false_alarms_and_detections(tmp_path: Path) -> None:
-    from bench.instructions import power
+    from dbench.bench.instructions import power
 
     expected = _document([_row("raw", "inference", 10_000.0), _row("cpp", "inference", 400_000.0, margin=0.03),
                           _row("raw", "fwd_bwd", None)], default_margin=0.01)
@@ -398,7 +398,7 @@ def test_power_study_counts_false_alarms_and_detections(tmp_path: Path) -> None:
 
 
 def test_power_refuses_bad_plans_before_collecting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.instructions import power
+    from dbench.bench.instructions import power
 
     with pytest.raises(ValueError, match="distinct"):
         power.plan((300, 300), (0.05,))
@@ -411,7 +411,7 @@ def test_power_refuses_bad_plans_before_collecting(tmp_path: Path, capsys: pytes
 
 
 def test_sibling_stages_keep_the_path_length() -> None:
-    from bench.instructions import staging
+    from dbench.bench.instructions import staging
 
     for i in (1, 9):
         sibling = staging.sibling_stage(i)
@@ -422,7 +422,7 @@ def test_sibling_stages_keep_the_path_length() -> None:
 
 
 def test_layouts_are_checked_and_old_files_read_as_one_build(tmp_path: Path) -> None:
-    from bench.instructions.collect import Config, check_names
+    from dbench.bench.instructions.collect import Config, check_names
 
     with pytest.raises(ValueError, match="layouts"):
         check_names(Config(calls=4, layouts=5))
@@ -436,8 +436,8 @@ def test_layouts_are_checked_and_old_files_read_as_one_build(tmp_path: Path) -> 
 
 
 def test_the_measured_process_preloads_jemalloc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.instructions import collect as collect_mod
-    from bench.instructions.environment import child_environment, jemalloc
+    from dbench.bench.instructions import collect as collect_mod
+    from dbench.bench.instructions.environment import child_environment, jemalloc
 
     assert "LD_PRELOAD" not in child_environment(tmp_path)
     assert child_environment(tmp_path, allocator="/lib/x.so")["LD_PRELOAD"] == "/lib/x.so"

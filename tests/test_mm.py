@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from conftest import DEVICES, TOLERANCES, requires_cuda, variant_cases
-from ops.catalog import OPS
-from ops.specs import MM_KERNEL_ENV, MM_KERNELS
-from ops.contract import InputSpec
-from ops.variants import Variant
+from dbench.ops.catalog import OPS
+from dbench.ops.specs import MM_KERNEL_ENV, MM_KERNELS
+from dbench.ops.contract import InputSpec
+from dbench.ops.variants import Variant
 
 MM = OPS["mm"]
 REL_BOUND = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
@@ -83,7 +83,7 @@ def test_mm_16_bit_on_cpu(device: str, v: Variant, dtype: torch.dtype, size: tup
 def test_mm_16_bit_on_cpu_rounds_once() -> None:
     """The CPU kernel accumulates in float32 and rounds once: on inputs whose products and sums are
     exact in float32 it matches the float64 product rounded to the dtype, bit for bit."""
-    from ops import native
+    from dbench.ops import native
 
     gen = torch.Generator().manual_seed(3)
     for dtype in REL_BOUND:
@@ -117,7 +117,7 @@ def test_mm_tensor_cores_on_cuda(device: str, v: Variant, dtype: torch.dtype, si
 def test_mm_tensor_cores_on_offset_and_transposed_inputs(dtype: torch.dtype) -> None:
     """A storage offset (rows no longer 16-byte aligned: the element-wise tile loads) and a
     transposed view (made contiguous by the launcher) give the same product."""
-    from ops import native
+    from dbench.ops import native
 
     a, b = _inputs((192, 264, 136), dtype, "cuda")
     base = torch.empty(a.numel() + 1, dtype=dtype, device="cuda")
@@ -149,7 +149,7 @@ def test_mm_each_tensor_core_kernel(
 ) -> None:
     """Both 16-bit kernels on every size, aligned and with a misaligned A (which the wgmma kernel
     hands to the mma.sync kernel's element-wise loads)."""
-    from ops import native
+    from dbench.ops import native
 
     _select_mm_kernel(monkeypatch, kernel)
     a, b = _inputs(size, dtype, "cuda", seed=2)
@@ -170,7 +170,7 @@ def test_mm_each_tensor_core_kernel(
 def test_mm_kernel_names_the_kernel_that_runs(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
     """The default ("auto"): wgmma on compute capability 9.0 for aligned rows, mma_sync on other
     tensor-core GPUs, the FMA kernel for float32 and float64; "cpu" for CPU tensors."""
-    from ops import native
+    from dbench.ops import native
 
     raw = native.raw()
     monkeypatch.delenv(MM_KERNEL_ENV, raising=False)
@@ -189,7 +189,7 @@ def test_mm_kernel_names_the_kernel_that_runs(monkeypatch: pytest.MonkeyPatch, d
 
 
 def test_mm_kernel_refuses_what_is_not_two_matrices() -> None:
-    from ops import native
+    from dbench.ops import native
 
     with pytest.raises(RuntimeError, match="mm_kernel: expected two matrices, got 1-D and 2-D"):
         native.raw().mm_kernel(torch.ones(4), torch.ones(4, 4))
@@ -197,7 +197,7 @@ def test_mm_kernel_refuses_what_is_not_two_matrices() -> None:
 
 @requires_cuda
 def test_mm_refuses_an_unknown_kernel_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ops import native
+    from dbench.ops import native
 
     a, b = _inputs((64, 64, 64), torch.bfloat16, "cuda")
     monkeypatch.setenv("DBENCH_MM_KERNEL", "cublas")
@@ -209,7 +209,7 @@ def test_mm_refuses_an_unknown_kernel_name(monkeypatch: pytest.MonkeyPatch) -> N
 
 @requires_cuda
 def test_mm_wgmma_is_refused_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ops import native
+    from dbench.ops import native
 
     if torch.cuda.get_device_capability() == (9, 0):
         pytest.skip("compute capability 9.0 runs the wgmma kernel (test_mm_each_tensor_core_kernel)")
@@ -223,7 +223,7 @@ def test_mm_wgmma_is_refused_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize("size", CUDA_SIZES[:5], ids=_ids(CUDA_SIZES[:5]))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_mm_fma_kernel_on_cuda(dtype: torch.dtype, size: tuple[int, int, int]) -> None:
-    from ops import native
+    from dbench.ops import native
 
     a, b = _inputs(size, dtype, "cuda")
     _poisoned_output("cuda", size, dtype)
@@ -238,7 +238,7 @@ def test_mm_fma_kernel_on_cuda(dtype: torch.dtype, size: tuple[int, int, int]) -
 @requires_cuda
 def test_mm_backward_on_cuda_uses_the_op() -> None:
     """bf16 gradients of the C++ autograd op against the float64 product formulas."""
-    from ops.variants import get_variant
+    from dbench.ops.variants import get_variant
 
     v = get_variant("cpp_autograd", "mm", "cuda")
     a, b = (t.requires_grad_(True) for t in _inputs((130, 72, 264), torch.bfloat16, "cuda"))
@@ -260,10 +260,10 @@ def test_mm_backward_on_cuda_uses_the_op() -> None:
     (None, True, True),            # every op, named one by one on the command line
 ])
 def test_scenarios_leave_mm_out_unless_asked(ops: tuple[str, ...] | None, explicit: bool | None, has_mm: bool) -> None:
-    from ops.specs import OP_NAMES
-    from scenarios.base import Selection, case_grid
+    from dbench.ops.specs import OP_NAMES
+    from dbench.scenarios.base import Selection, case_grid
 
-    from ops.catalog import OPS
+    from dbench.ops.catalog import OPS
 
     sel = Selection(ops=ops or OP_NAMES, variants=("raw",), device="cpu", explicit_ops=explicit)
     cases = case_grid(sel, "test", ("inference",), lambda *_: None, lambda *_: None)
@@ -275,8 +275,8 @@ def test_scenarios_leave_mm_out_unless_asked(ops: tuple[str, ...] | None, explic
 
 
 def test_scenario_fwd_bwd_call_of_mm() -> None:
-    from ops.variants import get_variant
-    from scenarios.base import make_call, preflight
+    from dbench.ops.variants import get_variant
+    from dbench.scenarios.base import make_call, preflight
 
     v = get_variant("function_raw", "mm", "cpu")
     spec = InputSpec((8, 16, 4), requires_grad=True)

@@ -29,9 +29,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from ops.catalog import OPS
-from ops.contract import InputSpec
-from ops.variants import MODES, VARIANT_NAMES, Mode, Variant, get_variant
+from dbench.ops.catalog import OPS
+from dbench.ops.contract import InputSpec
+from dbench.ops.variants import MODES, VARIANT_NAMES, Mode, Variant, get_variant
 
 COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
 pytestmark = pytest.mark.skipif(

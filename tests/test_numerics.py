@@ -22,8 +22,8 @@ from conftest import (
     tensors_of,
     variant_cases,
 )
-from ops.contract import OpContract
-from ops.variants import Variant
+from dbench.ops.contract import OpContract
+from dbench.ops.variants import Variant
 
 DTYPES = dtype_params()
 LAYOUTS = ["compact", "permuted"]

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from conftest import HALF_DTYPES, TOLERANCES, dtype_params
-from ops import chain, get_variant
-from ops.catalog import OPS
-from ops.native import raw
+from dbench.ops import chain, get_variant
+from dbench.ops.catalog import OPS
+from dbench.ops.native import raw
 
 ROOT = Path(__file__).resolve().parent.parent
 INT32_MAX = 2**31 - 1
@@ -275,7 +275,7 @@ def _run(*argv: str, out: Path) -> dict[str, Any]:
 
 
 def test_offsets_on_the_cpu(tmp_path: Path) -> None:
-    from analysis.kernels import huge_frame, offsets_frame
+    from dbench.analysis.kernels import huge_frame, offsets_frame
 
     doc = _run("--scenario", "offsets", "--ops", "muladd,chain", out=tmp_path)
     frame = pd.DataFrame(doc["rows"])
@@ -288,7 +288,7 @@ def test_offsets_on_the_cpu(tmp_path: Path) -> None:
     assert huge["reason"].str.contains("GPU only").all()
     na = frame[(frame["status"] == "n/a") & (frame["index"] != "auto")]
     assert set(na["op"]) == {"muladd"} and na["reason"].str.contains("no backward kernel").all()
-    from analysis.figures import offsets_chart
+    from dbench.analysis.figures import offsets_chart
 
     (panel,) = offsets_chart(frame).axes  # --quick: float32 only
     assert len(panel.lines) == 3 + 1  # muladd forward, chain forward and backward, and the 1.0 line
@@ -296,8 +296,8 @@ def test_offsets_on_the_cpu(tmp_path: Path) -> None:
 
 
 def test_fusion_on_the_cpu(tmp_path: Path) -> None:
-    from analysis.figures import fusion_chart, result_frame
-    from analysis.kernels import fusion_frame
+    from dbench.analysis.figures import fusion_chart, result_frame
+    from dbench.analysis.kernels import fusion_frame
 
     doc = _run("--scenario", "fusion", out=tmp_path)
     frame = result_frame(doc)
@@ -318,9 +318,9 @@ def test_fusion_on_the_cpu(tmp_path: Path) -> None:
 def test_each_past_int32_case_times_its_own_op(monkeypatch: pytest.MonkeyPatch) -> None:
     """The huge cases' calls outlive the loop that builds them: each must still call its own op.
     (Shrunk to a CPU size, with the GPU-only skip and the width check stubbed out.)"""
-    import scenarios.offsets as offsets
-    from scenarios.base import Selection, device_sync
-    from scenarios.kernels import InputPool
+    import dbench.scenarios.offsets as offsets
+    from dbench.scenarios.base import Selection, device_sync
+    from dbench.scenarios.kernels import InputPool
 
     monkeypatch.setattr(offsets, "HUGE_ELEMENTS", 4096)
     monkeypatch.setattr(offsets, "HUGE_CHUNK", 1024)

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis import compare
-from bench import stats
-from bench.probe import UNSTABLE, instability_note, probe_summary, reference_workload
-from bench.rows import stat_row
+from dbench.analysis import compare
+from dbench.bench import stats
+from dbench.bench.probe import UNSTABLE, instability_note, probe_summary, reference_workload
+from dbench.bench.rows import stat_row
 
 
 def test_paired_ratios_cancel_a_slow_round() -> None:
@@ -87,7 +87,7 @@ def test_compare_rejects_a_missing_file(tmp_path: Path) -> None:
 
 
 def test_spreads_is_symmetric_and_exact() -> None:
-    from analysis.load import rows_frame
+    from dbench.analysis.load import rows_frame
 
     frame = lambda m: rows_frame({"env": {}, "rows": [{"op": "o", "variant": "v", "mode": "inference",  # noqa: E731
                                                       "metric": "cpu_us", "driver": "python", "status": "ok",

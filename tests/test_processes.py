@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from bench import cli
-from bench.process_merge import merge_processes, merge_row
-from bench.processes import child_argv, share, slots
-from bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
+from dbench.bench import cli
+from dbench.bench.process_merge import merge_processes, merge_row
+from dbench.bench.processes import child_argv, share, slots
+from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
@@ -77,7 +77,7 @@ def test_shares_and_slots() -> None:
 
 
 def test_shard_children_never_gate_or_repeat() -> None:
-    from bench.shard import shard_command
+    from dbench.bench.shard import shard_command
 
     cmd = shard_command(["--scenario", "boundary", "--baseline", "b", "--shards", "2"], 0, 2, "cpu", "o", ("raw",),
                         python="py", script="run.py")
@@ -264,7 +264,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
 @LINUX
 def test_a_child_gets_the_parent_death_signal_or_exits_when_its_parent_is_already_gone(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.shard.process import die_with_parent
+    from dbench.bench.shard.process import die_with_parent
 
     read = "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"
     got = subprocess.run([sys.executable, "-c", read], preexec_fn=die_with_parent(), capture_output=True, text=True,
@@ -287,12 +287,12 @@ def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.M
     write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
     args = argparse.Namespace(baseline=result, baseline_files=[result])
     console = Console(record=True, width=200)
-    import analysis
+    from dbench import analysis
 
     monkeypatch.delattr(analysis, "gate", raising=False)  # as if analysis/gate.py were not there
-    monkeypatch.setitem(sys.modules, "analysis.gate", None)
+    monkeypatch.setitem(sys.modules, "dbench.analysis.gate", None)
     assert run.gate(result, args, console) == run.EXIT_USAGE
-    assert "analysis.gate is not in this checkout" in console.export_text()
+    assert "dbench.analysis.gate is not in this checkout" in console.export_text()
 
     seen: dict[str, Any] = {}
 
@@ -302,9 +302,9 @@ def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.M
             raise ValueError("the runs are not comparable")
         return 1
 
-    monkeypatch.setitem(sys.modules, "analysis.gate", type(sys)("analysis.gate"))
-    sys.modules["analysis.gate"].gate = fake_gate  # type: ignore[attr-defined]
-    monkeypatch.setattr(analysis, "gate", sys.modules["analysis.gate"], raising=False)
+    monkeypatch.setitem(sys.modules, "dbench.analysis.gate", type(sys)("dbench.analysis.gate"))
+    sys.modules["dbench.analysis.gate"].gate = fake_gate  # type: ignore[attr-defined]
+    monkeypatch.setattr(analysis, "gate", sys.modules["dbench.analysis.gate"], raising=False)
     assert run.gate(result, args, console) == 1
     assert len(seen["new"]) == 1 and len(seen["base"]) == 1
     empty = tmp_path / "empty.json"
@@ -315,7 +315,7 @@ def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.M
 
 def test_baseline_gates_the_finished_run(tmp_path: Path) -> None:
     """End to end with the real gate: a 2-process run judged against a 1-process baseline."""
-    pytest.importorskip("analysis.gate")
+    pytest.importorskip("dbench.analysis.gate")
     first = run_py(*SMALL, "--quick", "--rounds", "3", "--out", str(tmp_path / "base"))
     assert first.returncode == 0, first.stdout + first.stderr
     (base,) = (tmp_path / "base").glob("*.json")

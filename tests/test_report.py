@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import report
-from bench.results import load_result
+from dbench.analysis import report
+from dbench.bench.results import load_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SMALL = GOLDEN / "boundary-small-a.json"

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-import bench.atomic
-from bench.results import ResultWriteError, load_result, reserve_result_path, write_result
+from dbench.bench import atomic
+from dbench.bench.results import ResultWriteError, load_result, reserve_result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw", "--no-cpp", "--device", "cpu", "--quick",
@@ -30,7 +30,7 @@ NO_SPACE = os.strerror(errno.ENOSPC)
 
 
 class FullDisk:
-    """bench.atomic's `os`, whose file fsyncs fail with ENOSPC after the first `after` of them
+    """dbench.bench.atomic's `os`, whose file fsyncs fail with ENOSPC after the first `after` of them
     (`times` failures, then it works again; None: every one after)."""
 
     def __init__(self, after: int, times: int | None = None) -> None:
@@ -50,7 +50,7 @@ class FullDisk:
 
 def full_disk(monkeypatch: pytest.MonkeyPatch, after: int, times: int | None = None) -> FullDisk:
     disk = FullDisk(after, times)
-    monkeypatch.setattr(bench.atomic, "os", disk)
+    monkeypatch.setattr(atomic, "os", disk)
     return disk
 
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from bench import cli
-from bench.results import load_result, reserve_result_path, write_result
-from bench.runner import Case, RunConfig, run
+from dbench.bench import cli
+from dbench.bench.results import load_result, reserve_result_path, write_result
+from dbench.bench.runner import Case, RunConfig, run
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ["--device", "cpu", "--ops", "muladd", "--no-cpp", "--no-pin", "--block-ms", "0.2", "--rounds", "3"]
@@ -92,8 +92,8 @@ BAD_COMMAND_LINES = [
 @pytest.mark.parametrize(("extra", "option"), BAD_COMMAND_LINES, ids=lambda x: " ".join(x) if isinstance(x, list) else x)
 def test_bad_values_exit_2_with_one_line_naming_the_option(extra: list[str], option: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_NAMES
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import SCENARIO_NAMES
 
     with pytest.raises(SystemExit) as info:
         cli.parse(["--scenario", "boundary", *extra], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results")
@@ -149,8 +149,8 @@ def test_defaults_have_one_source() -> None:
 ])
 def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[str], device: str | None,
                                                                     rounds: int, block_ms: float) -> None:
-    from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
 
     args = cli.parse(["--scenario", "boundary", *argv], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results",
                      SCENARIO_VARIANTS, SCENARIO_DEFAULTS, scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
@@ -231,7 +231,7 @@ def test_a_case_raising_in_a_round_or_warm_up_fails_alone() -> None:
 
 
 def test_a_failed_baseline_says_why_its_dependents_have_no_delta() -> None:
-    from bench.results import case_rows
+    from dbench.bench.results import case_rows
 
     base = _case("raw", lambda: None)
     base.error = "raised in round 2: RuntimeError: boom"
@@ -245,7 +245,7 @@ def test_a_failed_baseline_says_why_its_dependents_have_no_delta() -> None:
 
 def test_a_variant_raising_mid_run_leaves_a_complete_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import run as run_module
-    import scenarios
+    from dbench import scenarios
 
     boundary = scenarios.SCENARIOS["boundary"]
 
@@ -404,7 +404,7 @@ def _write(path: Path, doc: Any) -> Path:
 ], ids=["empty", "truncated", "not-a-result", "rows-without-fields"])
 def test_compare_names_a_broken_file_and_exits_2(tmp_path: Path, content: str, message: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis import compare
+    from dbench.analysis import compare
 
     good = _write(tmp_path / "good.json", _doc([_row("raw", 1.0)]))
     bad = _write(tmp_path / "bad.json", content)
@@ -414,7 +414,7 @@ def test_compare_names_a_broken_file_and_exits_2(tmp_path: Path, content: str, m
 
 
 def test_compare_fails_on_failed_and_missing_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis import compare
+    from dbench.analysis import compare
 
     a = _write(tmp_path / "a.json", _doc([_row("raw", 1.0), _row("cpp", 2.0), _row("stable", 3.0),
                                          _row("triton_op", None, "n/a", "no triton")]))
@@ -431,7 +431,7 @@ def test_compare_fails_on_failed_and_missing_rows(tmp_path: Path, capsys: pytest
 
 def test_compare_refuses_different_environments_unless_allowed(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis import compare
+    from dbench.analysis import compare
 
     cpu = _write(tmp_path / "cpu.json", _doc([_row("raw", 1.0)]))
     gpu = _write(tmp_path / "gpu.json", _doc([_row("raw", 1.0)], device="cuda:0", gpu_name="NVIDIA H200",
@@ -444,8 +444,8 @@ def test_compare_refuses_different_environments_unless_allowed(tmp_path: Path,
 
 
 def test_a_scenario_with_variants_of_its_own_names_them(capsys: pytest.CaptureFixture[str]) -> None:
-    from ops.specs import OP_NAMES, VARIANT_NAMES
-    from scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
 
     with pytest.raises(SystemExit) as info:
         cli.parse(["--scenario", "roofline", "--variants", "cpp"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,

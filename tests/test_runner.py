@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench import runner
-from bench.runner import Case, RunConfig
+from dbench.bench import runner
+from dbench.bench.runner import Case, RunConfig
 
 
 class FakeClock:

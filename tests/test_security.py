@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.instructions import staging
-from bench.instructions.staging import StageError, default_stage, private_folder, sibling_stage, staged
-from bench.sides import SideError, parse_side
+from dbench.bench.instructions import staging
+from dbench.bench.instructions.staging import StageError, default_stage, private_folder, sibling_stage, staged
+from dbench.bench.sides import SideError, parse_side
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -106,7 +106,7 @@ def test_the_collect_command_refuses_a_planted_stage_with_exit_2(tmp_path: Path)
     stage.mkdir(mode=0o755)
     marker = _plant(stage)
     env = {**os.environ, staging.STAGE_ENV: str(stage)}
-    proc = subprocess.run([sys.executable, "-m", "bench.instructions", "collect", "--calls", "1"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "dbench.bench.instructions", "collect", "--calls", "1"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "refusing the instruction-count stage" in proc.stderr and not marker.exists()

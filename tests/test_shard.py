@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
-from bench.shard import (
+from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
+from dbench.bench.shard import (
     ShardUsageError,
     default_weight,
     merge_results,
@@ -28,9 +28,9 @@ from bench.shard import (
     shard_loads,
     variant_weights,
 )
-from bench.shard.merge import empty_merge
-from ops.variants import MODES, SPECS, VARIANT_NAMES
-from scenarios import SCENARIOS
+from dbench.bench.shard.merge import empty_merge
+from dbench.ops.variants import MODES, SPECS, VARIANT_NAMES
+from dbench.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUNDARY_BASELINES = SCENARIOS["boundary"].baseline_variants
@@ -96,11 +96,11 @@ def test_plan_with_any_weights_differs_by_at_most_one_variant() -> None:
 def test_plan_is_deterministic() -> None:
     for n in (2, 3, 5):
         assert plan_shards(VARIANT_NAMES, n, BOUNDARY_BASELINES) == plan_shards(list(VARIANT_NAMES), n, BOUNDARY_BASELINES)
-    assert plan_shards(VARIANT_NAMES, 2, BOUNDARY_BASELINES) == [  # loads 15 and 15
-        ("raw", "define_impl", "custom_op_autograd", "function_raw", "function_define_impl", "function_cpp",
-         "nested_define_impl", "cpp", "triton_op"),
-        ("raw", "custom_op", "autograd_key_py", "function_raw", "function_custom_op", "nested_custom_op",
-         "cpp_autograd", "stable", "aten"),
+    assert plan_shards(VARIANT_NAMES, 2, BOUNDARY_BASELINES) == [  # loads 17 and 16
+        ("raw", "custom_op_autograd", "function_raw", "function_define_impl", "function_cpp", "nested_custom_op",
+         "stable", "triton_op", "aten"),
+        ("raw", "define_impl", "custom_op", "autograd_key_py", "function_raw", "function_custom_op",
+         "nested_define_impl", "cpp", "cpp_autograd", "registered"),
     ]
 
 
@@ -300,8 +300,8 @@ def test_a_failed_shard_is_a_named_failure_in_the_merged_file(tmp_path: Path) ->
 def test_a_merge_that_breaks_still_ends_the_file_with_a_final_status(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from bench.results import reserve_result_path
-    from bench.shard.process import write_merged
+    from dbench.bench.results import reserve_result_path
+    from dbench.bench.shard.process import write_merged
 
     path = reserve_result_path(tmp_path, "boundary", "cpu-x2")
     meta = [{"name": "shard 0 (cpu)", "status": "complete"}]
@@ -316,7 +316,7 @@ def test_a_merge_that_breaks_still_ends_the_file_with_a_final_status(tmp_path: P
 
 
 def test_a_run_that_merged_nothing_does_not_exit_0() -> None:
-    from bench.shard.process import Child, exit_code
+    from dbench.bench.shard.process import Child, exit_code
 
     done = Child(0, "shard 0 (cpu)", [], Path("o"), Path("l"))
     done.status = "complete"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scenarios.timer_validation import AGREEMENT_MIN_US, ratio_table, report
+from dbench.scenarios.timer_validation import AGREEMENT_MIN_US, ratio_table, report
 
 
 def rows_for(kernel: str, size: str, **medians: float) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from conftest import DEVICES, TOLERANCES, dtype_params, requires_cuda
-from ops import native
-from ops.catalog import L2NORM, L2NORM_EPS
+from dbench.ops import native
+from dbench.ops.catalog import L2NORM, L2NORM_EPS
 
 DTYPES = dtype_params()
 WARP_ROW_PACKS = 8  # kernels.h kWarpRowPacks: accesses per lane of the warp schedule

@@ -78,9 +78,9 @@ def test_nightly_steps_that_matter() -> None:
     assert "run.py --scenario boundary --ab" in ab and "--pairs" in ab and "--out" in ab
     fallback = _step("run.py --scenario boundary --processes 4")
     assert "--baseline" in fallback["run"] and fallback.get("if")
-    gate = _step("analysis.gate")["run"]
+    gate = _step("dbench.analysis.gate")["run"]
     assert gate.count('>> "$GITHUB_STEP_SUMMARY"') >= 2 and "--format md" in gate
-    instructions = _step("bench.instructions check")
+    instructions = _step("dbench.bench.instructions check")
     assert "cancelled()" in instructions.get("if", "")
     upload = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@v4")]
     assert len(upload) == 1 and "results/nightly" in upload[0]["with"]["path"]
@@ -94,7 +94,7 @@ def test_ci_runs_the_readme_command_then_the_instruction_check() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
     command = "bash scripts/setup.sh && python3 -m pytest -q tests && ctest --test-dir build --output-on-failure"
     assert command in readme and command in ci
-    assert ci.index(command) < ci.index("python3 -m bench.instructions check")
+    assert ci.index(command) < ci.index("python3 -m dbench.bench.instructions check")
 
 
 if __name__ == "__main__":

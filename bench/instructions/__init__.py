@@ -6,9 +6,9 @@ less. `collect` runs the boundary scenario's CPU cases in one process under
 `valgrind --tool=callgrind`, with collection switched on only around each case's timed calls;
 `check` compares a collection with the committed expected file (results/cpu-instructions/).
 
-    python3 -m bench.instructions collect [--out FILE] [--calls N] [--layouts L]
-    python3 -m bench.instructions check [--expected FILE] [--actual FILE] [--update-expected [--write]] [--strict]
-    python3 -m bench.instructions power --out FILE [--heap-pads 300,2500,8000] [--effects 0.01,0.02,0.05] [--jobs N]
+    python3 -m dbench.bench.instructions collect [--out FILE] [--calls N] [--layouts L]
+    python3 -m dbench.bench.instructions check [--expected FILE] [--actual FILE] [--update-expected [--write]] [--strict]
+    python3 -m dbench.bench.instructions power --out FILE [--heap-pads 300,2500,8000] [--effects 0.01,0.02,0.05] [--jobs N]
 """
 
 from __future__ import annotations

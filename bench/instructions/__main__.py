@@ -19,11 +19,11 @@ from .check import InputError, compare, env_differences, load, updated_expected
 from .spread import spreads
 from . import power
 from .staging import StageError, sibling_stage
-from bench.atomic import file_output_problem, write_atomic
+from dbench.bench.atomic import file_output_problem, write_atomic
 from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
 
 EXIT_NO_DECISION = 3  # as the gate's: nothing was decided
-UPDATE_HINT = "python3 -m bench.instructions check --update-expected --write"
+UPDATE_HINT = "python3 -m dbench.bench.instructions check --update-expected --write"
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -78,7 +78,7 @@ def run_power(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m bench.instructions", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python3 -m dbench.bench.instructions", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="count instructions per call under callgrind and write them as JSON")
     c.add_argument("--out", type=Path, help="write the counts here (default: stdout)")

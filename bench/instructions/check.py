@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.identity import case_label, identity_text, row_identity
-from bench.document import ResultFileError, read_json
+from dbench.bench.identity import case_label, identity_text, row_identity
+from dbench.bench.document import ResultFileError, read_json
 
 from . import METRIC, SCHEMA
 

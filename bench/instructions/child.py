@@ -68,7 +68,7 @@ def _nothing() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.instructions.child")
+    p = argparse.ArgumentParser(prog="dbench.bench.instructions.child")
     p.add_argument("--ops", required=True)
     p.add_argument("--variants", required=True)
     p.add_argument("--calls", type=int, required=True, help="timed calls per case and build")
@@ -81,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inject", default="", help="power tests only: LABEL=ITERATIONS[;...] (inject.py)")
     args = p.parse_args(argv)
 
-    from scenarios.base import Selection
-    from scenarios.boundary import build
+    from dbench.scenarios.base import Selection
+    from dbench.scenarios.boundary import build
 
     torch.set_num_threads(1)
     # Moves every later allocation, as an unrelated change to the code would (environment.py).

@@ -52,7 +52,7 @@ class Config:
     heap_pad: int = 0  # sensitivity tests only: small objects kept alive before the cases are built
 
     def resolved_variants(self) -> tuple[str, ...]:
-        from ops.specs import VARIANT_NAMES
+        from dbench.ops.specs import VARIANT_NAMES
 
         return self.variants if self.variants is not None else VARIANT_NAMES
 
@@ -73,7 +73,7 @@ class Config:
 
 
 def check_names(config: Config) -> None:
-    from ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
 
     bad_ops = [o for o in config.ops if o not in OP_NAMES]
     bad_variants = [v for v in config.resolved_variants() if v not in VARIANT_NAMES]
@@ -109,7 +109,7 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
         "--dump-line=no", "--dump-instr=no",  # totals and function names are all that is read
         f"--callgrind-out-file={out_dir / DUMP_STEM}",
         f"--log-file={out_dir / 'valgrind.log'}",
-        python, "-m", "bench.instructions.child",
+        python, "-m", "dbench.bench.instructions.child",
         "--ops", ",".join(config.ops), "--variants", ",".join(config.resolved_variants()),
         "--calls", str(config.calls_per_layout), "--layouts", str(config.layouts), "--warmup", str(config.warmup),
         "--manifest", str(manifest),

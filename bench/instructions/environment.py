@@ -149,7 +149,7 @@ def code_digests(repo_root: Path) -> dict[str, str | None]:
     libraries the child loads (a rebuild with the same sources can still change them)."""
     import hashlib
 
-    from bench.env import source_digest
+    from dbench.bench.env import source_digest
 
     h = hashlib.sha256()
     build = Path(os.environ.get("DBENCH_BUILD_DIR", repo_root / "build")) / "lib"

@@ -59,7 +59,7 @@ ON_TARGET = 1.25
 
 def injections(expected: dict[str, Any], effect: float) -> tuple[tuple[str, int], ...]:
     """(label, pad iterations) adding at least `effect` of each timed row's expected count."""
-    from bench.identity import case_label
+    from dbench.bench.identity import case_label
 
     return tuple((case_label(r), iterations_for(float(r["instructions"]), effect))
                  for r in expected["rows"] if r.get("instructions") is not None)

@@ -51,7 +51,7 @@ def sibling_stage(index: int) -> Path:
     return STAGE.with_name(STAGE.name[:-1] + str(index))
 
 
-PACKAGES = ("bench", "ops", "scenarios")
+PACKAGES = ("dbench", "bench", "ops", "scenarios")
 
 
 def _describe(st: os.stat_result) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.identity import case_label, row_identity
+from dbench.bench.identity import case_label, row_identity
 
 
 def merged_status(statuses: Sequence[str]) -> str:
@@ -68,7 +68,7 @@ def _gpu_index(device: Any, env: Mapping[str, Any]) -> int | None:
 
 def row_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One-process order: Python CPU rows, Python GPU rows, then other drivers; op, variant, mode within."""
-    from ops.variants import MODES, VARIANT_NAMES
+    from dbench.ops.variants import MODES, VARIANT_NAMES
 
     ops: dict[Any, int] = {}
     seen: dict[Any, int] = {}

@@ -51,7 +51,7 @@ def resolve_shards(gpus: str | None, shards: int | None, device: str | None, cud
 
 def default_weight(variant: str) -> float:
     """Cases a variant times per op in the boundary scenario: 3 with autograd, else 1 (inference only)."""
-    from ops.variants import MODES, SPECS
+    from dbench.ops.variants import MODES, SPECS
 
     spec = SPECS.get(variant)
     return float(len(MODES)) if spec is None or spec.differentiable else 1.0
@@ -59,8 +59,8 @@ def default_weight(variant: str) -> float:
 
 def variant_weights(variants: Sequence[str], ops: Sequence[str], device: str, modes: Sequence[str]) -> dict[str, float]:
     """Runnable cases per variant on `device` (a variant this machine lacks weighs 0)."""
-    from ops.catalog import OPS
-    from ops.variants import MODES, SPECS, Variant, unavailable_reason
+    from dbench.ops.catalog import OPS
+    from dbench.ops.variants import MODES, SPECS, Variant, unavailable_reason
 
     weights = {}
     for name in variants:

@@ -359,7 +359,7 @@ def write_merged(json_path: Path, merged: Callable[[], dict[str, Any]], fallback
     """Write the final merged document (signals deferred): the merge, or when the merge itself breaks,
     `fallback(error)` (failed, the children named) before the error is raised. Returns the document and
     its CSV path, None when it could not be written (said on stderr; the file keeps its last write)."""
-    from bench.results import ResultWriteError, write_result
+    from dbench.bench.results import ResultWriteError, write_result
 
     with signals_deferred():
         try:

@@ -1,0 +1,47 @@
+"""dbench: what each way of exposing a kernel to PyTorch costs per call, how close the kernel runs to
+the machine's roofs, and whether either regressed.
+
+    from dbench import Op
+    my_op = Op(name="my_op", forward=my_launcher, inputs=("x",), reference=my_reference)
+
+then `dbench run --scenario boundary --op my_ops.py:my_op` (or `python3 run.py ...` in a checkout).
+
+The suite's packages are dbench.bench (timing core and process orchestration), dbench.ops (op
+contracts and the variants generated from them), dbench.scenarios and dbench.analysis. Installed,
+they live in this package's folder; in a checkout they are the top-level folders beside it, which
+this package's path names (so one name, dbench.*, imports them in both).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+if not (_HERE / "bench").is_dir() and (_HERE.parent / "bench" / "__init__.py").is_file():
+    __path__.append(str(_HERE.parent))  # a checkout: dbench.bench is <checkout>/bench
+
+import importlib
+from typing import Any
+
+# The public names, imported on first use: `import dbench.bench.cli` stays free of torch (a command
+# line is checked before torch is imported).
+_PUBLIC = {
+    "Op": "dbench.ops.declare",
+    "DeclarationError": "dbench.ops.declare",
+    "Work": "dbench.ops.contract",
+    "elementwise_work": "dbench.ops.contract",
+    "run_scenario": "dbench.api",
+    "Result": "dbench.api",
+    "load_results": "dbench.api",
+    "frame": "dbench.api",
+}
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dbench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,101 @@
+"""The library's entry points: time ops in a scenario from Python, and read results as pandas.
+
+    import dbench
+    result = dbench.run_scenario("boundary", ops=[my_op], device="cpu", quick=True)
+    result.frame()            # one row per case and metric
+    dbench.load_results(["results/h200"])   # any runs, as one DataFrame
+
+A declared op passed here runs in this process: it is registered under its name, with its
+identity taken from its module and the source of its launchers. (--processes, --ab and --shards
+start fresh processes: give those a file, `--op FILE.py:NAME`.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from dbench.ops.declare import Op
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Result:
+    """One run: its exit status, its result file and the document in it."""
+
+    status: int
+    path: Path | None
+    document: dict[str, Any]
+
+    def frame(self) -> "pd.DataFrame":
+        from dbench.analysis.load import rows_frame
+
+        return rows_frame(self.document, str(self.path or ""))
+
+
+def _origin(op: Op) -> str:
+    """module:name@digest of the launchers' source (or their qualified names, without source)."""
+    h = hashlib.sha256()
+    for fn in (op.forward, op.backward, op.reference):
+        if fn is None:
+            continue
+        try:
+            h.update(inspect.getsource(fn).encode())
+        except (OSError, TypeError):
+            h.update(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}".encode())
+    module = getattr(op.forward, "__module__", None) or "__main__"
+    return f"{module}:{op.name}@{h.hexdigest()[:12]}"
+
+
+def register(ops: Sequence[Op]) -> list[str]:
+    """Add declared ops to the catalogue (their names, for --ops); refuses a name taken by another op."""
+    from dbench.ops.declare import contract_of
+    from dbench.ops.declare import register as add
+
+    return add([contract_of(op, _origin(op)) for op in ops])
+
+
+def run_scenario(scenario: str = "boundary", ops: Sequence[Op | str] = (), *, device: str | None = None,
+                 out: str | Path | None = None, options: Sequence[str] = (), **flags: Any) -> Result:
+    """Run a scenario as `run.py` does, in this process, and return its result.
+
+    ops: declared ops (dbench.Op) and/or the names of the suite's ops; flags: any run.py option by its
+    Python name (quick=True, rounds=10, variants="raw,custom_op", no_cpp=True...); options: more raw
+    command-line words."""
+    from dbench import run as command
+    from dbench.bench.document import read_result
+
+    names = register([o for o in ops if isinstance(o, Op)])
+    names += [o for o in ops if isinstance(o, str)]
+    argv = ["--scenario", scenario, *(["--device", device] if device else []), *(["--out", str(out)] if out else [])]
+    if names:
+        argv += ["--ops", ",".join(names)]
+    for key, value in flags.items():
+        option = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(option)
+        elif value not in (False, None):
+            argv += [option, ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)]
+    argv += list(options)
+    status, path = command.run_for_library(argv)
+    return Result(status, path, read_result(path) if path is not None else {})
+
+
+def load_results(paths: Iterable[str | Path]) -> "pd.DataFrame":
+    """Every result file given (or found in a folder given) as one DataFrame."""
+    from dbench.analysis.load import load_results as frames
+    from dbench.bench.document import result_files
+
+    return frames([f for p in paths for f in result_files(p)])
+
+
+def frame(document: dict[str, Any]) -> "pd.DataFrame":
+    """One result document's rows as a DataFrame (row_id joins runs)."""
+    from dbench.analysis.load import rows_frame
+
+    return rows_frame(document)

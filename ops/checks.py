@@ -1,0 +1,140 @@
+"""The contract checks a user's op passes before any of its variants is timed, in the run itself:
+opcheck on compact and dense-permuted inputs, gradcheck in float64 where there is a backward,
+a fullgraph trace of the registered variants. A failure says which registration is wrong.
+
+(The shipped ops pass the same checks in the test suite: tests/test_contracts.py.)
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from .contract import InputSpec, OpContract
+from .specs import Mode
+from .variants import Variant, flavour
+
+OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+# What each opcheck test failing means for the declaration: the registration to fix.
+HINTS = {
+    "test_schema": "the schema does not say what the kernel does (an input it writes to, an output aliasing "
+                   "an input): declare the mutation or return a new tensor",
+    "test_faketensor": "the fake's outputs differ from the kernel's (shape, dtype or strides): fix fake=",
+    "test_autograd_registration": "the op takes inputs that require grad but has no autograd formula at the "
+                                  "Autograd key: register one (register_autograd) or declare no backward",
+    "test_aot_dispatch_dynamic": "the op does not trace under AOTAutograd: its fake or autograd formula is wrong",
+}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:240]
+
+
+def _failing_test(exc: BaseException) -> str | None:
+    text = str(exc)
+    return next((t for t in OPCHECK_UTILS if t in text.split("\n")[0] or f"{t} failed" in text), None)
+
+
+def _opcheck_reason(exc: BaseException, contract: OpContract) -> str:
+    test = _failing_test(exc)
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    hint = f" ({HINTS[test]})" if test else ""
+    if test == "test_faketensor" and contract.fake_fn is None:
+        hint = (" (no fake was declared, and the one derived from the "
+                + ("reference" if contract.reference is not None else "first input") + " differs from the kernel's "
+                "outputs: declare fake=)")
+    return f"opcheck {test or ''}: {_first_line(cause)}{hint}".replace("opcheck :", "opcheck:")
+
+
+def _target(v: Variant) -> Any:
+    """What opcheck can check: the op itself, or the registered op a function_* wraps."""
+    if v.spec.wrap == "function":
+        return flavour(v.spec.flavour, v.op.name).fwd
+    return v.fn
+
+
+def _layouts(contract: OpContract) -> tuple[str, ...]:
+    two_d = any(len(s) == 2 for s in contract.shapes(contract.boundary_shape))
+    return ("compact", "permuted") if two_d else ("compact",)
+
+
+def _inputs(contract: OpContract, device: str, dtype: torch.dtype, layout: str, grad: bool) -> tuple[Any, ...]:
+    return contract.make_inputs(InputSpec(contract.boundary_shape, dtype, device, requires_grad=grad, layout=layout))
+
+
+@functools.cache
+def _opcheck(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool) -> str | None:
+    from .variants import get_variant
+
+    v = get_variant(variant, op, device)
+    target = _target(v)
+    for layout in _layouts(v.op):
+        try:
+            torch.library.opcheck(target, _inputs(v.op, device, dtype, layout, grad), test_utils=OPCHECK_UTILS)
+        except Exception as exc:  # noqa: BLE001  # the failure is the finding
+            with_grad = " with inputs that require grad" if grad else ""
+            return f"{_opcheck_reason(exc, v.op)} [{layout} inputs{with_grad}]"
+    return None
+
+
+@functools.cache
+def _gradcheck(op: str, variant: str, device: str) -> str | None:
+    from .variants import get_variant
+
+    v = get_variant(variant, op, device)
+    # Float64 on the CPU where the op runs there; else on the device (a Triton kernel).
+    where = "cpu"
+    try:
+        v.fn(*_inputs(v.op, "cpu", torch.float64, "compact", False))
+    except Exception:  # noqa: BLE001  # no CPU kernel
+        where = device
+    args = _inputs(v.op, where, torch.float64, "compact", True)
+    try:
+        def fn(*a: Any) -> Any:
+            return v.op.differentiable_outputs(v.fn(*a))
+
+        torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, rtol=1e-4)
+    except Exception as exc:  # noqa: BLE001
+        return f"gradcheck (float64, {where}): {_first_line(exc)}"
+    return None
+
+
+@functools.cache
+def _compiles(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool) -> str | None:
+    from .variants import get_variant
+
+    v = get_variant(variant, op, device)
+    args = _inputs(v.op, device, dtype, "compact", grad)
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(v.fn, fullgraph=True, backend="aot_eager")(*args)
+        if grad:
+            outs = v.op.differentiable_outputs(out)
+            torch.autograd.grad(outs, v.op.grad_inputs(args), [torch.ones_like(o) for o in outs])
+    except Exception as exc:  # noqa: BLE001
+        return f"torch.compile(fullgraph=True): {_first_line(exc)}"
+    return None
+
+
+def contract_failure(v: Variant, mode: str, device: str, dtype: torch.dtype) -> str | None:
+    """Why this variant of a user's op fails its contract in `mode` (None: it passes), each check run
+    once per process. Checks that need gradients run for the modes that take them."""
+    op, name, grad = v.op.name, v.spec.name, mode != Mode.INFERENCE.value
+    if not v.spec.registered or v.spec.native:  # a launcher, or PyTorch's own code: no registration to check
+        checks = []
+    elif v.spec.wrap == "function" or not (v.spec.differentiable and grad):
+        checks = [lambda: _opcheck(op, name, device, dtype, False)]
+    else:
+        checks = [lambda: _opcheck(op, name, device, dtype, False), lambda: _opcheck(op, name, device, dtype, True)]
+    if v.spec.registered and not v.spec.native:
+        checks.append(lambda: _compiles(op, name, device, dtype, grad and v.spec.differentiable))
+    if grad and v.spec.differentiable and torch.float64 in v.op.dtypes and not v.spec.native:
+        checks.append(lambda: _gradcheck(op, name, device))
+    for check in checks:
+        failed = check()
+        if failed:
+            return "contract check failed: " + failed
+    return None

@@ -1,0 +1,332 @@
+"""A user's op, declared once: `Op` is the public declaration, `contract_of` turns it into the
+OpContract every variant is generated from, and `load` reads declarations from a user's file.
+
+The declaration names what the suite cannot guess: the launcher (any callable returning tensors:
+a pybind or load_inline function, a Triton launcher, a torch function), the tensor inputs and
+scalars, the outputs, and optionally a backward launcher with what the forward saves for it, a
+fake, an fp64 reference, the least work of a call (roofline), the author's own registered op and
+a native form of the same semantics. Schemas are generated from it unless given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from .contract import Args, OpContract, OpKernels, Shape, Work
+from .specs import USER_OP_NAMES
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SCALAR_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
+# Flavours a declaration gets without further information; the others depend on what it declares.
+_BASE_FLAVOURS = frozenset({"raw", "define_impl", "custom_op", "nested_define_impl", "nested_custom_op"})
+
+
+class DeclarationError(ValueError):
+    """A declaration the suite cannot use (the message says what to change)."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator as its author has it.
+
+    forward(*inputs, *scalars) returns one tensor, or a tuple of len(outputs) tensors.
+    backward(*grads, *saved, *scalars) gets the gradients of the differentiable outputs, then the
+    tensors named in `saves` (inputs or outputs, in that order), then the scalars, and returns one
+    gradient per differentiable input (a tensor, or a tuple in `differentiable`'s order).
+    """
+
+    name: str
+    forward: Callable[..., Any]
+    inputs: Sequence[str] = ("x",)
+    scalars: Mapping[str, Any] = field(default_factory=dict)
+    outputs: Sequence[str] = ("out",)
+    # Input shapes from one shape (--shape): default, every input has that shape.
+    shapes: Callable[[Shape], Sequence[Shape]] | None = None
+    shape: Shape = (4, 32)
+    rowwise: bool = False  # works on rows (the last dimension): sized scenarios give it rows of 256
+    dtypes: Sequence[torch.dtype] = (torch.float32,)
+    backward: Callable[..., Any] | None = None
+    saves: Sequence[str] = ()
+    differentiable: Sequence[str] | None = None  # default: every input, when there is a backward
+    nondifferentiable_outputs: Sequence[str] = ()
+    reference: Callable[..., Any] | None = None
+    fake: Callable[..., Any] | None = None
+    backward_fake: Callable[..., Any] | None = None
+    work: Callable[[Args], Work] | None = None
+    backward_work: Callable[[Args], Work] | None = None
+    registered: Any = None  # torch.ops.ns.name (packet or overload): the `registered` row
+    native: Callable[..., Any] | None = None  # PyTorch code of the same semantics: the `aten` row
+    triton: bool = False  # the launchers call Triton kernels (through wrap_triton): a triton_op row
+    schema: str | None = None  # "(Tensor x, float eps) -> Tensor"; default: generated
+    backward_schema: str | None = None
+    description: str = ""
+
+
+def _check(cond: bool, op: str, message: str) -> None:
+    if not cond:
+        raise DeclarationError(f"op {op!r}: {message}")
+
+
+def _scalar_type(op: str, name: str, value: Any) -> str:
+    for kind, text in _SCALAR_TYPES:
+        if isinstance(value, kind):
+            return text
+    raise DeclarationError(f"op {op!r}: scalar {name!r} is a {type(value).__name__}; "
+                           "a schema takes bool, int, float or str")
+
+
+def _returns(n: int) -> str:
+    return "Tensor" if n == 1 else "(" + ", ".join(["Tensor"] * n) + ")"
+
+
+def _schemas(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -> dict[str, str]:
+    scalars = [f"{_scalar_type(op.name, n, v)} {n}" for n, v in op.scalars.items()]
+    fwd = op.schema or "(" + ", ".join([*(f"Tensor {n}" for n in op.inputs), *scalars]) + ") -> " + _returns(len(op.outputs))
+    schemas = {op.name: fwd}
+    if op.backward is not None:
+        grads = [f"Tensor grad_{n}" for n in diff_out]
+        saved = [f"Tensor saved_{n}" for n in op.saves]
+        schemas[op.name + "_backward"] = op.backward_schema or \
+            "(" + ", ".join([*grads, *saved, *scalars]) + ") -> " + _returns(len(diff_in))
+    expect = {op.name: (len(op.inputs) + len(op.scalars), len(op.outputs)),
+              op.name + "_backward": (len(diff_out) + len(op.saves) + len(op.scalars), len(diff_in))}
+    for name, text in schemas.items():
+        try:
+            parsed = torch._C.parse_schema(name + text)
+        except RuntimeError as exc:
+            raise DeclarationError(f"op {op.name!r}: schema {text!r} does not parse: {str(exc).splitlines()[0]}") from None
+        got = (len(parsed.arguments), len(parsed.returns))
+        _check(got == expect[name], op.name, f"schema {text!r} has {got[0]} argument(s) and {got[1]} return(s); "
+               f"the declaration calls it with {expect[name][0]} and gets {expect[name][1]}")
+    return schemas
+
+
+def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Differentiable inputs and outputs, after checking the declaration's names."""
+    _check(isinstance(op.name, str) and bool(_NAME.match(op.name)), str(op.name), "the name must be an identifier")
+    _check(callable(op.forward), op.name, "forward must be callable")
+    _check(len(op.inputs) > 0, op.name, "declare at least one tensor input")
+    names = [*op.inputs, *op.scalars, *op.outputs]
+    for n in names:
+        _check(bool(_NAME.match(n)), op.name, f"argument or output name {n!r} is not an identifier")
+    _check(len(set(names)) == len(names), op.name, "input, scalar and output names must differ")
+    _check(len(op.outputs) > 0, op.name, "declare at least one output")
+    for d in op.dtypes:
+        _check(isinstance(d, torch.dtype) and d.is_floating_point, op.name, f"dtype {d!r} is not a floating dtype")
+    diff_in = tuple(op.differentiable if op.differentiable is not None else (op.inputs if op.backward else ()))
+    for n in diff_in:
+        _check(n in op.inputs, op.name, f"differentiable input {n!r} is not one of the inputs {list(op.inputs)}")
+    for n in op.nondifferentiable_outputs:
+        _check(n in op.outputs, op.name, f"non-differentiable output {n!r} is not an output")
+    diff_out = tuple(n for n in op.outputs if n not in op.nondifferentiable_outputs)
+    if op.backward is None:
+        _check(not op.saves, op.name, "`saves` without a backward")
+        _check(op.differentiable is None or not op.differentiable, op.name, "differentiable inputs without a backward")
+    else:
+        _check(callable(op.backward), op.name, "backward must be callable")
+        _check(bool(diff_in), op.name, "a backward needs at least one differentiable input")
+        _check(bool(diff_out), op.name, "a backward needs at least one differentiable output")
+        for n in op.saves:
+            _check(n in op.inputs or n in op.outputs, op.name, f"saved {n!r} is neither an input nor an output")
+        missing = [n for n in diff_in if n not in op.saves]
+        _check(not missing or op.backward_fake is not None, op.name,
+               f"the backward's fake cannot be derived: differentiable input(s) {missing} not saved "
+               "(save them or give backward_fake=)")
+    return diff_in, diff_out
+
+
+def _saver(op: Op) -> Callable[[Any, Args, Any], None]:
+    """setup_context: save the declared tensors and scalars; mark statistic outputs."""
+    n_in, outputs = len(op.inputs), tuple(op.outputs)
+    picks = [("in", op.inputs.index(n)) if n in op.inputs else ("out", outputs.index(n)) for n in op.saves]
+    nondiff = [outputs.index(n) for n in op.nondifferentiable_outputs]
+
+    def save(ctx: Any, inputs: Args, output: Any) -> None:
+        outs = tuple(output) if len(outputs) > 1 else (output,)
+        ctx.save_for_backward(*(inputs[i] if kind == "in" else outs[i] for kind, i in picks))
+        ctx.scalars = tuple(inputs[n_in:])
+        if nondiff:
+            ctx.mark_non_differentiable(*(outs[i] for i in nondiff))
+
+    return save
+
+
+def _backward_formula(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -> Callable[..., Any]:
+    """grads -> one call of the variant's backward kernel -> a gradient per forward argument."""
+    positions = [op.inputs.index(n) for n in diff_in]
+    out_index = [tuple(op.outputs).index(n) for n in diff_out]
+    n_args = len(op.inputs) + len(op.scalars)
+
+    def backward(ctx: Any, grad: Any, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+        assert kernels.bwd is not None
+        grads = tuple(grad) if isinstance(grad, tuple) else (grad,)
+        if len(grads) != len(diff_out):  # autograd passes every output's gradient
+            grads = tuple(grads[i] for i in out_index)
+        got = kernels.bwd(*grads, *ctx.saved_tensors, *ctx.scalars)
+        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        result: list[Tensor | None] = [None] * n_args
+        for pos, g in zip(positions, got):
+            result[pos] = g
+        return tuple(result)
+
+    return backward
+
+
+def _derived_backward_fake(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -> Callable[..., Any]:
+    """Each input's gradient shaped like the saved input."""
+    first_saved = len(diff_out)
+    where = [first_saved + list(op.saves).index(n) for n in diff_in]
+
+    def fake(*args: Any) -> Any:
+        made = tuple(args[i].new_empty(args[i].shape) for i in where)
+        return made if len(made) > 1 else made[0]
+
+    return fake
+
+
+def _registered(op: Op) -> Callable[..., Any] | None:
+    reg = op.registered
+    if reg is None:
+        return None
+    if isinstance(reg, torch._ops.OpOverloadPacket):
+        reg = reg.default
+    _check(isinstance(reg, torch._ops.OpOverload) or hasattr(reg, "_opoverload"), op.name,
+           "registered= must be a registered op (torch.ops.namespace.name), got " + type(reg).__name__)
+    return reg
+
+
+def contract_of(op: Op, origin: str) -> OpContract:
+    """The contract the variant factory generates this op's variants from."""
+    diff_in, diff_out = _validate(op)
+    schemas = _schemas(op, diff_in, diff_out)
+    backward_op = op.name + "_backward" if op.backward is not None else None
+    launchers = {op.name: op.forward, **({backward_op: op.backward} if backward_op else {})}
+    flavours = set(_BASE_FLAVOURS)
+    if op.backward is not None:
+        flavours |= {"custom_op_autograd", "autograd_key_py"}
+    if op.triton:
+        flavours.add("triton_op")
+    if op.registered is not None:
+        flavours.add("registered")
+    if op.native is not None:
+        flavours.add("aten")
+    shapes = op.shapes
+    return OpContract(
+        name=op.name,
+        tensor_args=tuple(op.inputs),
+        scalars=tuple(op.scalars.values()),
+        differentiable=diff_in,
+        reference=op.reference,  # type: ignore[arg-type]
+        save=_saver(op),
+        backward=_backward_formula(op, diff_in, diff_out) if op.backward else None,  # type: ignore[arg-type]
+        backward_op=backward_op,
+        boundary_shape=tuple(op.shape),
+        description=op.description,
+        double_backward=False,  # a user's backward kernel has no derivative of its own
+        aten=op.native,
+        work=op.work,
+        backward_work=op.backward_work,
+        dtypes=tuple(op.dtypes),
+        rowwise=op.rowwise,
+        input_shapes=(lambda s: tuple(tuple(x) for x in shapes(s))) if shapes else None,
+        launchers=launchers,
+        schemas=schemas,
+        outputs=tuple(op.outputs),
+        nondiff_outputs=tuple(op.nondifferentiable_outputs),
+        flavours=frozenset(flavours),
+        registered=_registered(op),
+        origin=origin,
+        runtime_checks=True,
+        fake_fn=op.fake,
+        backward_fake_fn=op.backward_fake or (_derived_backward_fake(op, diff_in, diff_out) if op.backward else None),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Loading a user's file: `path.py:NAME` (or `path.py`: every Op the module defines).
+
+
+def split_spec(text: str) -> tuple[Path, str | None]:
+    """'path/to/my_ops.py:NAME' -> (absolute path, NAME); the checks that need no import."""
+    path_text, sep, name = text.rpartition(":") if text.count(":") and not text.endswith(".py") else (text, "", "")
+    path = Path(path_text).expanduser().absolute()
+    if path.suffix != ".py":
+        raise DeclarationError(f"--op {text!r}: expected FILE.py or FILE.py:NAME")
+    if not path.is_file():
+        raise DeclarationError(f"--op {text!r}: {path} is not a file")
+    if sep and not _NAME.match(name):
+        raise DeclarationError(f"--op {text!r}: {name!r} is not a Python name")
+    return path, (name or None)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def _import(path: Path) -> ModuleType:
+    module_name = f"dbench_user_{path.stem}_{digest(path)}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise DeclarationError(f"--op {path}: importing it failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load(text: str) -> list[OpContract]:
+    """The ops named by one --op value, as contracts (not yet registered)."""
+    path, name = split_spec(text)
+    module = _import(path)
+    if name is not None:
+        if not hasattr(module, name):
+            raise DeclarationError(f"--op {text!r}: {path.name} defines no {name!r}")
+        found = {name: getattr(module, name)}
+    else:
+        found = {k: v for k, v in vars(module).items() if isinstance(v, Op)}
+        if not found:
+            raise DeclarationError(f"--op {text!r}: {path.name} defines no dbench Op")
+    contracts = []
+    for attr, op in found.items():
+        if not isinstance(op, Op):
+            raise DeclarationError(f"--op {text!r}: {attr} is a {type(op).__name__}, not a dbench Op")
+        contracts.append(contract_of(op, f"{path.name}:{attr}@{digest(path)}"))
+    return contracts
+
+
+def register(contracts: Sequence[OpContract]) -> list[str]:
+    """Add user ops to the catalogue (ops.catalog.OPS); refuses a name taken by another op."""
+    from .catalog import OPS
+
+    for c in contracts:
+        taken = OPS.get(c.name)
+        if taken is not None and taken.origin != c.origin:
+            where = taken.origin or "the suite's own ops"
+            raise DeclarationError(f"op name {c.name!r} is taken by {where}: rename the declaration")
+        OPS[c.name] = c
+        if c.name not in USER_OP_NAMES:
+            USER_OP_NAMES.append(c.name)
+    return [c.name for c in contracts]
+
+
+def load_all(specs: Sequence[str]) -> list[str]:
+    """Load and register every --op value; the op names, in order, without repeats."""
+    names: list[str] = []
+    for text in specs:
+        names += [n for n in register(load(text)) if n not in names]
+    return names

@@ -1,0 +1,58 @@
+"""`--op` and `--list`: a user's ops loaded into the catalogue, and what a command line can name."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from dbench.bench.cli import UsageError
+
+
+def load_user_ops(args: argparse.Namespace) -> list[str]:
+    """Import each --op file and register its ops; --ops names are checked against the catalogue then."""
+    from dbench.ops import OPS
+    from dbench.ops.declare import DeclarationError, load_all
+
+    from . import SCENARIO_OPS
+
+    try:
+        names = load_all(args.op)
+    except DeclarationError as exc:
+        raise UsageError(f"argument --op: {exc}") from None
+    unknown = [n for n in args.ops or () if n not in OPS]
+    if unknown:
+        raise UsageError(f"argument --ops: unknown op {', '.join(map(repr, unknown))}; valid ops: {', '.join(OPS)}")
+    if args.scenario in SCENARIO_OPS:
+        raise UsageError(f"argument --op: the {args.scenario} scenario takes only its own ops "
+                         f"({', '.join(SCENARIO_OPS[args.scenario])})")
+    return names
+
+
+def print_list(console: Any) -> None:
+    """Scenarios, ops, variants and modes, each with what it is."""
+    from rich.table import Table
+
+    from dbench.ops import MODES, OPS
+    from dbench.ops.variants import VARIANT_SPECS
+
+    from . import SCENARIO_NAMES, SCENARIOS
+
+    def table(title: str, *columns: str) -> Table:
+        t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+        for c in columns:
+            t.add_column(c, overflow="fold")
+        return t
+
+    scenarios = table("scenarios (--scenario)", "name", "what it measures")
+    for name in SCENARIO_NAMES:
+        scenarios.add_row(name, SCENARIOS[name].description)
+    ops = table("ops (--ops; --op FILE.py[:NAME] adds yours)", "name", "from", "what it is")
+    for name, contract in OPS.items():
+        ops.add_row(name, contract.origin or "shipped", contract.description)
+    variants = table("variants (--variants)", "name", "what it is")
+    for spec in VARIANT_SPECS:
+        variants.add_row(spec.name, spec.description)
+    for t in (scenarios, ops, variants):
+        console.print(t)
+        console.print()
+    console.print("modes (the columns of the boundary table): " + ", ".join(MODES))

@@ -1,0 +1,71 @@
+"""The examples/ ops, run as their users would: a copy of the example's file in a folder outside the
+repository, given to run.py with --op. The CPU example (C++ through load_inline, the author's own
+TORCH_LIBRARY op) runs everywhere; the Triton one needs CUDA and triton."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def _run(tmp_path: Path, example: str, *argv: str) -> list[dict]:
+    """Copy the example beside nothing of the suite's, run one scenario on it, return its rows."""
+    work = tmp_path / "user"
+    work.mkdir(exist_ok=True)
+    shutil.copy(EXAMPLES / example / "my_ops.py", work / "my_ops.py")
+    out = tmp_path / "results"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, str(ROOT / "run.py"), "--op", "my_ops.py:rmsnorm", "--quick",
+                           "--out", str(out), *argv], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (result,) = sorted(out.glob("*.json"))[-1:]
+    keep = os.environ.get("DBENCH_KEEP_EXAMPLE_RESULTS")  # a CI artifact folder: the example runs' results
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(result, Path(keep) / f"{example}-{result.name}")
+    return json.loads(result.read_text())["rows"]
+
+
+def test_cpu_load_inline_example_passes_every_check(tmp_path: Path) -> None:
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        pytest.skip("load_inline needs a C++ compiler")
+    rows = _run(tmp_path, "cpu_load_inline", "--scenario", "boundary", "--device", "cpu", "--rounds", "3", "--no-cpp")
+    assert not [r for r in rows if r["status"] == "failed"]
+    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
+    # The author's own C++ op (with its Python autograd formula) and the PyTorch formula beside the
+    # generated variants, in every mode.
+    for variant in ("raw", "custom_op", "custom_op_autograd", "function_raw", "registered", "aten"):
+        assert (variant, "inference") in timed
+    for variant in ("registered", "custom_op_autograd", "autograd_key_py", "function_define_impl"):
+        assert (variant, "fwd_bwd") in timed
+    assert {r["op_source"].split("@")[0] for r in rows} == {"my_ops.py:rmsnorm"}
+
+
+requires_triton = pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("triton") is None,
+    reason="the Triton example needs a CUDA device and triton")
+
+
+@requires_triton
+@pytest.mark.parametrize("scenario", ["boundary", "launch", "roofline"])
+def test_triton_example_runs_through_each_scenario(tmp_path: Path, scenario: str) -> None:
+    rows = _run(tmp_path, "triton_rmsnorm", "--scenario", scenario, "--device", "cuda", "--no-cpp")
+    assert not [r for r in rows if r["status"] == "failed"], [r["reason"] for r in rows if r["status"] == "failed"]
+    variants = {r["variant"] for r in rows if r["status"] == "ok"}
+    if scenario == "boundary":
+        assert {"triton_op", "custom_op_autograd", "function_raw", "aten"} <= variants
+        assert any(r["metric"] == "gpu_us" for r in rows if r["status"] == "ok")
+    if scenario == "roofline":
+        modes = {r["mode"] for r in rows if r["status"] == "ok"}
+        assert modes == {"forward", "backward"}

@@ -1,0 +1,71 @@
+"""The installable library: `pip wheel .` builds the native targets through CMake, and the wheel,
+installed into a folder of its own, imports and runs from outside the checkout under the one name
+`dbench` (nothing under the generic names the checkout's folders have)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("scikit_build_core") is None or shutil.which("cmake") is None,
+                                reason="building the wheel needs scikit-build-core and cmake (scripts/setup.sh)")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this checkout against the running torch, unpacked as pip would."""
+    folder = tmp_path_factory.mktemp("wheel")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                           "-w", str(folder), str(ROOT)], capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = folder.glob("dbench-*.whl")
+    site = folder / "site"
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        top = {n.split("/")[0] for n in names}
+        assert {t for t in top if not t.endswith(".dist-info")} == {"dbench"}, top
+        assert any(n.startswith("dbench/build/lib/_dbench_raw") for n in names)
+        assert "dbench/run.py" in names and "dbench/ops/declare.py" in names
+        z.extractall(site)
+    return site
+
+
+def _python(site: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DBENCH_BUILD_DIR")}
+    env["PYTHONPATH"] = str(site)
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_installed_package_runs_a_users_op_from_another_folder(installed: Path, tmp_path: Path) -> None:
+    (tmp_path / "my_ops.py").write_text(
+        "from dbench import Op\n"
+        "twice = Op(name='twice', forward=lambda x: x * 2, reference=lambda x: x * 2,\n"
+        "           backward=lambda g, x: g * 2, saves=('x',))\n")
+    done = _python(installed, tmp_path, "-m", "dbench", "run", "--scenario", "boundary", "--op", "my_ops.py:twice",
+                   "--device", "cpu", "--quick", "--rounds", "3", "--variants", "raw,custom_op,function_raw")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "twice" in done.stdout
+    # Where everything came from: the installed copy, not this checkout.
+    where = _python(installed, tmp_path, "-c",
+                    "import dbench, dbench.ops.native as n, importlib.util as u; "
+                    "print(dbench.__file__); print(n.build_dir()); print(u.find_spec('ops'), u.find_spec('bench'))")
+    assert where.returncode == 0, where.stderr
+    file, build, generic = where.stdout.splitlines()
+    assert file.startswith(str(installed)) and build.startswith(str(installed))
+    assert generic == "None None"
+
+
+def test_installed_package_reads_results(installed: Path, tmp_path: Path) -> None:
+    done = _python(installed, tmp_path, "-c",
+                   "import sys, dbench; f = dbench.load_results([sys.argv[1]]); print(len(f), sorted(set(f.op)))",
+                   str(ROOT / "tests" / "golden" / "boundary-small-a.json"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "102 ['l2norm', 'muladd']" in done.stdout

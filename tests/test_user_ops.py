@@ -1,0 +1,215 @@
+"""A user's own op, declared with dbench.Op in a file outside the suite: every variant generated,
+checked before it is timed (the seed's traps each give their reason), timed through run.py, and
+told apart from any other op of the same name."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from dbench.bench.identity import case_identity
+from dbench.ops.catalog import OPS
+from dbench.ops.contract import InputSpec
+from dbench.ops.declare import DeclarationError, Op, contract_of, load, load_all
+from dbench.ops.specs import MODES, VARIANT_NAMES
+from dbench.ops.variants import get_variant, has_variant
+from dbench.scenarios.base import preflight
+
+RMSNORM = '''
+import torch
+from dbench import Op, Work
+
+
+def wide(t):
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def forward(x, w, eps):
+    rstd = torch.rsqrt(wide(x).pow(2).mean(-1, keepdim=True) + eps)
+    return (wide(x) * rstd * wide(w)).to(x.dtype), rstd
+
+
+def backward(gy, x, w, rstd, eps):
+    xhat, gw = wide(x) * rstd, wide(gy) * wide(w)
+    gx = rstd * (gw - xhat * (gw * xhat).mean(-1, keepdim=True))
+    return gx.to(x.dtype), (wide(gy) * xhat).reshape(-1, x.shape[-1]).sum(0).to(w.dtype)
+
+
+def reference(x, w, eps):
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return x * rstd * w, rstd
+
+
+{name} = Op(
+    name="{name}", forward=forward, inputs=("x", "w"), scalars={{"eps": 1e-6}}, outputs=("y", "rstd"),
+    nondifferentiable_outputs=("rstd",), shapes=lambda s: (s, s[-1:]), rowwise=True,
+    dtypes=(torch.float32, torch.float64), backward=backward, saves=("x", "w", "rstd"), reference=reference,
+    fake=lambda x, w, eps: (torch.empty_like(x), x.new_empty((*x.shape[:-1], 1), dtype=wide(x).dtype)),
+    work=lambda a: Work(a[0].nbytes + a[1].nbytes, a[0].nbytes, 4 * a[0].numel()),
+)
+'''
+
+TRAPS = '''
+import torch
+from dbench import Op
+
+
+def rowsum(x):
+    return x.sum(-1)
+
+
+trap_fake = Op(name="trap_fake", forward=rowsum, reference=rowsum, fake=lambda x: torch.empty_like(x))
+trap_mutates = Op(name="trap_mutates", forward=lambda x: x.relu_().clone(), reference=lambda x: x.relu())
+
+_lib = torch.library.Library("dbench_test_trap_ns", "DEF")
+_lib.define("twice(Tensor x) -> Tensor")
+_lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
+trap_no_autograd = Op(name="trap_no_autograd", forward=lambda x: x * 2, reference=lambda x: x * 2,
+                      backward=lambda g, x: g * 2, saves=("x",), registered=torch.ops.dbench_test_trap_ns.twice)
+'''
+
+
+@pytest.fixture
+def catalogue() -> Iterator[None]:
+    """The catalogue as it was: a test's user ops do not leak into other tests' op lists."""
+    before = dict(OPS)
+    yield
+    OPS.clear()
+    OPS.update(before)
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def rmsnorm_file(tmp_path: Path) -> Path:
+    return _write(tmp_path, "my_ops.py", RMSNORM.format(name="user_rmsnorm"))
+
+
+def _runs(variant: str, op: str) -> list[str]:
+    v = get_variant(variant, op)
+    return [m for m in MODES if v.na_reason(m) is None]
+
+
+def test_every_generated_variant_passes_its_checks(rmsnorm_file: Path, catalogue: None) -> None:
+    (op,) = load_all([f"{rmsnorm_file}:user_rmsnorm"])
+    contract = OPS[op]
+    variants = [v for v in VARIANT_NAMES if has_variant(v, op)]
+    assert variants == ["raw", "define_impl", "custom_op", "custom_op_autograd", "autograd_key_py", "function_raw",
+                        "function_define_impl", "function_custom_op", "nested_define_impl", "nested_custom_op"]
+    for name in variants:
+        for mode in _runs(name, op):
+            spec = InputSpec(contract.boundary_shape, requires_grad=mode != "inference")
+            assert preflight(get_variant(name, op), contract, mode, spec) is None, (name, mode)
+
+
+@pytest.mark.parametrize("op, mode, said", [
+    ("trap_fake", "inference", "test_faketensor: When comparing the output"),
+    ("trap_mutates", "inference", "test_schema: Argument x is not defined as mutable but was mutated"),
+    ("trap_no_autograd", "fwd_requires_grad", "test_autograd_registration"),
+])
+def test_each_trap_names_the_registration_at_fault(tmp_path: Path, catalogue: None, op: str, mode: str,
+                                                   said: str) -> None:
+    load_all([str(_write(tmp_path, "traps.py", TRAPS))])
+    variant = "registered" if op == "trap_no_autograd" else "custom_op"
+    contract = OPS[op]
+    reason = preflight(get_variant(variant, op), contract, mode,
+                       InputSpec(contract.boundary_shape, requires_grad=mode != "inference"))
+    assert reason is not None and reason.startswith("contract check failed: opcheck") and said in reason
+    # The raw launcher is not a registration: it is timed as it is.
+    assert preflight(get_variant("raw", op), contract, "inference", InputSpec(contract.boundary_shape)) is None
+
+
+def test_boundary_run_from_outside_the_repo(rmsnorm_file: Path, tmp_path: Path, catalogue: None,
+                                            run_main: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results"
+    code = run_main.main(["--scenario", "boundary", "--op", "my_ops.py:user_rmsnorm", "--device", "cpu", "--quick",
+                          "--no-cpp", "--rounds", "3", "--shape", "2,16", "--out", str(out)])
+    assert code == 0
+    (result,) = out.glob("boundary-*.json")
+    rows = json.loads(result.read_text())["rows"]
+    assert {r["op"] for r in rows} == {"user_rmsnorm"}
+    assert {tuple(r["shape"]) for r in rows} == {(2, 16)}
+    assert {r["op_source"].rpartition("@")[0] for r in rows} == {"my_ops.py:user_rmsnorm"}
+    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
+    assert ("function_raw", "fwd_bwd") in timed and ("custom_op_autograd", "fwd_bwd") in timed
+    assert not [r for r in rows if r["status"] == "failed"]
+
+
+def test_two_ops_of_one_name_never_pair(tmp_path: Path, catalogue: None) -> None:
+    first = _write(tmp_path, "a.py", RMSNORM.format(name="user_rmsnorm"))
+    (second_dir := tmp_path / "b").mkdir()
+    second = _write(second_dir, "a.py", RMSNORM.format(name="user_rmsnorm").replace("1e-6", "1e-5"))
+    (c1,), (c2,) = load(f"{first}:user_rmsnorm"), load(f"{second}:user_rmsnorm")
+    assert c1.origin != c2.origin
+    key = {"scenario": "boundary", "op": "user_rmsnorm", "variant": "raw", "mode": "inference", "shape": [4, 32],
+           "dtype": "float32", "device": "cpu", "axes": []}
+    assert case_identity({**key, "op_source": c1.origin}) != case_identity({**key, "op_source": c2.origin})
+    # The same file is the same op (a rerun pairs with its baseline).
+    assert load(f"{first}:user_rmsnorm")[0].origin == c1.origin
+
+
+def _op(**kw: Any) -> Op:
+    return Op(**{"name": "user_op", "forward": lambda x: x.clone(), **kw})
+
+
+@pytest.mark.parametrize("kw, said", [
+    ({"name": "not a name"}, "the name must be an identifier"),
+    ({"scalars": {"k": [1, 2]}}, "scalar 'k' is a list"),
+    ({"saves": ("x",)}, "`saves` without a backward"),
+    ({"backward": lambda g, x: g, "saves": ("y",)}, "saved 'y' is neither an input nor an output"),
+    ({"backward": lambda g: g}, "differentiable input(s) ['x'] not saved"),
+    ({"outputs": ("x",)}, "input, scalar and output names must differ"),
+    ({"dtypes": (torch.int32,)}, "is not a floating dtype"),
+    ({"schema": "(Tensor x -> Tensor"}, "does not parse"),
+    ({"schema": "(Tensor x, Tensor y) -> Tensor"}, "has 2 argument(s) and 1 return(s); the declaration calls it with 1"),
+    ({"registered": len}, "registered= must be a registered op"),
+])
+def test_declaration_errors_say_what_to_change(kw: dict[str, Any], said: str) -> None:
+    with pytest.raises(DeclarationError) as info:
+        contract_of(_op(**kw), "t.py:user_op@0")
+    assert said in str(info.value)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--op", "missing.py"], "is not a file"),
+    (["--op", "notes.txt"], "expected FILE.py or FILE.py:NAME"),
+    (["--op", "my_ops.py:not-a-name"], "is not a Python name"),
+    (["--op", "my_ops.py:absent"], "defines no 'absent'"),
+    (["--op", "clash.py"], "op name 'noop' is taken by the suite's own ops"),
+    (["--op", "my_ops.py", "--ops", "nope"], "unknown op 'nope'"),
+    (["--op", "my_ops.py", "--scenario", "fusion"], "the fusion scenario takes only its own ops"),
+])
+def test_bad_op_options_exit_2_before_any_work(argv: list[str], said: str, rmsnorm_file: Path, tmp_path: Path,
+                                               catalogue: None, run_main: Any, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("")
+    _write(tmp_path, "clash.py", "from dbench import Op\nnoop = Op(name='noop', forward=lambda x: x.clone())\n")
+    if "--scenario" not in argv:
+        argv = ["--scenario", "boundary", *argv]
+    try:
+        code = run_main.main([*argv, "--device", "cpu", "--out", str(tmp_path / "r")])
+    except SystemExit as exc:  # argparse's own errors (a value's type) exit from the parser
+        code = exc.code
+    assert code == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+
+
+def test_list_names_the_loaded_ops(rmsnorm_file: Path, catalogue: None, run_main: Any,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main.main(["--list", "--op", str(rmsnorm_file)]) == 0
+    out = capsys.readouterr().out
+    assert "user_rmsnorm" in out and "my_ops.py:user_rmsnorm@" in out
+    for name in ("boundary", "roofline", "custom_op_autograd", "registered", "fwd_bwd"):
+        assert name in out
