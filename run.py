@@ -158,19 +158,21 @@ def run_custom(scenario: Any, device: str, args: argparse.Namespace, console: An
 
 
 def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: dict[str, Any],
-                console: Any) -> list[dict[str, Any]]:
-    """The same ops called from C++ (Google Benchmark driver), as rows with driver "cpp".
+                console: Any, json_path: Path) -> list[dict[str, Any]]:
+    """The same ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
+    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path).
 
     A driver that is not built is skipped (said on the console and in env); one that crashes,
     exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
     """
-    from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, run_cpp_driver
+    from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
 
     console.print(f"C++ driver: {', '.join(ops)} on {device}")
     extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
     try:
         rows, env["cpp_driver_context"] = run_cpp_driver(
             device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,
+            keep=gbench_path(json_path),
         )
     except CppDriverMissing as exc:
         console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
@@ -182,16 +184,16 @@ def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: 
         env["cpp_driver_context"] = {"error": str(exc), "output_tail": exc.output_tail}
         return failed_rows(ops, device, str(exc))
     if device.startswith("cuda"):
-        rows += cpp_gpu_pass(device, ops, extra_args, args, env, console)
+        rows += cpp_gpu_pass(device, ops, extra_args, args, env, console, json_path)
     return rows
 
 
 def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: argparse.Namespace,
-                 env: dict[str, Any], console: Any) -> list[dict[str, Any]]:
+                 env: dict[str, Any], console: Any, json_path: Path) -> list[dict[str, Any]]:
     """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
     per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
     env; a crashed pass: FAILED gpu_us rows."""
-    from dbench.bench.cpp_results import CppDriverFailed, failed_rows, gpu_timer_problem, run_cpp_gpu_pass
+    from dbench.bench.cpp_results import CppDriverFailed, failed_rows, gbench_path, gpu_timer_problem, run_cpp_gpu_pass
 
     if args.gpu_timer != "cupti":
         env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {args.gpu_timer}: the C++ driver times GPU "
@@ -199,7 +201,7 @@ def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: a
         return []
     try:
         rows, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=args.gpu_rounds,
-                                                               extra_args=extra_args)
+                                                               extra_args=extra_args, keep=gbench_path(json_path, gpu=True))
     except CppDriverFailed as exc:
         console.print(f"[red]C++ driver GPU pass FAILED:[/red] {exc}")
         console.print(exc.output_tail, markup=False, highlight=False)
@@ -415,7 +417,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         # The C++ driver times the boundary ops it was built with (ops with the C++ flavour).
         cpp_ops = [op for op in sel.ops if OPS[op].boundary and OPS[op].has_flavour("cpp")]
         if scenario.name == "boundary" and not args.no_cpp and cpp_ops:
-            extra_rows.extend(cpp_section(device, cpp_ops, args, env, console))
+            extra_rows.extend(cpp_section(device, cpp_ops, args, env, console, json_path))
             phase("cpp_driver")
     except ResultWriteError as exc:  # a checkpoint failed (full disk, folder read-only or gone): stop cleanly
         stop.requested = True
@@ -506,12 +508,24 @@ def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: a
     json_path = reserve(out_folder(args, env), scenario.name, label)
     code = run_in_turn(argv=list(sys.argv[1:] if argv is None else argv), options=parser_options(),
                        scenario=scenario, device=device, args=args, json_path=json_path, console=console,
-                       show=lambda doc, note: scenario.report(doc, console) if scenario.report is not None
-                       else show_tables(doc["rows"], doc["env"], console, note),
+                       show=lambda doc, note: show_merged(scenario, doc, console, note),
                        sides=getattr(args, "ab_sides", None))
     if args.plot:
         plot(load_result(json_path), json_path, console)
     return code, json_path
+
+
+def show_merged(scenario: Any, doc: dict[str, Any], console: Any, note: str) -> None:
+    """The tables of a run of several processes: the paired ratios of an A/B run, else the scenario's
+    report or the standard tables."""
+    if "ab" in doc:
+        from dbench.analysis.table import print_ab_table
+
+        print_ab_table(doc, console)
+    elif scenario.report is not None:
+        scenario.report(doc, console)
+    else:
+        show_tables(doc["rows"], doc["env"], console, note)
 
 
 def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | None, args: argparse.Namespace,

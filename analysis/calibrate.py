@@ -197,11 +197,8 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
 
 
 def row_class(metric: str, label: str) -> str:
-    """A row's class, for a calibration row or a verdict: GPU time, or CPU time from the Python or
-    the C++ driver."""
-    if metric.startswith("gpu_us"):
-        return "GPU time"
-    return "CPU time, C++ driver" if label.endswith("(cpp)") else "CPU time, Python"
+    """The name of a row's class (the gate's CLASSES), for a calibration row or a verdict."""
+    return gatemod.CLASSES[gatemod.row_class(metric, label)]
 
 
 def summary_lines(doc: Mapping[str, Any]) -> list[str]:

@@ -1,7 +1,8 @@
 """The regression gate: one verdict per row of a new run against a baseline, judged across processes.
 
     python -m dbench.analysis.gate NEW BASELINE... [--format md|txt] [--calibration FILE] [--delta 0.05]
-                            [--alpha A] [--metric auto|absolute|ratio] [--allow-different-env]
+                            [--alpha-night 0.01 | --alpha A] [--target 0.10] [--require CLASS[,CLASS]]
+                            [--metric auto|absolute|ratio] [--allow-different-env]
 
 NEW is a result file or a folder of them (a folder is one run; each file holds processes of it).
 BASELINE is one or more files or folders whose processes are pooled. When NEW is an A/B file
@@ -10,7 +11,8 @@ BASELINE is one or more files or folders whose processes are pooled. When NEW is
 Per row the effect is new / baseline as a ratio of geometric means of the per-process medians,
 with a CI from the spread across processes: Welch's t on the log values for independent runs, a
 paired t on the per-pair log ratios for A/B. The CI is two-sided at 1 - 2α (each bound a one-sided
-test at level α; α = 0.05 unless a calibration sets its per-row α). Against the band
+test at level α: --alpha, else the calibration's per-row α, else the night's --alpha-night
+(0.01) shared by the rows judged, Bonferroni). Against the band
 [1/(1+δ), 1+δ]:
 
 * ``regression``: the whole CI lies above 1+δ (the slowdown exceeds δ at level α);
@@ -29,17 +31,23 @@ where the calibration says the row is steadier that way, and in absolute µs whe
 floor; GPU rows on their gpu_us medians. δ comes per row from --calibration (analysis.calibrate),
 else --delta (default 0.05: the band within which the H200's repeated runs reproduced most rows).
 
-The outcome, in the headline with the rows decided (regression, improvement or same) and the
-count of each verdict, and the exit status:
+Rows fall into classes (CLASSES: GPU time, CPU time of the Python driver, of the C++ driver). A
+class gates the night when its median row would flag a --target slowdown (0.10) with 95 % power at
+tonight's design, or when --require names it; else it is advisory: judged and shown, its
+regressions do not fail the night. The outcome, in the headline with the rows decided per class
+and the count of each verdict, and the exit status:
 
-* ``FAIL`` (exit 1): a ``regression`` or ``failed`` row; it wins over NO DECISION.
+* ``FAIL`` (exit 1): a ``failed`` row, or a ``regression`` in a gating class; it wins over NO DECISION.
 * ``NO DECISION`` (exit 3): no row was compared, no row was decided (every row inconclusive,
-  missing, new or n/a), or a row timed in the baseline is missing tonight (n/a, untimed or gone).
-  Never a pass: a gate that judged nothing, or not what the baseline timed, has not passed.
+  missing, new or n/a), every class is advisory, no row of a gating class was decided, a
+  --require'd class decided nothing, or a row timed in the baseline is missing tonight (n/a,
+  untimed or gone). Never a pass: a gate that judged nothing, or not what the baseline timed, has
+  not passed.
 * ``PASS`` (exit 0): none of the above; inconclusive and new rows are listed, and do not fail.
 * exit 2, bad input, one line on stderr: an unreadable, oversized, empty or non-result file or one
   with a non-finite or non-positive time (named, with the row), a calibration file with a value
-  out of range, --delta outside (0, 1) or --alpha outside (0, 0.5), or runs of different
+  out of range, --delta or --target outside (0, 1), --alpha or --alpha-night outside (0, 0.5), an
+  unknown class to --require, or runs of different
   scenario, device, GPU, driver, torch build or dtype (unless --allow-different-env).
 """
 
@@ -71,7 +79,16 @@ VERDICTS = (FAILED, gs.REGRESSION, MISSING, gs.INCONCLUSIVE, gs.IMPROVEMENT, NEW
 DECIDED = (gs.REGRESSION, gs.IMPROVEMENT, gs.SAME)
 JUDGED_METRICS = ("cpu_us", "gpu_us")
 DEFAULT_DELTA = {"cpu_us": 0.05, "gpu_us": 0.05}
-DEFAULT_ALPHA = 0.05
+# The false alarms a night may raise, shared by the rows judged (Bonferroni: each CI bound at
+# α_night / rows). Shared, not per row: 246 rows at 0.05 each raised 5 false regressions on
+# identical code on the H200 (results/h200/README.md). analysis.calibrate uses the same default.
+DEFAULT_ALPHA_NIGHT = 0.01
+# A class of rows gates the night when its median row flags this slowdown with POWER at tonight's
+# design; else it is advisory (its regressions are shown, the outcome does not follow them).
+DEFAULT_TARGET = 0.10
+POWER = 0.95
+# Row classes: the key (for --require) and the name shown. One definition, used by calibrate too.
+CLASSES = {"gpu": "GPU time", "cpu-python": "CPU time, Python", "cpu-cpp": "CPU time, C++ driver"}
 # --delta lies in (0, 1): a band of ±100 % or more calls every slowdown short of 2x `same`.
 MAX_DELTA = 1.0
 # A calibrated δ may exceed 1 for a row the A/A runs found very noisy (it then says how little that
@@ -252,6 +269,13 @@ def row_label(row: Mapping[str, Any]) -> str:
     return case_label(row) + ("" if driver == "python" else f" ({driver})")
 
 
+def row_class(metric: str, label: str) -> str:
+    """A row's class (a key of CLASSES): GPU time, or CPU time from the Python or the C++ driver."""
+    if metric.startswith("gpu_us"):
+        return "gpu"
+    return "cpu-cpp" if label.endswith("(cpp)") else "cpu-python"
+
+
 # ---------------------------------------------------------------------------------------------
 # Verdicts
 
@@ -271,6 +295,57 @@ class RowVerdict:
     n_baseline: int = 0
     n_new: int = 0
     note: str = ""
+    detectable: float | None = None  # the slowdown this row's CI flags with POWER (judged rows only)
+
+    @property
+    def row_class(self) -> str:
+        return row_class(self.metric, self.label)
+
+
+@dataclass(frozen=True)
+class ClassState:
+    """What one class of rows decided tonight, and whether it gates the night."""
+
+    key: str  # of CLASSES
+    judged: int  # rows compared (timed on both sides)
+    decided: int  # regression, improvement or same
+    regressions: int
+    detectable: float | None  # median over the judged rows of the slowdown flagged with POWER
+    gating: bool
+    why: str  # why it gates or is advisory
+
+    @property
+    def name(self) -> str:
+        return CLASSES[self.key]
+
+    def text(self) -> str:
+        shown = f"{self.name} {self.decided}/{self.judged}"
+        if not self.gating:
+            shown += " advisory" + (f" with {self.regressions} regression(s) not gating" if self.regressions else "")
+        return shown
+
+
+def class_states(rows: Sequence[RowVerdict], target: float, required: Iterable[str]) -> dict[str, ClassState]:
+    """Per class with judged rows: gating when required, or when its median row flags a `target`
+    slowdown with POWER at tonight's design (its own spread, pairs and α); else advisory."""
+    import numpy as np
+
+    out = {}
+    required = set(required)
+    for key in CLASSES:
+        judged = [r for r in rows if r.row_class == key and r.verdict in (*DECIDED, gs.INCONCLUSIVE)]
+        if not judged and key not in required:
+            continue
+        found = [math.inf if r.detectable is None else r.detectable for r in judged]
+        detectable = float(np.median(found)) if found else None
+        reach = "no row judged" if detectable is None else (
+            "detects no slowdown" if math.isinf(detectable) else f"detects +{detectable:.1%}")
+        gating = key in required or (detectable is not None and detectable <= target)
+        why = ("required" + (f"; {reach}" if detectable is not None else "") if key in required
+               else f"{reach} with {POWER:.0%} power" + ("" if gating else f", more than the +{target:.0%} target"))
+        out[key] = ClassState(key, len(judged), sum(r.verdict in DECIDED for r in judged),
+                              sum(r.verdict == gs.REGRESSION for r in judged), detectable, gating, why)
+    return out
 
 
 @dataclass(frozen=True)
@@ -282,6 +357,11 @@ class GateResult:
     baseline_sources: list[str]
     header: list[str]  # lines that say what was compared (clocks, probes, calibration)
     warnings: list[str]
+    classes: dict[str, ClassState] = field(default_factory=dict)  # judged classes (empty: all gate)
+
+    def gating(self, row: RowVerdict) -> bool:
+        state = self.classes.get(row.row_class)
+        return state is None or state.gating
 
     @property
     def counts(self) -> dict[str, int]:
@@ -295,19 +375,28 @@ class GateResult:
 
     @property
     def outcome(self) -> str:
-        """FAIL (a regression or a FAILED row) wins; NO DECISION when nothing was decided or a row
-        the baseline timed is missing; else PASS."""
-        if any(r.verdict in (gs.REGRESSION, FAILED) for r in self.rows):
+        """FAIL (a FAILED row, or a regression in a gating class) wins; NO DECISION when no gating
+        row was decided, a required class decided nothing or a row the baseline timed is missing;
+        else PASS."""
+        if any(r.verdict == FAILED or (r.verdict == gs.REGRESSION and self.gating(r)) for r in self.rows):
             return FAIL
         return NO_DECISION if self.undecided_reasons() else PASS
 
     def undecided_reasons(self) -> list[str]:
         """Why the gate cannot pass (empty when it can)."""
         out = []
+        gating = [c for c in self.classes.values() if c.gating]
         if not self.rows:
             out.append("no row to compare: neither run timed a cpu_us or gpu_us row the other could be judged against")
         elif not self.decided:
             out.append("no row was decided (every row inconclusive, missing or new)")
+        elif self.classes and not gating:
+            out.append("every class is advisory at this design (" + "; ".join(
+                f"{c.name}: {c.why}" for c in self.classes.values()) + "): run more pairs, or --require CLASS")
+        elif self.classes and not any(c.decided for c in gating):
+            out.append("no row of a gating class was decided")
+        out += [f"required class {c.name}: none of its {c.judged} rows was decided"
+                for c in gating if c.why.startswith("required") and not c.decided]
         missing = self.counts.get(MISSING, 0)
         if missing:
             out.append(f"{missing} row(s) timed in the baseline are missing in the new run")
@@ -323,7 +412,8 @@ class GateResult:
 
     def summary(self) -> str:
         counts = "".join(f", {n} {v}" for v, n in self.counts.items())
-        return f"{self.outcome}: {len(self.rows)} rows — {self.decided} decided{counts}"
+        classes = " (" + "; ".join(c.text() for c in self.classes.values()) + ")" if self.classes else ""
+        return f"{self.outcome}: {len(self.rows)} rows — {self.decided} decided{classes}{counts}"
 
 
 def level_text(alpha: float) -> str:
@@ -408,7 +498,8 @@ def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metr
     low, high = effect.ci(alpha)
     verdict = gs.decide(low, high, d)
     note = needed_note(effect, d, alpha) if verdict == gs.INCONCLUSIVE else ""
-    return RowVerdict(verdict=verdict, ratio=effect.ratio, ci_low=low, ci_high=high, note=note, **common)
+    return RowVerdict(verdict=verdict, ratio=effect.ratio, ci_low=low, ci_high=high, note=note,
+                      detectable=gs.detectable(d, effect.se, effect.df, alpha, POWER), **common)
 
 
 def _clocks(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -428,7 +519,8 @@ def _probe(docs: Sequence[Mapping[str, Any]]) -> float | None:
 
 
 def header_lines(new_docs: Sequence[Mapping[str, Any]], base_docs: Sequence[Mapping[str, Any]],
-                 rows: Sequence[RowVerdict], design: str, alpha: float, delta_source: str) -> list[str]:
+                 rows: Sequence[RowVerdict], design: str, alpha: float, alpha_source: str,
+                 delta_source: str) -> list[str]:
     lines = []
     if design == "paired":
         ab = new_docs[0]["ab"]
@@ -437,7 +529,7 @@ def header_lines(new_docs: Sequence[Mapping[str, Any]], base_docs: Sequence[Mapp
     else:
         lines.append(f"independent runs: {len(new_docs)} new file(s) vs {len(base_docs)} baseline file(s); "
                      "Welch t on per-process log values")
-    lines.append(f"CI {level_text(alpha)} (one-sided α = {alpha:.3g} per bound); δ {delta_source}")
+    lines.append(f"CI {level_text(alpha)}: one-sided α {alpha:.3g} per bound, {alpha_source}; δ {delta_source}")
     if any(r.metric == "gpu_us" for r in rows):
         base_clock = _clocks(new_docs) if design == "paired" else _clocks(base_docs)
         lines.append(f"GPU rows (gpu_us): SM clock baseline {base_clock}, new {_clocks(new_docs)}")
@@ -486,6 +578,14 @@ def calibration_warnings(calibration: Mapping[str, Any], reference: Mapping[str,
     return out
 
 
+def judged_keys(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[tuple[Any, ...], RowRun],
+                paired: bool) -> list[tuple[Any, ...]]:
+    """The rows that get a CI tonight: timed on both sides and not FAILED (row_verdicts' rule)."""
+    return [key for key, new in new_rows.items()
+            if new.status != FAILED and new.timed
+            and (new.a_timed if paired else key in base_rows and base_rows[key].timed)]
+
+
 def row_verdicts(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[tuple[Any, ...], RowRun],
                  paired: bool, cal_rows: Mapping[str, Any], **judging: Any) -> list[RowVerdict]:
     """One verdict per row of either side (rows timed on neither side are left out), problems first.
@@ -521,20 +621,30 @@ def row_verdicts(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[
 
 def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[str, Any]] = (), *,
          calibration: Mapping[str, Any] | None = None, delta: float | None = None, metric: str = "auto",
-         alpha: float | None = None, allow_different_env: bool = False,
+         alpha: float | None = None, alpha_night: float | None = None, target: float | None = None,
+         require: Iterable[str] = (), allow_different_env: bool = False,
          new_sources: Sequence[str] | None = None, baseline_sources: Sequence[str] | None = None) -> GateResult:
     """Judge every cpu_us / gpu_us row of `new_docs` (one run: its files pooled as processes) against
     `baseline_docs` (pooled), or, when the new documents are A/B runs, side B against side A.
 
     δ per row comes from `calibration` (a document written by analysis.calibrate), else `delta`,
-    else DEFAULT_DELTA. `alpha`: one-sided level of each CI bound (default: the
-    calibration's per-row α, else DEFAULT_ALPHA). Raises GateInputError for input it cannot judge,
-    ResultFileError (a ValueError too) for a document or calibration that is not well formed."""
+    else DEFAULT_DELTA. The one-sided level of each CI bound: `alpha` when given, else the
+    calibration's per-row α, else `alpha_night` (default DEFAULT_ALPHA_NIGHT) divided by the rows
+    judged (Bonferroni). A class of rows (CLASSES) gates the outcome when it is in `require` or its
+    median row flags a `target` slowdown (default DEFAULT_TARGET) with POWER; else it is advisory.
+    Raises GateInputError for input it cannot judge, ResultFileError (a ValueError too) for a
+    document or calibration that is not well formed."""
     new_docs, baseline_docs = list(new_docs), list(baseline_docs)
     if metric not in ("auto", RATIO, ABSOLUTE):
         raise GateInputError(f"metric must be auto, ratio or absolute, not {metric!r}")
     check_delta(delta, "delta")
     check_alpha(alpha, "alpha")
+    check_alpha(alpha_night, "alpha_night")
+    check_delta(target, "target")
+    require = list(require)
+    unknown = [c for c in require if c not in CLASSES]
+    if unknown:
+        raise GateInputError(f"unknown class {unknown[0]!r} to require (one of {', '.join(CLASSES)})")
     new_sources = list(new_sources or [f"new[{i}]" for i in range(len(new_docs))])
     baseline_sources = list(baseline_sources or [f"baseline[{i}]" for i in range(len(baseline_docs))])
     for source, doc in [*zip(new_sources, new_docs), *zip(baseline_sources, baseline_docs)]:
@@ -546,16 +656,26 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
                               allow_different_env)
     if calibration is not None:
         warnings += calibration_warnings(calibration, new_docs[0], design)
-    if alpha is None:
-        alpha = float(((calibration or {}).get("params") or {}).get("alpha_row") or DEFAULT_ALPHA)
-    verdicts = row_verdicts(collect(new_docs), collect(baseline_docs) if design == "independent" else {},
-                            design == "paired", (calibration or {}).get("rows") or {},
+    new_rows = collect(new_docs)
+    base_rows = collect(baseline_docs) if design == "independent" else {}
+    calibrated = ((calibration or {}).get("params") or {}).get("alpha_row")
+    if alpha is not None:
+        alpha_source = "given (--alpha)"
+    elif calibrated is not None:
+        alpha, alpha_source = float(calibrated), "the calibration's per-row α"
+    else:
+        night = DEFAULT_ALPHA_NIGHT if alpha_night is None else alpha_night
+        judged = max(1, len(judged_keys(new_rows, base_rows, design == "paired")))
+        alpha, alpha_source = night / judged, f"{night:g} a night shared by {judged} rows judged (Bonferroni)"
+    verdicts = row_verdicts(new_rows, base_rows, design == "paired", (calibration or {}).get("rows") or {},
                             metric_mode=metric, delta=delta, alpha=alpha)
     fallback = (f"{delta:.1%}" if delta is not None else
                 "default " + ", ".join(f"{v:.1%} ({m})" for m, v in DEFAULT_DELTA.items()))
     delta_source = f"per row from the calibration, else {fallback}" if calibration is not None else fallback
-    header = header_lines(new_docs, baseline_docs, verdicts, design, alpha, delta_source)
-    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings)
+    header = header_lines(new_docs, baseline_docs, verdicts, design, alpha, alpha_source, delta_source)
+    classes = class_states(verdicts, DEFAULT_TARGET if target is None else target, require)
+    header += [f"{c.name}: {'gating' if c.gating else 'advisory'} ({c.why})" for c in classes.values()]
+    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings, classes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,21 +734,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--format", choices=("md", "txt"), default="txt")
     p.add_argument("--calibration", type=Path, help="per-row noise and δ from python -m dbench.analysis.calibrate")
     p.add_argument("--delta", type=float, help="the band ±δ of rows the calibration does not cover (default 0.05)")
-    p.add_argument("--alpha", type=float, help="one-sided level of each CI bound (default: calibrated, else 0.05)")
+    p.add_argument("--alpha", type=float,
+                   help="one-sided level of each CI bound (default: calibrated, else --alpha-night / rows judged)")
+    p.add_argument("--alpha-night", type=float,
+                   help=f"false alarms a night may raise, shared by the rows judged (default {DEFAULT_ALPHA_NIGHT})")
+    p.add_argument("--target", type=float, help="a class of rows gates when its median row flags this slowdown "
+                   f"with {POWER:.0%} power at tonight's design (default {DEFAULT_TARGET})")
+    p.add_argument("--require", action="append", default=[], metavar="CLASS[,CLASS]",
+                   help=f"classes that gate whatever they can detect: {', '.join(CLASSES)}")
     p.add_argument("--metric", choices=("auto", ABSOLUTE, RATIO), default="auto",
                    help="CPU rows: ratio to the in-run floor (auto, ratio) or absolute µs")
     p.add_argument("--allow-different-env", action="store_true",
                    help="judge runs of different scenarios, devices, GPUs, drivers, torch builds or dtypes")
     p.add_argument("--hide-same", action="store_true", help="leave rows judged `same` out of the table")
     args = p.parse_args(argv)
+    require = [c for item in args.require for c in item.split(",") if c]
     try:
         check_delta(args.delta)
         check_alpha(args.alpha)
+        check_alpha(args.alpha_night, "--alpha-night")
+        check_delta(args.target, "--target")
+        unknown = [c for c in require if c not in CLASSES]
+        if unknown:
+            raise GateInputError(f"--require: unknown class {unknown[0]!r} (one of {', '.join(CLASSES)})")
         new = load_run(args.new)
         base = [item for path in args.baseline for item in load_run(path)]
         calibration = load_calibration(args.calibration) if args.calibration else None
         result = gate([d for _, d in new], [d for _, d in base], calibration=calibration, delta=args.delta,
-                      metric=args.metric, alpha=args.alpha, allow_different_env=args.allow_different_env,
+                      metric=args.metric, alpha=args.alpha, alpha_night=args.alpha_night, target=args.target,
+                      require=require, allow_different_env=args.allow_different_env,
                       new_sources=[s for s, _ in new], baseline_sources=[s for s, _ in base])
     except (ResultFileError, GateInputError) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ are far tighter than two processes are to each other).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -59,6 +60,7 @@ def beyond_float(fn: Callable[[float], float], x: float) -> float:
     return math.inf if x > 700 else fn(x)
 
 
+@functools.lru_cache(maxsize=4096)  # a night asks for the same few (α, df) thousands of times
 def t_quantile(alpha: float, df: float) -> float:
     """The one-sided (1 - α) quantile of Student's t (the normal one for infinite df)."""
     import scipy.stats
@@ -195,6 +197,8 @@ def mde(sigma: float, n: float, alpha: float, power: float, paired: bool = False
 def power(effect_log: float, delta: float, se: float, df: float, alpha: float) -> float:
     """P(the gate calls `regression`) for a true effect (log scale): the CI's lower bound must
     clear log(1+δ), so the statistic (estimate - log(1+δ))/se is a noncentral t."""
+    import warnings
+
     import scipy.stats
 
     if se <= 0:
@@ -203,16 +207,28 @@ def power(effect_log: float, delta: float, se: float, df: float, alpha: float) -
     crit = t_quantile(alpha, df)
     if math.isinf(df):
         return float(scipy.stats.norm.sf(crit - ncp))
-    return float(scipy.stats.nct.sf(crit, df, ncp))
+    with warnings.catch_warnings():  # far tails of a wide design: the series' closest value will do
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(scipy.stats.nct.sf(crit, df, ncp))
 
 
 def detectable(delta: float, se: float, df: float, alpha: float, target: float) -> float:
-    """The smallest relative slowdown called `regression` with probability `target`."""
+    """The smallest relative slowdown called `regression` with probability `target`: the power
+    depends on the effect only through (effect - log(1+δ))/se, so this is log(1+δ) + k·se with k
+    the noncentrality at which the test reaches `target` (inf: none a float holds)."""
+    if se <= 0:
+        return delta
+    return beyond_float(math.expm1, math.log1p(delta) + _ncp_for_power(alpha, df, target) * se)
+
+
+@functools.lru_cache(maxsize=1024)
+def _ncp_for_power(alpha: float, df: float, target: float) -> float:
     import scipy.optimize
 
-    lo = math.log1p(delta)
-    hi = lo + 2 * (t_quantile(alpha, df) + t_quantile(1 - target, df)) * se + 1e-9
-    while power(hi, delta, se, df, alpha) < target:  # the t quantiles bound it; widen if not
-        hi = lo + 2 * (hi - lo)
-    found = scipy.optimize.brentq(lambda e: power(e, delta, se, df, alpha) - target, lo, hi)
-    return beyond_float(math.expm1, found)  # inf: no slowdown a float holds would do
+    crit = t_quantile(alpha, df)
+    hi = max(1.0, 2 * (crit + t_quantile(1 - target, df)))
+    while power(hi, 0.0, 1.0, df, alpha) < target:  # the t quantiles bound it; widen if not
+        if hi > 1e12:
+            return math.inf
+        hi *= 2
+    return float(scipy.optimize.brentq(lambda k: power(k, 0.0, 1.0, df, alpha) - target, 0.0, hi))

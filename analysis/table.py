@@ -12,13 +12,14 @@ import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+from dbench.bench.ab import CONFIDENCE as AB_CONFIDENCE
 from dbench.bench.cpp_results import CPP_VARIANT_NAMES
 from dbench.ops import VARIANT_NAMES
 
@@ -241,3 +242,48 @@ def fitted(console: Console, rendered: list[Table]) -> Iterator[None]:
         yield
     finally:
         console.width = width
+
+
+# ---------------------------------------------------------------------------------------------
+# A/B runs (run.py --ab)
+
+
+def _ratio_text(row: Mapping[str, Any], prefix: str) -> str:
+    value = row.get(f"{prefix}_median")
+    if value is None:
+        return "—"
+    low, high = row.get(f"{prefix}_ci_low"), row.get(f"{prefix}_ci_high")
+    return f"{value:.3f}" + (f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else "")
+
+
+def print_ab_table(doc: Mapping[str, Any], console: Any) -> None:
+    """Per row: each side's median of process medians and the paired ratios B/A with their CI."""
+    from rich.table import Table
+
+    ab = doc["ab"]
+    # Times only (kernels_per_call rows stay in the file); rows with a ratio, or FAILED on a side.
+    rows = [r for r in doc["rows"] if r.get("unit") == "us" and (
+        r.get("ab_ratio_median") is not None or "failed" in (r.get("status"), r.get("a_status")))]
+    if not rows:
+        console.print("[yellow]A/B: no row was timed on both sides: no paired ratios[/yellow]")
+        return
+    table = Table()
+    for name, justify in (("row", "left"), ("metric", "left"), ("A median", "right"), ("B median", "right"),
+                          ("B/A", "right"), ("B/A of ratio to floor", "right"), ("pairs", "right")):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for r in rows:
+        label = "/".join(str(r.get(k)) for k in ("op", "variant", "mode"))
+        if (r.get("driver") or "python") != "python":
+            label += f" ({r['driver']})"
+        cells = [f"{x:.3f}" if isinstance(x, (int, float)) else "—" for x in (r.get("a_median"), r.get("median"))]
+        if r.get("status") == "failed" or r.get("a_status") == "failed":
+            cells.append("FAILED")
+        else:
+            cells.append(_ratio_text(r, "ab_ratio"))
+        table.add_row(label, str(r.get("metric")), *cells, _ratio_text(r, "ab_floor_ratio"), str(r.get("ab_pairs", 0)))
+    with fitted(console, [table]):
+        console.print(f"[bold]A/B: B/A per row, geometric mean over {ab['pairs']} ABBA pairs, "
+                      f"{AB_CONFIDENCE:.0%} t-interval[/bold] — A = {ab['a']}, B = {ab['b']}", soft_wrap=True)
+        console.print(table)
+        console.print("[dim]B/A: of the process medians (µs); of ratio to floor: of each process's median ratio to "
+                      "its in-run floor, in which the offset of each process cancels.[/dim]", soft_wrap=True)

@@ -75,7 +75,7 @@ count = _number(int, "a whole number >= 0", lambda v: v >= 0)
 positive_float = _number(float, "a number > 0", lambda v: v > 0)
 fraction = _number(float, "a number between 0 and 1 (exclusive)", lambda v: 0 < v < 1)
 at_least_two = _number(int, "a whole number >= 2", lambda v: v >= 2)
-AB_PAIRS = 4  # --ab default: 8 processes, ABBA ABBA
+AB_PAIRS = 6  # --ab default: 12 processes; the fewest pairs at which the gate's GPU rows gate a full table (results/h200/gate/nights)
 
 
 def name_list(text: str) -> tuple[str, ...]:

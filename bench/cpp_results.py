@@ -38,9 +38,18 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .atomic import write_atomic
 from .rows import GPU_METRICS, stat_row
 
 DRIVER_NAME = "dbench_cpp_driver"
+# Google Benchmark's JSON of a run is kept beside its result file: <stem>.gbench.json (the CPU rows),
+# <stem>.gbench-gpu.json (the GPU pass).
+GBENCH_SUFFIX, GBENCH_GPU_SUFFIX = ".gbench.json", ".gbench-gpu.json"
+
+
+def gbench_path(result_json: Path, gpu: bool = False) -> Path:
+    """Where a run's Google Benchmark JSON is kept: beside the result file, same stem."""
+    return result_json.with_name(result_json.stem + (GBENCH_GPU_SUFFIX if gpu else GBENCH_SUFFIX))
 TIMER = "google-benchmark real_time"
 GPU_TIMER = "cupti"  # the GPU rows' timer, spelled as the Python CUPTI rows (bench.gputimer.CuptiTimer.name)
 # The driver's context key dbench_gpu_timer: off (a plain run), cupti (a GPU pass that traced), unavailable.
@@ -261,6 +270,7 @@ def run_cpp_driver(
     *,
     timeout: float | None = None,
     gpu_timer: str = GPU_PASS_OFF,
+    keep: Path | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the driver on ``device`` (cpu, cuda, cuda:N) and return (rows, context).
 
@@ -269,7 +279,9 @@ def run_cpp_driver(
     (e.g. ``--benchmark_filter=muladd/``, ``--dbench_no_pin``). ``context`` is
     Google Benchmark's context block (host, CPUs, caches, load average, library
     build type) plus the driver's ``dbench_*`` keys and the command line.
-    ``gpu_timer="cupti"`` makes the run a GPU pass (``run_cpp_gpu_pass``).
+    ``gpu_timer="cupti"`` makes the run a GPU pass (``run_cpp_gpu_pass``). ``keep``: a path to
+    keep Google Benchmark's own JSON at (written whole or not at all), for the tools that read that
+    format (google-benchmark's compare.py, Bencher, github-action-benchmark).
     """
     if gpu_timer not in (GPU_PASS_OFF, GPU_PASS_TRACED):
         raise ValueError(f"gpu_timer must be {GPU_PASS_OFF!r} or {GPU_PASS_TRACED!r}, got {gpu_timer!r}")
@@ -297,14 +309,22 @@ def run_cpp_driver(
             how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with status {proc.returncode}"
             raise CppDriverFailed(f"C++ driver {path.name} {how}: {_last_line(tail)}", tail)
         try:
-            document = json.loads(out.read_text())
+            text = out.read_text()
+            document = json.loads(text)
         except (OSError, ValueError) as exc:
             raise CppDriverFailed(f"C++ driver {path.name} wrote no readable JSON ({exc})", tail) from None
+
     try:
         rows, context = convert(document)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CppDriverFailed(f"C++ driver {path.name} wrote JSON this suite cannot read ({exc})", tail) from None
     context["dbench_command"] = [path.name, *args]
+    if keep is not None:
+        try:  # a copy for other tools: its loss is said in the result, and the rows stay
+            write_atomic(keep, text)
+            context["gbench_json"] = keep.name
+        except OSError as exc:
+            context["gbench_json_error"] = f"could not keep Google Benchmark's JSON at {keep.name}: {exc}"
     return rows, context
 
 
@@ -315,6 +335,7 @@ def run_cpp_gpu_pass(
     extra_args: Iterable[str] = (),
     *,
     timeout: float | None = None,
+    keep: Path | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The driver's GPU pass on a CUDA ``device``: (gpu_us and kernels_per_call rows, context).
 
@@ -326,4 +347,5 @@ def run_cpp_gpu_pass(
         from .runner import GPU_MIN_BLOCK_SECONDS
 
         min_time = GPU_MIN_BLOCK_SECONDS
-    return run_cpp_driver(device, repetitions, min_time, extra_args, timeout=timeout, gpu_timer=GPU_PASS_TRACED)
+    return run_cpp_driver(device, repetitions, min_time, extra_args, timeout=timeout, gpu_timer=GPU_PASS_TRACED,
+                          keep=keep)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .ab import Slot, abba, merge_ab, order_text, print_ab_table
+from .ab import Slot, abba, merge_ab, order_text
 from .process_merge import merge_processes
 from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
 from .shard.plan import shard_cores
@@ -248,11 +248,8 @@ def run_repeated(
 
         console.print(f"[red]{escape(merged['error'])}[/red] (their logs: {rel(work, repo_root)})", soft_wrap=True)
         return exit_code(children, interrupted, [])
-    if sides:
-        print_ab_table(merged, console)
-    else:
-        show(merged, f"{scenario.table_note} Each figure is the median of {len(plan)} processes' medians; "
-             "~ marks a row whose process medians spread by more than 10 %.".strip())
+    show(merged, f"{scenario.table_note} Each figure is the median of {len(plan)} processes' medians; "
+         "~ marks a row whose process medians spread by more than 10 %.".strip())
     from .probe import instability_note
 
     unstable = instability_note(merged.get("speed_probe"))

@@ -3,7 +3,7 @@
     dbench run --scenario boundary --op my_ops.py:my_op     (run.py's options)
     dbench list [--op my_ops.py]                           (scenarios, ops, variants, modes)
     dbench gate NEW [BASELINE ...]                         (dbench.analysis.gate)
-    dbench report | figures | compare | history | calibrate  (dbench.analysis.*)
+    dbench report | figures | compare | history | calibrate | nights | export  (dbench.analysis.*)
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("dbench.analysis.compare", "two runs side by side, row by row"),
     "history": ("dbench.analysis.history", "a series of runs: change points per row"),
     "calibrate": ("dbench.analysis.calibrate", "the gate's per-row thresholds from repeated runs"),
+    "nights": ("dbench.analysis.nights", "synthetic nights from A/A runs: what the gate's settings decide"),
+    "export": ("dbench.analysis.export", "result files for Bencher or github-action-benchmark"),
 }
 
 

@@ -10,7 +10,9 @@ driver is not built by design); a missing driver in any other case fails.
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +184,21 @@ def test_driver_runs_on_cpu(driver: Path) -> None:
         assert key in context, key
     assert context["dbench_device"] == "cpu" and context["dbench_threads"] == "1"
     assert context["dbench_command"][0] == "dbench_cpp_driver"
+
+
+def test_the_drivers_json_is_kept_whole_for_other_tools(driver: Path, tmp_path: Path) -> None:
+    keep = tmp_path / "run.gbench.json"
+    rows, context = run_cpp_driver("cpu", repetitions=2, min_time=0.001, timeout=120, keep=keep,
+                                   extra_args=["--benchmark_filter=^muladd/direct/", "--dbench_no_pin"])
+    document = json.loads(keep.read_text())  # google-benchmark's compare.py reads this format
+    assert {"context", "benchmarks"} <= document.keys() and context["gbench_json"] == keep.name
+    assert document["benchmarks"] and all(b["name"].startswith("muladd/direct") for b in document["benchmarks"])
+    assert rows and all(r["status"] == "ok" for r in rows)
+    # A copy that cannot be written is said in the context; the rows stay.
+    rows, context = run_cpp_driver("cpu", repetitions=2, min_time=0.001, timeout=120,
+                                   keep=tmp_path / "missing-folder" / "x.gbench.json",
+                                   extra_args=["--benchmark_filter=^muladd/direct/", "--dbench_no_pin"])
+    assert rows and "could not keep" in context["gbench_json_error"]
 
 
 def test_driver_filter_selects_a_subset(driver: Path) -> None:
@@ -384,7 +401,7 @@ def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pyt
         run_cpp_driver("cuda", gpu_timer="events")
 
 
-def _cpp_section(device: str, gpu_timer: str = "cupti") -> tuple[list[dict], dict, str]:
+def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = None) -> tuple[list[dict], dict, str]:
     import argparse
     import io
 
@@ -395,18 +412,25 @@ def _cpp_section(device: str, gpu_timer: str = "cupti") -> tuple[list[dict], dic
     args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5)
     out = io.StringIO()
     env: dict[str, Any] = {}
-    rows = run.cpp_section(device, ["muladd"], args, env, Console(file=out, width=300))
+    result = result or Path(tempfile.mkdtemp()) / "boundary-cuda0-x.json"
+    rows = run.cpp_section(device, ["muladd"], args, env, Console(file=out, width=300), result)
     return rows, env, out.getvalue()
 
 
 def test_run_py_takes_cpu_rows_from_the_plain_run_and_gpu_rows_from_the_gpu_pass(
-        fake_driver: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake_driver: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import json
 
     monkeypatch.setenv("FAKE_DOCUMENT", json.dumps({**HAND_WRITTEN, "context": {**HAND_WRITTEN["context"],
                                                                                  "dbench_device": "cuda:0"}}))
     monkeypatch.setenv("FAKE_GPU_DOCUMENT", json.dumps(GPU_PASS))
-    rows, env, _ = _cpp_section("cuda:0")
+    result = tmp_path / "boundary-cuda0-20261203T000000Z-abcdef.json"
+    rows, env, _ = _cpp_section("cuda:0", result=result)
+    # Google Benchmark's own JSON of each pass stays beside the result, for tools that read it.
+    kept = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.gbench*.json")}
+    assert kept.keys() == {f"{result.stem}.gbench.json", f"{result.stem}.gbench-gpu.json"}
+    assert kept[f"{result.stem}.gbench-gpu.json"]["benchmarks"] == GPU_PASS["benchmarks"]
+    assert env["cpp_driver_context"]["gbench_json"] == f"{result.stem}.gbench.json"
     metrics = [r["metric"] for r in rows]
     assert metrics.count("cpu_us") == 4 and metrics.count("gpu_us") == 4 and metrics.count("kernels_per_call") == 4
     assert not any(a.startswith("--dbench_gpu_timer") for a in env["cpp_driver_context"]["fake_argv"])

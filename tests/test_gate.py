@@ -418,3 +418,102 @@ def test_ci_level_is_never_rounded_to_100_percent() -> None:
 
     assert level_text(0.05) == "90%" and level_text(0.025) == "95%"
     assert level_text(0.01 / 114) == "99.982%" and level_text(0.0049) == "99.02%"
+
+
+# ---------------------------------------------------------------------------------------------
+# The night's α, row classes, advisory classes
+
+
+def classed_runs(seed: int, *, cpu_sigma: float, cpu_slowdown: float = 1.0, gpu_slowdown: float = 1.0,
+                 n: int = 6, rows: int = 10) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A baseline and a new run with `rows` steady GPU rows and `rows` CPU (Python) rows of σ `cpu_sigma`."""
+    rng = np.random.default_rng(seed)
+
+    def run(cpu: float, gpu: float) -> dict[str, Any]:
+        return make_doc([make_row("muladd", f"v{i}", metric="gpu_us", absolute=noisy(rng, gpu, 0.002, n))
+                         for i in range(rows)]
+                        + [make_row("muladd", f"v{i}", absolute=noisy(rng, 10 * cpu, cpu_sigma, n))
+                           for i in range(rows)])
+
+    return run(1.0, 1.0), run(cpu_slowdown, gpu_slowdown)
+
+
+def test_the_nights_alpha_is_shared_by_the_rows_judged() -> None:
+    base, new = classed_runs(0, cpu_sigma=0.01)
+    result = gate.gate([new], [base])
+    assert result.alpha == pytest.approx(gate.DEFAULT_ALPHA_NIGHT / 20)
+    assert "Bonferroni" in result.header[1] and "20 rows judged" in result.header[1]
+    assert gate.gate([new], [base], alpha_night=0.2).alpha == pytest.approx(0.01)
+    assert gate.gate([new], [base], alpha=0.05).alpha == 0.05  # given per row: no sharing
+    # A FAILED row or one on a single side gets no CI, so it takes no share.
+    new["rows"][0] = make_row("muladd", "v0", metric="gpu_us", status="failed")
+    assert gate.gate([new], [base]).alpha == pytest.approx(gate.DEFAULT_ALPHA_NIGHT / 19)
+
+
+def test_a_noisy_class_is_advisory_and_its_regressions_do_not_fail_the_night() -> None:
+    # CPU rows with σ 30 % per process cannot flag +10 % at 6 processes; the GPU rows can.
+    base, new = classed_runs(1, cpu_sigma=0.3, cpu_slowdown=3.0)
+    result = gate.gate([new], [base])
+    cpu, gpu = result.classes["cpu-python"], result.classes["gpu"]
+    assert gpu.gating and gpu.detectable is not None and gpu.detectable < 0.10
+    assert not cpu.gating and cpu.detectable is not None and cpu.detectable > 0.10
+    assert cpu.regressions > 0  # a 3x slowdown shows through even that noise ...
+    assert result.outcome == gate.PASS and result.exit_code == gate.EXIT_PASS  # ... and is advisory
+    assert "advisory with" in result.summary() and "CPU time, Python: advisory" in "\n".join(result.header)
+    # Required, the class gates whatever it can detect.
+    required = gate.gate([new], [base], require=["cpu-python"])
+    assert required.outcome == gate.FAIL and required.classes["cpu-python"].why.startswith("required")
+
+
+def test_a_regression_in_a_gating_class_fails() -> None:
+    base, new = classed_runs(2, cpu_sigma=0.01, gpu_slowdown=1.3)
+    result = gate.gate([new], [base])
+    assert result.classes["gpu"].gating and result.classes["gpu"].regressions == 10
+    assert result.outcome == gate.FAIL
+
+
+def test_a_night_whose_every_class_is_advisory_decides_nothing() -> None:
+    # Steady rows, decided `same`; but no design flags a slowdown inside its own band of ±5 %, so a
+    # 1 % target leaves every class advisory.
+    base, new = classed_runs(3, cpu_sigma=0.01)
+    result = gate.gate([new], [base], target=0.01)
+    assert result.decided >= 10 and not any(c.gating for c in result.classes.values())
+    assert result.outcome == gate.NO_DECISION and result.exit_code == gate.EXIT_NO_DECISION
+    assert any("every class is advisory" in w for w in result.undecided_reasons())
+
+
+def test_a_required_class_that_decided_nothing_is_no_decision() -> None:
+    base, new = classed_runs(4, cpu_sigma=0.01)
+    result = gate.gate([new], [base], require=["cpu-cpp"])  # no C++-driver rows at all
+    assert result.outcome == gate.NO_DECISION
+    assert any("required class CPU time, C++ driver" in w for w in result.undecided_reasons())
+    with pytest.raises(gate.GateInputError, match="unknown class"):
+        gate.gate([new], [base], require=["gpus"])
+
+
+@pytest.mark.parametrize("args", [["--require", "cpu"], ["--alpha-night", "0"], ["--alpha-night", "0.7"],
+                                  ["--target", "1.5"], ["--target", "-0.1"]])
+def test_bad_class_or_level_options_exit_2(tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = classed_runs(5, cpu_sigma=0.01)
+    assert gate.main([str(write(tmp_path / "n.json", new)), str(write(tmp_path / "b.json", base)), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gate: error:")
+
+
+def test_require_takes_a_comma_list_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = classed_runs(6, cpu_sigma=0.3, cpu_slowdown=3.0)
+    args = [str(write(tmp_path / "n.json", new)), str(write(tmp_path / "b.json", base))]
+    assert gate.main(args) == gate.EXIT_PASS
+    assert gate.main([*args, "--require", "gpu,cpu-python"]) == gate.EXIT_FAIL
+    assert "required" in capsys.readouterr().out
+
+
+def test_detectable_of_a_design_that_detects_nothing_is_infinite() -> None:
+    assert gs.detectable(0.05, 50.0, 1.0, 1e-6, 0.95) == math.inf
+
+
+@pytest.mark.parametrize(("se", "df", "alpha"), [(0.01, 3.0, 0.01 / 246), (0.02, 9.0, 0.002), (0.004, math.inf, 0.05)])
+def test_detectable_is_where_the_power_reaches_its_target(se: float, df: float, alpha: float) -> None:
+    found = gs.detectable(0.05, se, df, alpha, 0.95)
+    assert found > 0.05
+    assert gs.power(math.log1p(found), 0.05, se, df, alpha) == pytest.approx(0.95, abs=1e-6)

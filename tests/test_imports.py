@@ -87,3 +87,18 @@ def test_nothing_imports_the_packages_under_their_bare_names() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert not bare
+
+
+# bench is the layer below: it measures and orchestrates, and knows neither the scenarios that
+# declare what to measure nor the analysis that renders and judges it. The one exception builds
+# the boundary scenario's cases inside the instruction-count child (it measures that scenario).
+LAYER_EXCEPTIONS = {("dbench.bench.instructions.child", "dbench.scenarios")}
+
+
+def test_bench_imports_neither_scenarios_nor_analysis() -> None:
+    graph = import_graph(ROOT)
+    found = {(module, target) for module, targets in graph.items() if module.startswith("dbench.bench")
+             for target in targets if target.startswith(("dbench.scenarios", "dbench.analysis"))}
+    allowed = {(m, t) for m, t in found for em, et in LAYER_EXCEPTIONS if m == em and t.startswith(et)}
+    assert found - allowed == set(), sorted(found - allowed)
+    assert allowed, "an exception that no longer happens: drop it from LAYER_EXCEPTIONS"

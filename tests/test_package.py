@@ -69,3 +69,12 @@ def test_installed_package_reads_results(installed: Path, tmp_path: Path) -> Non
                    str(ROOT / "tests" / "golden" / "boundary-small-a.json"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "102 ['l2norm', 'muladd']" in done.stdout
+
+
+def test_every_subcommand_names_a_module_with_a_main() -> None:
+    import importlib
+
+    from dbench.main import COMMANDS
+
+    for name, (module, _) in COMMANDS.items():
+        assert callable(getattr(importlib.import_module(module), "main", None)), name

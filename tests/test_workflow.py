@@ -48,9 +48,7 @@ def _nightly() -> dict[str, Any]:
 
 
 def _steps() -> list[dict[str, Any]]:
-    jobs = _nightly()["jobs"]
-    assert len(jobs) == 1
-    return next(iter(jobs.values()))["steps"]
+    return _nightly()["jobs"]["boundary"]["steps"]
 
 
 def _step(fragment: str) -> dict[str, Any]:
@@ -65,8 +63,9 @@ def test_nightly_triggers_and_runner() -> None:
     assert "schedule" in triggers and triggers["schedule"][0]["cron"]
     assert "workflow_dispatch" in triggers
     assert {"env_a", "env_b", "pairs", "baseline"} <= set(triggers["workflow_dispatch"]["inputs"])
-    job = next(iter(document["jobs"].values()))
+    job = document["jobs"]["boundary"]
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
+    assert {"pairs", "require", "calibration"} <= set(triggers["workflow_dispatch"]["inputs"])
 
 
 def test_nightly_steps_that_matter() -> None:
@@ -87,6 +86,29 @@ def test_nightly_steps_that_matter() -> None:
     assert "cancelled()" in upload[0].get("if", "")  # the files are kept when the gate fails
     names = [s.get("name", "") for s in steps]
     assert names.index(next(n for n in names if "Gate" in n)) < uses.index(upload[0]["uses"])
+
+
+def test_nightly_keeps_a_history_and_its_page() -> None:
+    history = _step("dbench.analysis.history")
+    assert "cancelled()" in history.get("if", "") and "--plot" in history["run"] and "index.html" in history["run"]
+    names = [s.get("name", "") for s in _steps()]
+    assert names.index(history["name"]) < names.index("Upload the result files")
+    publish = _nightly()["jobs"]["publish"]
+    assert publish["needs"] == "boundary" and "DBENCH_PAGES" in publish["if"]
+
+
+def test_pull_request_workflow_gates_head_against_base_and_comments() -> None:
+    document = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "pr.yml").read_text())
+    triggers = document.get("on", document.get(True))
+    assert "pull_request" in triggers
+    job = document["jobs"]["boundary"]
+    assert "head.repo.full_name == github.repository" in job["if"]  # no fork's code on the runner
+    runs = "\n".join(s.get("run", "") for s in job["steps"])
+    assert "git worktree add" in runs and "pull_request.base.sha" in str(job["steps"])
+    assert "scripts/interleave.sh" in runs
+    assert 'dbench.analysis.gate "$OUT/b" "$OUT/a"' in runs and "comment.md" in runs
+    assert "gh pr comment" in runs and "--body-file" in runs
+    assert document["permissions"]["pull-requests"] == "write"
 
 
 def test_ci_runs_the_readme_command_then_the_instruction_check() -> None:

@@ -1,0 +1,53 @@
+"""analysis.export: result files as Bencher Metric Format and github-action-benchmark's list."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dbench.analysis import export, gate
+from test_gate import make_doc, make_row, write
+
+H200 = Path(__file__).resolve().parent.parent / "results" / "h200" / "boundary-cuda0-20261203T055804Z-fd1ea8.json"
+
+
+def test_bencher_has_one_benchmark_per_row_and_one_measure_per_metric() -> None:
+    doc = gate.load_run(H200)[0][1]
+    out = export.bencher([doc])
+    timed = export.timed_rows([doc])
+    assert sum(len(measures) for measures in out.values()) == len(timed)  # no two rows share a name
+    row = next(r for _, r in timed if r["op"] == "muladd" and r["variant"] == "cpp" and r["metric"] == "gpu_us")
+    measure = out["boundary/muladd/cpp/inference [cuda:0 float32 4x32]"]["gpu_us"]
+    assert measure == {"value": row["median"], "lower_value": row["ci_low"], "upper_value": row["ci_high"]}
+    assert any(name.endswith("(cpp) [cuda:0 float32 4x32]") for name in out)  # the C++ driver's rows
+
+
+def test_untimed_rows_are_left_out_and_the_list_format_has_units() -> None:
+    doc = make_doc([make_row("muladd", "raw", absolute=[5.0, 5.2, 5.1]), make_row("muladd", "cpp", status="failed")])
+    listed = export.github_action_benchmark([doc])
+    assert [e["name"] for e in listed] == ["boundary/muladd/raw/inference [cuda:0 float32 4x32] cpu_us"]
+    assert listed[0]["unit"] == "us" and listed[0]["value"] == 5.1
+
+
+def test_the_command_writes_either_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "r.json", make_doc([make_row("noop", "raw", absolute=[1.0, 1.1, 1.2])]))
+    out = tmp_path / "bmf.json"
+    assert export.main([str(path), "--format", "bencher", "--out", str(out)]) == 0
+    assert list(json.loads(out.read_text())) == ["boundary/noop/raw/inference [cuda:0 float32 4x32]"]
+    assert export.main([str(path), "--format", "github-action-benchmark"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["value"] == 1.1
+
+
+@pytest.mark.parametrize("args", [["--format", "bencher", "MISSING"], ["--format", "csv", "FILE"],
+                                  ["FILE", "--format", "bencher", "--out", "/nonexistent-dir/x.json"]])
+def test_bad_input_exits_2(tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "r.json", make_doc([make_row("noop", "raw", absolute=[1.0])]))
+    argv = [str(tmp_path / "missing.json") if a == "MISSING" else str(path) if a == "FILE" else a for a in args]
+    try:
+        status = export.main(argv)
+    except SystemExit as exc:  # usage errors leave through argparse, as in every command
+        status = exc.code
+    assert status == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0

@@ -1,0 +1,63 @@
+"""The pull-request and bisect helpers: scripts/interleave.sh (two checkouts' runs in turn) and
+scripts/bisect.sh (its refusals; a whole bisect builds every commit it visits, too slow here)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dbench.analysis import gate
+
+REPO = Path(__file__).resolve().parent.parent
+SMALL = ["--ops", "noop", "--variants", "raw,cpp", "--no-cpp", "--quick", "--rounds", "2", "--device", "cpu"]
+
+
+def script(name: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO / "scripts" / name), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.skipif(not (REPO / "build" / "CMakeCache.txt").is_file(), reason="needs the build (scripts/setup.sh)")
+def test_interleave_runs_each_side_in_turn_and_the_gate_reads_both(tmp_path: Path) -> None:
+    done = script("interleave.sh", ".", ".", "2", str(tmp_path), *SMALL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    order = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("[interleave]")]
+    assert order == ["a", "b", "b", "a"]  # ABBA
+    sides = {s: sorted((tmp_path / s).glob("*.json")) for s in ("a", "b")}
+    assert all(len(files) == 2 for files in sides.values())
+    times = {s: [json.loads(f.read_text())["env"]["time"] for f in files] for s, files in sides.items()}
+    assert times["a"][0] < times["b"][0] <= times["b"][1] < times["a"][1]
+    result = gate.gate([d for _, d in gate.load_run(tmp_path / "b")], [d for _, d in gate.load_run(tmp_path / "a")])
+    assert result.design == "independent" and {r.n_new for r in result.rows if r.n_new} == {2}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([".", "."], "usage"),
+    (["/nonexistent", ".", "2", "OUT"], "not a checkout"),
+    ([".", ".", "1", "OUT"], "N must be"),
+])
+def test_interleave_refuses_bad_usage(tmp_path: Path, args: list[str], message: str) -> None:
+    done = script("interleave.sh", *[str(tmp_path / "out") if a == "OUT" else a for a in args])
+    assert done.returncode == 2 and message in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize(("args", "message"), [
+    (["HEAD"], "usage"),
+    (["HEAD", "HEAD"], "the same commit"),
+    (["no-such-commit", "HEAD"], "is not a commit"),
+    (["HEAD", "HEAD~1"], "is not an ancestor"),
+    (["HEAD~1", "HEAD", "1"], "N must be"),
+])
+def test_bisect_refuses_bad_usage_before_any_work(args: list[str], message: str) -> None:
+    if subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=REPO, capture_output=True).returncode:
+        pytest.skip("a clone with one commit")
+    before = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout
+    done = script("bisect.sh", *args)
+    assert done.returncode == 2 and message in done.stderr
+    assert subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True).stdout == before
