@@ -4,6 +4,7 @@
                                [--injected RUN... --injected-row REGEX [--injected-metric gpu_us]]
                                [--delta D] [--alpha-night A | --alpha A] [--target T] [--require CLASS]
                                [--calibration FILE]
+    python -m dbench.analysis.nights plot STUDY.json... --out PNG
 
 AA_RUN are A/B result files (`run.py --ab`) whose two sides ran identical code. Their pairs (pair i
 of a file: side B's and side A's process i, adjacent in time) are pooled, keeping every row of one
@@ -17,6 +18,9 @@ often it gated and how many of its rows were decided.
 With --injected, A/B files whose side B carries a known slowdown in the rows matching
 --injected-row: their pairs are drawn the same way (never swapped), and the report adds how often
 each injected row was called `regression` and how many other rows were called regression.
+
+`plot` draws studies of one pool at several --pairs: the share of nights per outcome, and each
+class's detectable slowdown against the target.
 
 The pairs are reused across nights, so the nights are not independent: a rate near 0 or 1 says the
 pool never produced the other outcome, not that it cannot happen. The pool's size is printed. Exit 0;
@@ -237,11 +241,104 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def study_label(doc: Mapping[str, Any]) -> str:
+    """A study's settings in a few words: its pairs, and the gate settings it changed."""
+    settings = doc.get("settings") or {}
+    extra = [f"α {settings['alpha']:g} a row" if settings.get("alpha") else "",
+             f"α {settings['alpha_night']:g} a night" if settings.get("alpha_night") else "",
+             f"target {settings['target']:g}" if settings.get("target") else "",
+             "all classes gate" if set(settings.get("require") or ()) == set(gatemod.CLASSES) else ""]
+    return "\n".join([f"{doc['aa']['pairs_per_night']} pairs", *[e for e in extra if e]])
+
+
+def figure(studies: Sequence[Mapping[str, Any]]) -> Any:
+    """Synthetic nights of several studies (one pool; by pairs per night, other settings named under
+    them): left, the share of A/A nights that PASS, FAIL or decide nothing; right, each class's
+    detectable slowdown (median row) against the target, below which the class gates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dbench.analysis.figures import SERIES_COLORS
+
+    if not studies:
+        raise NightsInputError("no study to draw")
+    studies = sorted(studies, key=lambda d: (d["aa"]["pairs_per_night"], study_label(d).count("\n") == 0))
+    labels = [study_label(d) for d in studies]
+    x = list(range(len(studies)))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+    bottom = [0.0] * len(studies)
+    for outcome, color in ((gatemod.PASS, SERIES_COLORS[2]), (gatemod.NO_DECISION, "#B0B0B0"),
+                           (gatemod.FAIL, SERIES_COLORS[3])):
+        share = [d["aa"]["outcomes"][outcome] / d["aa"]["nights"] for d in studies]
+        left.bar(x, share, bottom=bottom, color=color, label=outcome, width=0.7)
+        for i, (b, v) in enumerate(zip(bottom, share)):
+            if v >= 0.005:
+                left.annotate(f"{v:.1%}", (i, b + v / 2), ha="center", va="center", fontsize=7)
+        bottom = [b + v for b, v in zip(bottom, share)]
+    left.set(ylabel="share of A/A nights", ylim=(0, 1), xticks=x, xticklabels=labels,
+             title=f"outcome of {studies[0]['aa']['nights']} synthetic nights each")
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=3, fontsize=8, frameon=False)
+    for i, key in enumerate(gatemod.CLASSES):
+        found = [(j, d["aa"]["classes"][key]["detectable_median"]) for j, d in enumerate(studies)
+                 if (d["aa"]["classes"].get(key) or {}).get("detectable_median") is not None]
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        # The gate's defaults as a line over pairs; a study with other settings as a lone marker.
+        default = [(j, v) for j, v in found if "\n" not in labels[j]]
+        other = [(j, v) for j, v in found if "\n" in labels[j]]
+        if default:
+            right.plot([j for j, _ in default], [100 * v for _, v in default], marker="o", color=color,
+                       label=gatemod.CLASSES[key])
+        if other:
+            right.plot([j for j, _ in other], [100 * v for _, v in other], marker="D", mfc="none", ls="none",
+                       color=color, label=None if default else gatemod.CLASSES[key])
+    target = next((d["settings"].get("target") for d in studies if d["settings"].get("target")), None) \
+        or gatemod.DEFAULT_TARGET
+    right.axhline(100 * target, color="black", linestyle="--", lw=1)
+    right.annotate(f"target +{target:.0%}: a class below it gates", (0, 100 * target), fontsize=8,
+                   xytext=(0, -11), textcoords="offset points")
+    right.set(ylabel="slowdown flagged with 95 % power (%)", yscale="log", xticks=x, xticklabels=labels,
+              title="what each class detects (median row)")
+    right.legend(fontsize=8)
+    for ax in (left, right):
+        ax.grid(alpha=0.3, axis="y")
+    return fig
+
+
+def plot_main(argv: list[str]) -> int:
+    """`nights plot STUDY.json... --out PNG`: the figure of studies written by --out."""
+    p = Parser(prog="python -m dbench.analysis.nights plot", description=figure.__doc__.splitlines()[0])
+    p.add_argument("studies", type=Path, nargs="+")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    try:
+        check_output_file(args.out, "--out")
+        studies = []
+        for path in args.studies:
+            doc = gatemod.read_json(path, "nights study")
+            if not isinstance(doc, dict) or doc.get("kind") != "dbench-nights":
+                raise NightsInputError(f"{path}: not a study written by analysis.nights --out")
+            studies.append(doc)
+        fig = figure(studies)
+    except (NightsInputError, ResultFileError, OutputPathError) as exc:
+        print(f"nights: error: {exc}", file=sys.stderr)
+        return 2
+    from dbench.analysis.figures import save
+
+    save(fig, args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
 def load_ab(paths: Sequence[Path]) -> list[tuple[str, dict[str, Any]]]:
     return [item for path in paths for item in gatemod.load_run(path)]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["plot"]:
+        return plot_main(argv[1:])
     p = Parser(prog="python -m dbench.analysis.nights", description=__doc__.splitlines()[0])
     p.add_argument("aa", type=Path, nargs="+", help="A/A A/B result files or folders")
     p.add_argument("--pairs", type=int, default=6, help="pairs per night (the nightly's --pairs; default 6)")

@@ -30,4 +30,6 @@ for k in 4 6; do
       --injected-row '/(function_)?cpp/' --injected-metric gpu_us
   done
 done
+# The full table's studies in one figure: outcomes and what each class detects, by pairs.
+python3 -m dbench.analysis.nights plot "$OUT"/table-*.json --out "$OUT/table-by-pairs.png" || status=1
 exit $status

@@ -96,3 +96,17 @@ def test_plain_results_are_not_nights(tmp_path: Path, capsys: pytest.CaptureFixt
     plain = write(tmp_path / "plain.json", make_doc([make_row("muladd", "raw", absolute=[1.0, 1.1])]))
     assert nights.main([str(plain)]) == 2
     assert "not an A/B result" in capsys.readouterr().err
+
+
+def test_plot_draws_studies_and_refuses_other_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = [str(write(tmp_path / f"aa{i}.json", ab_run(i))) for i in range(2)]
+    studies = []
+    for k in (2, 4):
+        out = tmp_path / f"k{k}.json"
+        assert nights.main([*files, "--nights", "3", "--pairs", str(k), "--out", str(out)]) == 0
+        studies.append(str(out))
+    png = tmp_path / "fig.png"
+    assert nights.main(["plot", *studies, "--out", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert nights.main(["plot", files[0], "--out", str(png)]) == 2
+    assert "not a study" in capsys.readouterr().err
