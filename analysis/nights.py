@@ -34,7 +34,7 @@ import math
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -123,17 +123,13 @@ def night(p: Pool, chosen: Sequence[int], swaps: Sequence[bool]) -> dict[str, An
 @dataclass
 class Tally:
     nights: int = 0
-    outcomes: Counter[str] | None = None
-    alarm_rows: Counter[str] | None = None  # rows called regression (gating) on identical code
+    outcomes: Counter[str] = field(default_factory=Counter)
+    alarm_rows: Counter[str] = field(default_factory=Counter)  # rows called regression (gating) on identical code
     advisory_alarms: int = 0  # nights with a regression in an advisory class only
-    gating: Counter[str] | None = None  # per class: nights it gated
-    decided: dict[str, list[float]] | None = None  # per class: fraction of its judged rows decided
-    detectable: dict[str, list[float]] | None = None  # per class: median detectable slowdown per night
-    alpha_row: list[float] | None = None
-
-    def __post_init__(self) -> None:
-        self.outcomes, self.alarm_rows, self.gating = Counter(), Counter(), Counter()
-        self.decided, self.detectable, self.alpha_row = {}, {}, []
+    gating: Counter[str] = field(default_factory=Counter)  # per class: nights it gated
+    decided: dict[str, list[float]] = field(default_factory=dict)  # per class: share of its judged rows decided
+    detectable: dict[str, list[float]] = field(default_factory=dict)  # per class: median detectable slowdown
+    alpha_row: list[float] = field(default_factory=list)
 
     def add(self, result: gatemod.GateResult) -> None:
         self.nights += 1
