@@ -267,14 +267,16 @@ def check_out_dir(folder: Path, option: str = "--out") -> Path:
 def check_baseline(path: Path) -> list[Path]:
     """--baseline: a result file, or a folder with result files (*.json, not searched below it), each
     read and checked as a result document now, so a broken one fails before the run, not after it."""
-    from dbench.bench.document import ResultFileError, load_result  # the one checked reader (standard library only)
+    from dbench.bench.document import (  # the one checked reader (standard library only)
+        COMPANION_SUFFIXES, ResultFileError, load_result)
 
     try:
         if not path.exists():
             raise UsageError(f"argument --baseline: {path} does not exist")
         if not (path.is_file() or path.is_dir()):
             raise UsageError(f"argument --baseline: {path} is neither a regular file nor a folder")
-        files = [path] if path.is_file() else sorted(path.glob("*.json"))
+        files = [path] if path.is_file() else sorted(p for p in path.glob("*.json")
+                                                     if not p.name.endswith(COMPANION_SUFFIXES))
         if not files:
             raise UsageError(f"argument --baseline: {path} holds no result files (*.json)")
         for file in files:

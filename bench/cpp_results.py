@@ -39,12 +39,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .atomic import write_atomic
+from .document import COMPANION_SUFFIXES
 from .rows import GPU_METRICS, stat_row
 
 DRIVER_NAME = "dbench_cpp_driver"
 # Google Benchmark's JSON of a run is kept beside its result file: <stem>.gbench.json (the CPU rows),
 # <stem>.gbench-gpu.json (the GPU pass).
-GBENCH_SUFFIX, GBENCH_GPU_SUFFIX = ".gbench.json", ".gbench-gpu.json"
+GBENCH_SUFFIX, GBENCH_GPU_SUFFIX = COMPANION_SUFFIXES
 
 
 def gbench_path(result_json: Path, gpu: bool = False) -> Path:

@@ -265,11 +265,18 @@ def is_folder(path: Path | str) -> bool:
         return False
 
 
+# Files a run keeps beside its result that are not results: the C++ driver's Google Benchmark JSON
+# of its CPU run and of its GPU pass (bench.cpp_results.gbench_path).
+COMPANION_SUFFIXES = (".gbench.json", ".gbench-gpu.json")
+
+
 def result_files(path: Path | str) -> list[Path]:
-    """A file as itself; a folder as its *.json files (not searched below it), sorted."""
+    """A file as itself; a folder as its *.json files (not searched below it, without the companion
+    files of COMPANION_SUFFIXES), sorted."""
     path = Path(path)
     if is_folder(path):
-        files = sorted(p for p in path.glob("*.json") if not p.name.startswith("."))
+        files = sorted(p for p in path.glob("*.json")
+                       if not p.name.startswith(".") and not p.name.endswith(COMPANION_SUFFIXES))
         if not files:
             raise ResultFileError(f"{path}: no result files (*.json) in this folder")
         return files

@@ -31,7 +31,8 @@ for ((i = 1; i <= n; i++)); do
   if (( i % 2 )); then turn a "$a" "$i" "$@"; turn b "$b" "$i" "$@"; else turn b "$b" "$i" "$@"; turn a "$a" "$i" "$@"; fi
 done
 for side in a b; do
-  found=$(find "$out/$side" -maxdepth 1 -name '*.json' | wc -l)
+  # result files only: not the C++ driver's JSON kept beside each (<stem>.gbench*.json)
+  found=$(find "$out/$side" -maxdepth 1 -name '*.json' ! -name '*.gbench.json' ! -name '*.gbench-gpu.json' | wc -l)
   [ "$found" -eq "$n" ] || { echo "interleave.sh: $side has $found result files of $n (logs: $out/$side-*.log)" >&2; status=1; }
 done
 exit $status

@@ -502,3 +502,19 @@ def test_gpu_pass_on_cuda(driver: Path) -> None:
             assert row["median"] >= 2, (variant, row["median"])  # forward + backward kernels
         else:
             assert row["median"] == 1.0, (variant, mode, row["median"])  # one muladd kernel per call
+
+
+def test_a_folder_with_the_drivers_json_beside_its_result_still_reads_as_one_result(tmp_path: Path) -> None:
+    """gate, report, --baseline and a child's latest result read results, never the companion files."""
+    from dbench.bench.cli import check_baseline
+    from dbench.bench.document import result_files
+    from dbench.bench.shard.process import latest_result
+    from test_gate import make_doc, make_row
+
+    result = tmp_path / "boundary-cpu-20261203T000000Z-abcdef.json"
+    result.write_text(json.dumps(make_doc([make_row("muladd", "raw", absolute=[5.0])])))
+    for gpu in (False, True):
+        cpp_results.gbench_path(result, gpu=gpu).write_text(json.dumps(HAND_WRITTEN))  # written after it
+    assert result_files(tmp_path) == [result]
+    assert latest_result(tmp_path) == result
+    assert check_baseline(tmp_path) == [result]

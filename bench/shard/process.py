@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable
 
+from ..document import COMPANION_SUFFIXES
 from .command import REPO_ROOT, shard_command
 from .merge import empty_merge, merge_results
 from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds, variant_weights
@@ -26,7 +27,9 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def latest_result(folder: Path) -> Path | None:
-    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+    """The newest result file of a child's folder (not a companion such as the C++ driver's JSON)."""
+    files = sorted((p for p in folder.glob("*.json") if not p.name.endswith(COMPANION_SUFFIXES)),
+                   key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
     return files[-1] if files else None
 
 
