@@ -1,6 +1,6 @@
 """The regression gate: one verdict per row of a new run against a baseline, judged across processes.
 
-    python -m dbench.analysis.gate NEW BASELINE... [--format md|txt] [--calibration FILE] [--delta 0.05]
+    python -m dbench.analysis.gate NEW BASELINE... [--format md|txt|json] [--calibration FILE] [--delta 0.05]
                             [--alpha-night 0.01 | --alpha A] [--target 0.10] [--require CLASS[,CLASS]]
                             [--metric auto|absolute|ratio] [--allow-different-env]
 
@@ -699,7 +699,30 @@ def table_rows(result: GateResult, hide_same: bool = False) -> list[list[str]]:
     return out
 
 
+def as_data(result: GateResult, hide_same: bool = False) -> dict[str, Any]:
+    """The verdicts as plain data (--format json): what a CI step or another tracker reads."""
+    import dataclasses
+
+    def finite(x: Any) -> Any:  # JSON has no inf: an unbounded CI or detectable slowdown is null
+        return None if isinstance(x, float) and not math.isfinite(x) else x
+
+    rows = [{**{k: finite(v) for k, v in dataclasses.asdict(r).items()}, "row_class": r.row_class,
+             "gating": result.gating(r)} for r in result.rows if not (hide_same and r.verdict == gs.SAME)]
+    return {"kind": "dbench-gate", "outcome": result.outcome, "exit_code": result.exit_code,
+            "summary": result.summary(), "design": result.design, "alpha_row": result.alpha,
+            "header": result.header, "warnings": result.warnings,
+            "undecided_reasons": result.undecided_reasons() if result.outcome == NO_DECISION else [],
+            "counts": result.counts, "decided": result.decided,
+            "classes": {k: {**{f: finite(v) for f, v in dataclasses.asdict(c).items()}, "name": c.name}
+                        for k, c in result.classes.items()},
+            "new_sources": result.new_sources, "baseline_sources": result.baseline_sources, "rows": rows}
+
+
 def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(as_data(result, hide_same), indent=1) + "\n"
     from tabulate import tabulate
 
     ci_name = f"{level_text(result.alpha)} CI"
@@ -731,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.gate", description=__doc__.splitlines()[0])
     p.add_argument("new", type=Path, help="the new run: a result file or a folder of them")
     p.add_argument("baseline", type=Path, nargs="*", help="baseline files or folders (pooled); none for an A/B file")
-    p.add_argument("--format", choices=("md", "txt"), default="txt")
+    p.add_argument("--format", choices=("md", "txt", "json"), default="txt",
+                   help="a table as markdown or text, or the verdicts as JSON (outcome, classes, rows)")
     p.add_argument("--calibration", type=Path, help="per-row noise and δ from python -m dbench.analysis.calibrate")
     p.add_argument("--delta", type=float, help="the band ±δ of rows the calibration does not cover (default 0.05)")
     p.add_argument("--alpha", type=float,

@@ -517,3 +517,28 @@ def test_detectable_is_where_the_power_reaches_its_target(se: float, df: float, 
     found = gs.detectable(0.05, se, df, alpha, 0.95)
     assert found > 0.05
     assert gs.power(math.log1p(found), 0.05, se, df, alpha) == pytest.approx(0.95, abs=1e-6)
+
+
+def test_json_format_carries_the_outcome_the_classes_and_every_row(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base, new = two_runs()
+    args = [str(write(tmp_path / "new.json", new)), str(write(tmp_path / "base.json", base)), "--format", "json"]
+    assert gate.main(args) == gate.EXIT_FAIL
+    data = json.loads(capsys.readouterr().out)
+    result = gate.gate([new], [base])
+    assert data["kind"] == "dbench-gate" and data["outcome"] == "FAIL" and data["exit_code"] == 1
+    assert data["summary"] == result.summary() and data["counts"] == result.counts
+    assert [r["verdict"] for r in data["rows"]] == [r.verdict for r in result.rows]
+    assert set(data["classes"]) == set(result.classes) and all("gating" in c for c in data["classes"].values())
+    regression = next(r for r in data["rows"] if r["verdict"] == "regression")
+    assert regression["gating"] and regression["row_class"] == "cpu-python" and regression["ci_low"] > 1.05
+    assert gate.main([*args, "--hide-same"]) == 1
+    assert "same" not in {r["verdict"] for r in json.loads(capsys.readouterr().out)["rows"]}
+
+
+def test_json_has_no_infinity() -> None:
+    # Two pairs 41 % apart at a tiny α: the CI is [0, inf] and nothing is detectable; JSON says null.
+    doc = make_doc([make_row("o", "cpp", absolute=[1.0, 1.0], a_absolute=[1.5, 1.0])],
+                   ab={"a": "", "b": "x", "pairs": 2, "order": "ABBA"})
+    text = gate.render(gate.gate([doc], alpha=1e-6), "json")
+    assert "Infinity" not in text and json.loads(text)["rows"][0]["ci_high"] is None
