@@ -122,6 +122,12 @@ def check_alpha(alpha: float | None, name: str = "--alpha") -> None:
         raise GateInputError(f"{name} must lie in (0, 0.5) (each CI bound's one-sided level), not {alpha}")
 
 
+def check_classes(require: Iterable[str], name: str = "require") -> None:
+    unknown = [c for c in require if c not in CLASSES]
+    if unknown:
+        raise GateInputError(f"{name}: unknown class {unknown[0]!r} (one of {', '.join(CLASSES)})")
+
+
 def _calibration_value_problem(name: str, value: Any) -> str | None:
     """Why one field of a calibration row is unusable (None: it is fine)."""
     if name in ("label", "metric"):
@@ -642,9 +648,7 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
     check_alpha(alpha_night, "alpha_night")
     check_delta(target, "target")
     require = list(require)
-    unknown = [c for c in require if c not in CLASSES]
-    if unknown:
-        raise GateInputError(f"unknown class {unknown[0]!r} to require (one of {', '.join(CLASSES)})")
+    check_classes(require)
     new_sources = list(new_sources or [f"new[{i}]" for i in range(len(new_docs))])
     baseline_sources = list(baseline_sources or [f"baseline[{i}]" for i in range(len(baseline_docs))])
     for source, doc in [*zip(new_sources, new_docs), *zip(baseline_sources, baseline_docs)]:
@@ -778,9 +782,7 @@ def main(argv: list[str] | None = None) -> int:
         check_alpha(args.alpha)
         check_alpha(args.alpha_night, "--alpha-night")
         check_delta(args.target, "--target")
-        unknown = [c for c in require if c not in CLASSES]
-        if unknown:
-            raise GateInputError(f"--require: unknown class {unknown[0]!r} (one of {', '.join(CLASSES)})")
+        check_classes(require, "--require")
         new = load_run(args.new)
         base = [item for path in args.baseline for item in load_run(path)]
         calibration = load_calibration(args.calibration) if args.calibration else None

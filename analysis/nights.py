@@ -366,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         gatemod.check_alpha(args.alpha_night, "--alpha-night")
         gatemod.check_alpha(args.alpha, "--alpha")
         gatemod.check_delta(args.target, "--target")
+        gatemod.check_classes(args.require, "--require")
         if args.out:
             check_output_file(args.out, "--out")
         args.calibration_doc = gatemod.load_calibration(args.calibration) if args.calibration else None
