@@ -16,7 +16,9 @@
 # status and seconds. The script ends with that list and exits 1 when any step failed or ran out
 # of time (each part still runs to its end). COLLECT=DIR also copies every result JSON there (one
 # flat folder). TEST_WORKERS=N sets the pytest-xdist worker count (default 14); TEST_LIMIT=S the
-# test suite's limit (default 480 s: 367 s on 15 workers of an H200 host on 2026-12-02).
+# test suite's limit (default 480 s: 367 s on 15 workers of an H200 host on 2026-12-02); TESTS the
+# test files (a glob, default all of tests/), so the suite can be split over two short leases,
+# e.g. TESTS='tests/test_[a-k]*.py' then TESTS='tests/test_[l-z]*.py'.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${1:?usage: gpu_validate.sh OUTDIR [PART[,PART...]]}
@@ -58,7 +60,9 @@ if has tests; then
   grep -E "passed|failed|Fatal|terminate|Abort|undefined symbol|Error" "$OUT/errors.log" | tail -15
   xdist=()
   python3 -c "import xdist" 2>/dev/null && xdist=(-n "${TEST_WORKERS:-14}")
-  step "${TEST_LIMIT:-480}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider tests > "$OUT/pytest.log" 2>&1
+  # shellcheck disable=SC2206  # TESTS is a glob: split and expanded here on purpose
+  tests=(${TESTS:-tests})
+  step "${TEST_LIMIT:-480}" python3 -m pytest -q -rfEs "${xdist[@]}" -p no:cacheprovider "${tests[@]}" > "$OUT/pytest.log" 2>&1
   grep -E "^(FAILED|ERROR)|crashed|^[0-9]+ (passed|failed)" "$OUT/pytest.log" | tail -25
   step 180 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure > "$OUT/ctest.log" 2>&1; tail -3 "$OUT/ctest.log"
 fi

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Real nights of the nightly's default design on one GPU host: the boundary table as an A/B run
+# (--pairs 6 --rounds 90, the nightly's defaults) gated with the gate's defaults, exactly as the
+# nightly workflow gates it.
+#   bash scripts/gpu_nights.sh OUTDIR NIGHT[,NIGHT...]
+# NIGHT is `aa` (identical code on both sides: every row should pass) or `injectNNN` (side B's
+# `cpp` CUDA kernels wait NNN ns inside the kernel: DBENCH_INJECT_GPU_NS; the injected GPU rows
+# should be called regressions and nothing else). Each night leaves OUTDIR/NAME.json (the A/B
+# result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
+# and 0 otherwise, whatever the gate said (its verdicts are the data).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${1:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}
+IFS=, read -ra NIGHTS <<< "${2:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+status=0
+n=0
+for night in "${NIGHTS[@]}"; do
+  n=$((n + 1))
+  case $night in
+    aa) side_b=env: ;;
+    inject[0-9]*) side_b="env:DBENCH_INJECT_GPU_NS=${night#inject}" ;;
+    *) echo "gpu_nights.sh: error: NIGHT must be aa or injectNNN, got '$night'" >&2; exit 2 ;;
+  esac
+  name="$night-$n"
+  work=$(mktemp -d)
+  echo "== $name: run.py --scenario boundary --ab env: $side_b --pairs 6 --rounds 90"
+  start=$SECONDS
+  if python3 run.py --scenario boundary --ab env: "$side_b" --pairs 6 --rounds 90 --out "$work" > "$OUT/$name.log" 2>&1; then
+    for f in "$work"/*.json; do  # the result, not its Google Benchmark companions
+      case $f in *.gbench.json | *.gbench-gpu.json) ;; *) cp "$f" "$OUT/$name.json" ;; esac
+    done
+    python3 -m dbench.analysis.gate "$work" --format md > "$OUT/$name.gate.md"
+    echo "   gate exit $? after $((SECONDS - start)) s: $(grep -m1 -E 'PASS|FAIL|NO DECISION' "$OUT/$name.gate.md")"
+    python3 -m dbench.analysis.gate "$work" --format json > "$OUT/$name.gate.json"
+  else
+    echo "   run failed after $((SECONDS - start)) s (log: $OUT/$name.log)"; tail -5 "$OUT/$name.log"; status=1
+  fi
+  rm -rf "$work"
+done
+exit $status
