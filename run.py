@@ -29,6 +29,7 @@ STARTED = time.monotonic()  # the phase timings count from here (interpreter sta
 sys.path.insert(0, str(REPO_ROOT))
 
 from dbench.bench.cli import UsageError  # noqa: E402  (torch-free)
+from dbench.bench.passes import Pass  # noqa: E402  (torch-free)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CHECKPOINT_SECONDS = 2.0  # the running result file is rewritten at most this often during the rounds
@@ -222,10 +223,7 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
             console.print("no table: nothing was timed before the interrupt")
             return
     try:
-        if scenario.report is not None:
-            scenario.report(doc, console)
-        else:
-            show_tables(doc["rows"], env, console, scenario.table_note)
+        show_scenario_tables(scenario, doc, env, console, scenario.table_note)
     except Exception as exc:  # noqa: BLE001  # only an interrupted run's partial rows get here
         if doc["status"] != "interrupted":
             raise
@@ -355,7 +353,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         return {
             "scenario": scenario.name,
             "status": status,
-            "config": {**vars(config), "dtype": args.dtype, **({"cache": list(args.cache)} if scenario.roofs else {}),
+            "config": {**vars(config), "dtype": args.dtype, **({"cache": list(args.cache)} if scenario.makes(Pass.ROOFS) else {}),
                        **run_info, "phase_seconds": dict(phases)},
             "env": envmod.redact_paths(env),
             "speed_probe": probe_summary(probe.samples),
@@ -395,9 +393,9 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
         phase("cpu_rounds")
         if outcome.stop_reason == "interrupted":
             raise KeyboardInterrupt
-        if scenario.roofs and not device.startswith("cuda"):
+        if scenario.makes(Pass.ROOFS) and not device.startswith("cuda"):
             measured["roofs"] = measure_roofs(device, case_dtypes(cases))
-        if device.startswith("cuda") and args.gpu_timer != "off":
+        if scenario.makes(Pass.GPU) and device.startswith("cuda") and args.gpu_timer != "off":
             write_result(json_path, document("running"))
             timer = make_gpu_timer(device, prefer=args.gpu_timer)
             if timer is not None:
@@ -405,7 +403,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
                     gpu_done, interrupted = run_gpu(cases, config, timer, args.gpu_rounds)
                     run_info["gpu_rounds_done"] = gpu_done
                     extra_rows.extend(gpu_rows(cases, timer))
-                    if scenario.roofs and not interrupted:
+                    if scenario.makes(Pass.ROOFS) and not interrupted:
                         console.print("measuring the roofs (memcpy, copy kernel, cuBLAS)")
                         measured["roofs"] = measure_roofs(device, case_dtypes(cases), timer)
                     env.update(timer.meta())
@@ -416,7 +414,7 @@ def run_rounds(scenario: Any, device: str, args: argparse.Namespace, console: An
             phase("gpu_pass")
         # The C++ driver times the boundary ops it was built with (ops with the C++ flavour).
         cpp_ops = [op for op in sel.ops if OPS[op].boundary and OPS[op].has_flavour("cpp")]
-        if scenario.name == "boundary" and not args.no_cpp and cpp_ops:
+        if scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp and cpp_ops:
             extra_rows.extend(cpp_section(device, cpp_ops, args, env, console, json_path))
             phase("cpp_driver")
     except ResultWriteError as exc:  # a checkpoint failed (full disk, folder read-only or gone): stop cleanly
@@ -498,8 +496,8 @@ def run_repeated(scenario: Any, device: str, argv: Sequence[str] | None, args: a
     from dbench.bench.processes import run_repeated as run_in_turn
     from dbench.bench.results import load_result
 
-    if scenario.custom_run is not None or scenario.roofs:
-        why = "makes its own table" if scenario.custom_run else "derives its rates from the roofs its process measures"
+    if scenario.makes(Pass.CUSTOM) or scenario.makes(Pass.ROOFS):
+        why = "makes its own table" if scenario.makes(Pass.CUSTOM) else "derives its rates from the roofs its process measures"
         raise UsageError(f"argument {'--ab' if args.ab else '--processes'}: scenario {scenario.name} {why}; "
                          "run it in one process")
     env = envmod.capture(device)
@@ -522,10 +520,19 @@ def show_merged(scenario: Any, doc: dict[str, Any], console: Any, note: str) -> 
         from dbench.analysis.table import print_ab_table
 
         print_ab_table(doc, console)
-    elif scenario.report is not None:
-        scenario.report(doc, console)
     else:
-        show_tables(doc["rows"], doc["env"], console, note)
+        show_scenario_tables(scenario, doc, doc["env"], console, note)
+
+
+def show_scenario_tables(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any, note: str) -> None:
+    """The tables the scenario declares: its kernel tables (analysis/kernels.py TABLES), else the
+    boundary table."""
+    from dbench.analysis.kernels import TABLES
+
+    if scenario.declaration.tables:
+        TABLES[scenario.declaration.tables].print(doc, console)
+    else:
+        show_tables(doc["rows"], env, console, note)
 
 
 def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | None, args: argparse.Namespace,
@@ -535,7 +542,7 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
     from dbench.bench.shard import ShardUsageError, run_sharded as run_shards
     from dbench.ops import OP_NAMES, VARIANT_NAMES
 
-    if scenario.custom_run is not None:
+    if scenario.makes(Pass.CUSTOM):
         raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
     label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
     env = envmod.capture(shard_devices[0])
@@ -595,7 +602,7 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any,
     from dbench.scenarios import SCENARIOS
 
     from dbench.bench.cli import apply_defaults
-    from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS
+    from dbench.scenarios import DECLARATIONS
 
     if args.op:
         from dbench.scenarios.listing import load_user_ops
@@ -609,7 +616,8 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any,
     repeated = args.processes is not None or args.ab is not None
     device, shard_devices = resolve_device(args, in_process=not repeated)
     # The defaults that waited for the device (cli.apply_defaults fills only what is still unset).
-    apply_defaults(args, SCENARIO_DEFAULTS.get(args.scenario), SCENARIO_CUDA_DEFAULTS.get(args.scenario), device)
+    declared = DECLARATIONS[args.scenario]
+    apply_defaults(args, declared.defaults, declared.cuda_defaults, device)
     scenario = SCENARIOS[args.scenario]
     check_selection(scenario, device, args, console)
     if stop.signalled:  # a Ctrl-C that an import caught and dropped: later ones would be ignored
@@ -619,7 +627,7 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any,
         if repeated:
             return run_repeated(scenario, device, argv, args, console)
         return run_sharded(scenario, shard_devices, argv, args, console)
-    if scenario.custom_run is not None:
+    if scenario.makes(Pass.CUSTOM):
         return run_custom(scenario, device, args, console, stop)
     return run_rounds(scenario, device, args, console, stop)
 
@@ -672,16 +680,14 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
     """main's exit status and the result file it wrote (None: none), for dbench.run_scenario."""
     from dbench.bench import cli
     from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
-    from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
+    from dbench.scenarios import DECLARATIONS
 
     RESERVED.clear()
     stop = GracefulStop(signal.SIGINT)  # from here on a Ctrl-C, in any phase, ends as an interrupted run
     args: argparse.Namespace | None = None
     try:
-        args = cli.parse(argv, SCENARIO_NAMES, (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES,
-                         scenario_variants=SCENARIO_VARIANTS,
-                         scenario_defaults=SCENARIO_DEFAULTS, scenario_ops=SCENARIO_OPS,
-                         scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
+        args = cli.parse(argv, tuple(DECLARATIONS), (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES,
+                         declarations=DECLARATIONS)
         from rich.console import Console
 
         # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).

@@ -555,19 +555,17 @@ def _ops_with(frame: pd.DataFrame, metric: str) -> list[str]:
     return list(frame.loc[(frame["metric"] == metric) & (frame["status"] == "ok"), "op"].drop_duplicates())
 
 
-# kind -> (the figure function, the metric its op must have), per scenario.
-FIGURES: dict[str, dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]]] = {
-    "boundary": {"cpu": (boundary_chart, "cpu_us"), "ratio": (ratio_chart, "cpu_us"), "launch": (launch_chart, "gpu_us")},
-    "compile": {"compile": (compile_chart, "cpu_us")},
-    "launch": {"crossover": (crossover_chart, "gpu_us")},
+# The figure kinds a scenario's declaration can name (`figures`). One per op: kind -> (the figure
+# function, the metric its op must have) ...
+OP_FIGURES: dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]] = {
+    "cpu": (boundary_chart, "cpu_us"), "ratio": (ratio_chart, "cpu_us"), "launch": (launch_chart, "gpu_us"),
+    "compile": (compile_chart, "cpu_us"), "crossover": (crossover_chart, "gpu_us"),
 }
-# Figures of a whole result (all ops in one), per scenario: kind -> function.
-WHOLE_FIGURES: dict[str, dict[str, Callable[[pd.DataFrame], Figure]]] = {
-    "roofline": {"roofline": roofline_chart},
-    "fusion": {"fusion": fusion_chart},
-    "offsets": {"offsets": offsets_chart},
+# ... and one of a whole result (all ops in one, against the run's roofs): kind -> function.
+WHOLE_FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {
+    "roofline": roofline_chart, "fusion": fusion_chart, "offsets": offsets_chart,
 }
-KINDS = ("cpu", "ratio", "launch", "compile", "crossover", "roofline", "fusion", "offsets", "history")
+KINDS = (*OP_FIGURES, *WHOLE_FIGURES, "history")
 
 
 def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem: str,
@@ -578,15 +576,18 @@ def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem:
     frame = result_frame(result)
     if frame.empty:
         return []
+    from dbench.scenarios import DECLARATIONS
+
     written = []
-    scenario = result["scenario"] if isinstance(result, dict) else frame["scenario"].iloc[0]
-    for kind, (make, metric) in FIGURES.get(str(scenario), {}).items():
-        if kind in kinds:
+    scenario = str(result["scenario"] if isinstance(result, dict) else frame["scenario"].iloc[0])
+    declared = DECLARATIONS[scenario].figures if scenario in DECLARATIONS else ()
+    for kind in (k for k in declared if k in kinds):
+        if kind in OP_FIGURES:
+            make, metric = OP_FIGURES[kind]
             for op in _ops_with(frame, metric):
                 written += _drawn(partial(make, frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png", on_skip)
-    for kind, whole in WHOLE_FIGURES.get(str(scenario), {}).items():
-        if kind in kinds and frame.attrs.get("roofs"):
-            written += _drawn(partial(whole, frame), Path(out_dir) / f"{stem}-{kind}.png", on_skip)
+        elif frame.attrs.get("roofs"):
+            written += _drawn(partial(WHOLE_FIGURES[kind], frame), Path(out_dir) / f"{stem}-{kind}.png", on_skip)
     return written
 
 

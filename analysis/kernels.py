@@ -4,7 +4,7 @@ by size) and the launch crossover (from which size a variant stops being launch-
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import pandas as pd
 from rich.console import Console
@@ -405,3 +405,27 @@ def print_fusion(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"  [dim]{r['variant']}: {r['reason']}[/dim]", soft_wrap=True)
     for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "failed")].iterrows():
         console.print(f"  [red]FAILED {r['variant']} k={r['k']} size={r['size']}[/red]: {r['reason']}", soft_wrap=True)
+
+
+class KernelTables(NamedTuple):
+    """One kind of kernel tables (a scenario's declaration names it: `tables`): the markdown grids of
+    a result's rows, and the console printer of a result document."""
+
+    grids: Callable[[pd.DataFrame], list[tuple[str, pd.DataFrame]]]
+    print: Callable[[dict[str, Any], Console | None], None]
+
+
+TABLES: dict[str, KernelTables] = {
+    "roofline": KernelTables(roofline_grids, print_roofline),
+    "launch": KernelTables(launch_grid, print_launch),
+    "offsets": KernelTables(offsets_grids, print_offsets),
+    "fusion": KernelTables(lambda frame: fusion_grids(frame, frame.attrs.get("roofs")), print_fusion),
+}
+
+
+def tables_of(scenario: str) -> KernelTables | None:
+    """The kernel tables a scenario's declaration names (None: it has the boundary table, or is unknown)."""
+    from dbench.scenarios import DECLARATIONS
+
+    declaration = DECLARATIONS.get(scenario)
+    return TABLES[declaration.tables] if declaration is not None and declaration.tables else None

@@ -49,9 +49,9 @@ def env_line(env: dict[str, Any]) -> str:
 
 def table_note(scenario: str) -> str:
     """What the bracketed Δ of a scenario's tables is measured against."""
-    from dbench.scenarios import SCENARIOS
+    from dbench.scenarios import DECLARATIONS
 
-    return SCENARIOS[scenario].table_note if scenario in SCENARIOS else ""
+    return DECLARATIONS[scenario].table_note if scenario in DECLARATIONS else ""
 
 
 def notes(document: dict[str, Any]) -> list[str]:
@@ -76,21 +76,6 @@ def _run_line(document: dict[str, Any], name: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
-def _kernel_tables(scenario: str) -> Any:
-    """The markdown tables of a kernel scenario (analysis/kernels.py), None for the others."""
-    from dbench.analysis import kernels
-
-    return {"roofline": kernels.roofline_grids, "launch": kernels.launch_grid, "offsets": kernels.offsets_grids,
-            "fusion": lambda frame: kernels.fusion_grids(frame, frame.attrs.get("roofs"))}.get(scenario)
-
-
-def _kernel_printer(scenario: str) -> Any:
-    from dbench.analysis import kernels
-
-    return {"roofline": kernels.print_roofline, "launch": kernels.print_launch, "offsets": kernels.print_offsets,
-            "fusion": kernels.print_fusion}.get(scenario)
-
-
 def no_rows_line(document: dict[str, Any]) -> str:
     """What a result without rows says: nothing was measured, and the run's status and error."""
     error = f" ({document['error']})" if document.get("error") else ""
@@ -101,6 +86,7 @@ def markdown(document: dict[str, Any], name: str = "") -> str:
     """One result's tables and notes as GitHub markdown; `name` is the file name shown."""
     import pandas as pd
 
+    from dbench.analysis.kernels import tables_of
     from dbench.analysis.table import cell_grid, tables
 
     out = [f"## {document.get('scenario')} · {env_line(document['env'])}", "", _run_line(document, name), ""]
@@ -108,9 +94,9 @@ def markdown(document: dict[str, Any], name: str = "") -> str:
         return "\n".join(out + [f"_{no_rows_line(document)}_", ""])
     frame = pd.DataFrame(document["rows"])
     frame.attrs["roofs"] = document.get("roofs")
-    kernel_tables = _kernel_tables(str(document.get("scenario")))
+    kernel_tables = tables_of(str(document.get("scenario")))
     if kernel_tables is not None:  # the kernel scenarios' own tables (analysis/kernels.py)
-        for heading, grid in kernel_tables(frame):
+        for heading, grid in kernel_tables.grids(frame):
             out += [f"**{heading}**", "", grid.to_markdown(disable_numparse=True), ""]
         return "\n".join(out + _failed_lines(frame))
     for table in tables(frame):
@@ -128,16 +114,17 @@ def text(document: dict[str, Any], name: str = "") -> str:
     import pandas as pd
     from rich.console import Console
 
+    from dbench.analysis.kernels import tables_of
     from dbench.analysis.table import print_tables
 
     buffer = io.StringIO()
     console = Console(file=buffer, color_system=None, force_terminal=False)
     console.print(" · ".join(p for p in (name, env_line(document["env"])) if p), soft_wrap=True)
-    printer = _kernel_printer(str(document.get("scenario")))
+    kernel_tables = tables_of(str(document.get("scenario")))
     if not document["rows"]:
         console.print(no_rows_line(document), soft_wrap=True)
-    elif printer is not None:
-        printer(document, console)
+    elif kernel_tables is not None:
+        kernel_tables.print(document, console)
     else:
         print_tables(pd.DataFrame(document["rows"]), document["env"], console,
                      note=table_note(str(document.get("scenario"))))

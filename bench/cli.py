@@ -18,7 +18,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .atomic import folder_output_problem
 
@@ -199,8 +199,8 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     return p
 
 
-def apply_defaults(args: argparse.Namespace, overrides: dict[str, tuple[Any, Any]] | None = None,
-                   cuda_overrides: dict[str, tuple[Any, Any]] | None = None,
+def apply_defaults(args: argparse.Namespace, overrides: Mapping[str, tuple[Any, Any]] | None = None,
+                   cuda_overrides: Mapping[str, tuple[Any, Any]] | None = None,
                    device: str | None = None) -> argparse.Namespace:
     """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them, or on a
     CUDA device its `cuda_overrides` (the --quick column with --quick). Without --device the device
@@ -344,13 +344,11 @@ def check_repeats(args: argparse.Namespace) -> None:
 
 
 def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
-          default_out: Path | None = None, scenario_variants: dict[str, tuple[str, ...]] | None = None,
-          scenario_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None,
-          scenario_ops: dict[str, tuple[str, ...]] | None = None,
-          scenario_cuda_defaults: dict[str, dict[str, tuple[Any, Any]]] | None = None) -> argparse.Namespace:
+          default_out: Path | None = None, declarations: Mapping[str, Any] | None = None) -> argparse.Namespace:
     """Parse and check the whole command line; exits 2 with one line on the first problem.
-    scenario_variants / scenario_defaults / scenario_ops / scenario_cuda_defaults: a scenario's own
-    variant names, run defaults, the ops it takes and its run defaults on a CUDA device.
+    declarations: each scenario's declaration (scenarios/declaration.py; read here for its own
+    variant names `variants`, the ops it takes `ops`, and its run defaults `defaults` and
+    `cuda_defaults`); a scenario without one takes `ops`, `variants` and DEFAULTS.
     default_out: the folder the machine's folder goes in without --out (DEFAULT_OUT in the current
     folder); made absolute, as every path option, in args.default_out."""
     parser = build_parser(scenarios)
@@ -360,11 +358,14 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     args.scenario = args.scenario or "boundary"
     absolute_paths(parser, args)
     args.default_out = (DEFAULT_OUT if default_out is None else Path(default_out)).absolute()
-    args = apply_defaults(args, (scenario_defaults or {}).get(args.scenario),
-                          (scenario_cuda_defaults or {}).get(args.scenario))
+    declared = (declarations or {}).get(args.scenario)
+    if declared is not None:
+        args = apply_defaults(args, declared.defaults, declared.cuda_defaults)
+        ops, variants = declared.ops or ops, declared.variants or variants
+    else:
+        args = apply_defaults(args)
     try:
-        check_names(args, scenarios, (scenario_ops or {}).get(args.scenario, ops),
-                    (scenario_variants or {}).get(args.scenario, variants))
+        check_names(args, scenarios, ops, variants)
         if args.shards is not None and args.device not in (None, "cpu"):
             raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
         if args.gpus is not None and args.device not in (None, "cuda"):

@@ -1,7 +1,9 @@
-"""Scenarios: which ops x variants x modes x shapes to time, and which table they make.
+"""Scenarios: which ops x variants x modes x shapes to time, and which tables and figures they make.
 
-SCENARIO_NAMES is plain data so that run.py can check a command line before it
-imports torch; SCENARIOS (the Scenario objects) is imported on first use.
+Every scenario is declared here, once (scenarios/declaration.py): plain data, so that run.py checks a
+command line before it imports torch. Its module, scenarios/<name>.py, holds what needs torch (how
+its cases are built and planned) as SCENARIO; SCENARIOS (name -> Scenario) imports them on first use.
+A new scenario is that file and one declaration below.
 """
 
 from __future__ import annotations
@@ -9,55 +11,78 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-SCENARIO_NAMES: tuple[str, ...] = ("boundary", "compile", "timer_validation", "roofline", "launch", "offsets", "fusion")
-# Scenarios with variant names of their own (the others take the variant factory's, ops.specs).
-SCENARIO_VARIANTS: dict[str, tuple[str, ...]] = {
-    "roofline": ("raw", "aten", "compiled"),
-    "offsets": ("raw",),
-    "fusion": ("unfused", "fused", "aten", "compiled", "triton"),
-}
-# Scenarios that take only some ops (the others take every op of ops.specs): offsets has no index
-# axis for mm (its kernel always addresses in int64), fusion is about the chain alone.
-SCENARIO_OPS: dict[str, tuple[str, ...]] = {
-    "offsets": ("noop", "muladd", "l2norm", "chain"),
-    "fusion": ("chain",),
-}
-# Run defaults that differ from bench/cli.py DEFAULTS, per scenario: option -> (full run, --quick).
-# The kernel scenarios have hundreds of cases whose GPU time repeats within 0.5 %: fewer rounds.
-SCENARIO_DEFAULTS: dict[str, dict[str, tuple[object, object]]] = {
-    "roofline": {"rounds": (10, 3), "gpu_rounds": (5, 2)},
-    "launch": {"rounds": (8, 3), "gpu_rounds": (4, 2)},
-    "offsets": {"rounds": (8, 3), "gpu_rounds": (5, 2)},
-    "fusion": {"rounds": (8, 3), "gpu_rounds": (5, 2)},
-}
-# ... and on a CUDA device. The boundary table there: the H200 host's CPU holds fast and slow speed
-# states for seconds at a time, so a case's block and its floor's block must lie close in time for
-# their ratio to repeat: short blocks in many rounds (a 2.5 ms x 60 round took less time than a
-# 10 ms x 30 one for narrower ratio CIs; results/h200/README.md), and shorter C++ repetitions.
-# On the CPU VMs the noise inside a run is white, and long blocks average it (the CPU default).
-# The GPU pass's blocks last at least 10 ms (bench/runner.py GPU_MIN_BLOCK_SECONDS); 5 of its rounds
-# keep the whole command under a minute, and CUPTI's medians repeat within 0.1 % (median over rows).
-SCENARIO_CUDA_DEFAULTS: dict[str, dict[str, tuple[object, object]]] = {
-    "boundary": {"rounds": (60, 6), "block_ms": (2.5, 2.0), "gpu_rounds": (5, 3), "cpp_repetitions": (12, 3),
-                 "cpp_min_time": (0.03, 0.01)},
-}
+from dbench.bench.passes import Pass
 
-__all__ = ["SCENARIO_CUDA_DEFAULTS", "SCENARIO_DEFAULTS", "SCENARIO_NAMES", "SCENARIO_OPS", "SCENARIO_VARIANTS", "SCENARIOS", "Scenario", "Selection"]
+from .declaration import Declaration
+
+_KERNEL_PASSES = (Pass.CPU_ROUNDS, Pass.GPU, Pass.ROOFS)
+# The kernel scenarios have hundreds of cases whose GPU time repeats within 0.5 %: fewer rounds.
+_KERNEL_DEFAULTS = {"rounds": (8, 3), "gpu_rounds": (5, 2)}
+
+DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
+    Declaration(
+        "boundary", "per-call CPU cost of each registration variant, in inference, fwd_requires_grad and fwd_bwd",
+        passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER),
+        # On a CUDA device: the H200 host's CPU holds fast and slow speed states for seconds at a
+        # time, so a case's block and its floor's block must lie close in time for their ratio to
+        # repeat: short blocks in many rounds (a 2.5 ms x 60 round took less time than a 10 ms x 30
+        # one for narrower ratio CIs; results/h200/README.md), and shorter C++ repetitions. On the
+        # CPU VMs the noise inside a run is white, and long blocks average it (the CPU default).
+        # The GPU pass's blocks last at least 10 ms (bench/runner.py GPU_MIN_BLOCK_SECONDS); 5 of its
+        # rounds keep the whole command under a minute, and CUPTI's medians repeat within 0.1 %.
+        cuda_defaults={"rounds": (60, 6), "block_ms": (2.5, 2.0), "gpu_rounds": (5, 3), "cpp_repetitions": (12, 3),
+                       "cpp_min_time": (0.03, 0.01)},
+        table_note="Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).",
+        figures=("cpu", "ratio", "launch"),
+    ),
+    Declaration(
+        "compile", "each boundary eager, inside torch.compile(fullgraph=True), and replayed from a CUDA graph",
+        requires_cuda=True,
+        table_note="Δ = median of per-round paired differences vs the same variant called eagerly.",
+        figures=("compile",),
+    ),
+    Declaration(
+        "timer_validation", "CUPTI vs CUDA events vs do_bench on kernels from ~2 µs to 5 ms",
+        passes=(Pass.CUSTOM,), requires_cuda=True,
+    ),
+    Declaration(
+        "roofline", "GPU time of each kernel by size against the measured memory and compute roofs",
+        passes=_KERNEL_PASSES, variants=("raw", "aten", "compiled"), default_ops=("noop", "muladd", "l2norm", "mm"),
+        defaults={"rounds": (10, 3), "gpu_rounds": (5, 2)},
+        table_note="% of roof = max(FLOPs / P, bytes / B) / time, with B and P measured in this run (roofs).",
+        tables="roofline", figures=("roofline",),
+    ),
+    Declaration(
+        "launch", "CPU and GPU time per call of every variant by size: where each stops being launch-bound",
+        default_ops=("muladd", "l2norm"), defaults={"rounds": (8, 3), "gpu_rounds": (4, 2)},
+        table_note="Crossover: the smallest size from which GPU time per call >= 90 % of CPU time per call at "
+                   "every larger size.",
+        tables="launch", figures=("crossover",),
+    ),
+    Declaration(
+        "offsets", "GPU time of each kernel with int32 and forced int64 offsets, and a run past INT32_MAX",
+        # No index axis for mm: its kernel always addresses in int64.
+        passes=_KERNEL_PASSES, variants=("raw",), ops=("noop", "muladd", "l2norm", "chain"), defaults=_KERNEL_DEFAULTS,
+        table_note="int64 / int32: GPU time of the forced-int64 kernel over the int32 one, same inputs.",
+        tables="offsets", figures=("offsets",),
+    ),
+    Declaration(
+        "fusion", "GPU and CPU time of a chain of k elementwise steps, fused in one kernel or not",
+        passes=_KERNEL_PASSES, variants=("unfused", "fused", "aten", "compiled", "triton"), ops=("chain",),
+        defaults=_KERNEL_DEFAULTS,
+        table_note="speed-up = unfused time / fused time at the same k and size; modelled: k (traffic ratio).",
+        tables="fusion", figures=("fusion",),
+    ),
+)}
+SCENARIO_NAMES: tuple[str, ...] = tuple(DECLARATIONS)
+
+__all__ = ["DECLARATIONS", "SCENARIO_NAMES", "SCENARIOS", "Declaration", "Scenario", "Selection"]
 
 
 def _registry() -> dict[str, Any]:
-    from .boundary import BOUNDARY
-    from .compile import COMPILE
-    from .fusion import FUSION
-    from .launch import LAUNCH
-    from .offsets import OFFSETS
-    from .roofline import ROOFLINE
-    from .timer_validation import TIMER_VALIDATION
-
-    registry = {s.name: s for s in (BOUNDARY, COMPILE, TIMER_VALIDATION, ROOFLINE, LAUNCH, OFFSETS, FUSION)}
-    assert tuple(registry) == SCENARIO_NAMES, "SCENARIO_NAMES must list the registered scenarios, in order"
-    assert all(registry[n].variants == v for n, v in SCENARIO_VARIANTS.items()), "SCENARIO_VARIANTS out of step"
-    assert all(set(registry[n].default_ops or ()) <= set(o) for n, o in SCENARIO_OPS.items()), "SCENARIO_OPS out of step"
+    registry = {name: importlib.import_module(f".{name}", __name__).SCENARIO for name in DECLARATIONS}
+    wrong = [name for name, s in registry.items() if s.declaration is not DECLARATIONS[name]]
+    assert not wrong, f"scenario module(s) {wrong} must build SCENARIO from their own declaration"
     return registry
 
 

@@ -11,8 +11,11 @@ import torch
 from torch import Tensor
 
 from dbench.bench.identity import case_label, check_unique_labels
+from dbench.bench.passes import Pass
 from dbench.bench.runner import Case
 from dbench.ops import InputSpec, Mode, OpContract, Variant
+
+from .declaration import Declaration
 
 
 @dataclass(frozen=True)
@@ -71,29 +74,55 @@ PLAN_DIMENSIONS = ("cache", "variant", "op")
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str
-    description: str
+    """A scenario's declaration (names, defaults, passes, presentation: scenarios/__init__.py) and what
+    needs torch: how its cases are built and planned."""
+
+    declaration: Declaration
     build: Callable[[Selection], list[Case]]
     modes: tuple[str, ...] = field(default_factory=tuple)
-    requires_cuda: bool = False
-    table_note: str = ""  # printed under the tables: what the bracketed delta is against
     axes: tuple[Axis, ...] = ()
     # Variants other variants' cases are paired with: a sharded run times them in every shard.
     baseline_variants: tuple[str, ...] = ()
-    # The variant names this scenario knows (None: the variant factory's) and the ops it runs
-    # when --ops is not given (None: every op). Kept in step with scenarios.SCENARIO_VARIANTS.
-    variants: tuple[str, ...] | None = None
-    default_ops: tuple[str, ...] | None = None
-    roofs: bool = False  # measure the machine's roofs and derive rates and % of roof for each row
-    # Prints this scenario's own tables in place of the boundary table: report(document, console).
-    report: Callable[[dict[str, Any], Any], None] | None = None
     # Its cases as planned before anything is built: run.py refuses a selection with nothing that can
     # run on the device, and names the parts that cannot. None: no case-level plan (custom_run).
     plan: Callable[[Selection], list[Planned]] | None = None
-    # Scenarios that are not op x variant x mode tables run themselves:
+    # A scenario whose one pass is Pass.CUSTOM runs itself:
     # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
     custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
     custom_report: Callable[[list[dict[str, Any]], Any], int] | None = None
+
+    def __post_init__(self) -> None:
+        custom = self.declaration.makes(Pass.CUSTOM)
+        if custom != (self.custom_run is not None and self.custom_report is not None):
+            raise ValueError(f"scenario {self.name}: custom_run and custom_report go with the custom pass, and only it")
+
+    # What the declaration says, read where the scenario object is at hand.
+    @property
+    def name(self) -> str:
+        return self.declaration.name
+
+    @property
+    def description(self) -> str:
+        return self.declaration.description
+
+    @property
+    def requires_cuda(self) -> bool:
+        return self.declaration.requires_cuda
+
+    @property
+    def variants(self) -> tuple[str, ...] | None:
+        return self.declaration.variants
+
+    @property
+    def default_ops(self) -> tuple[str, ...] | None:
+        return self.declaration.ops_when_unnamed
+
+    @property
+    def table_note(self) -> str:
+        return self.declaration.table_note
+
+    def makes(self, p: Pass) -> bool:
+        return self.declaration.makes(p)
 
 
 def static_na_reason(variant: str, op: str, device: str, mode: str) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dbench.bench.runner import Case
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 
+from . import DECLARATIONS
 from .base import Scenario, Selection, case_grid, grid_plan, make_call, preflight
 
 BASELINE = {
@@ -37,12 +38,10 @@ def build(sel: Selection) -> list[Case]:
     return case_grid(sel, "boundary", MODES, _baseline, _fill, requires_grad=lambda m: m != Mode.INFERENCE.value)
 
 
-BOUNDARY = Scenario(
-    name="boundary",
-    description="per-call CPU cost of each registration variant, in inference, fwd_requires_grad and fwd_bwd",
+SCENARIO = Scenario(
+    DECLARATIONS["boundary"],
     build=build,
     modes=MODES,
     plan=lambda sel: grid_plan(sel, MODES),
     baseline_variants=tuple(dict.fromkeys(BASELINE.values())),
-    table_note="Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).",
 )

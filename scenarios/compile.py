@@ -18,6 +18,7 @@ from torch import Tensor
 from dbench.bench.runner import Case
 from dbench.ops import InputSpec, OpContract, Variant
 
+from . import DECLARATIONS
 from .base import TOLERANCES, Scenario, Selection, case_grid, grid_plan
 
 MODES = ("eager", "compiled", "cudagraph")
@@ -132,12 +133,9 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
         case.call = call
 
 
-COMPILE = Scenario(
-    name="compile",
-    description="each boundary eager, inside torch.compile(fullgraph=True), and replayed from a CUDA graph",
+SCENARIO = Scenario(
+    DECLARATIONS["compile"],
     build=build,
     modes=MODES,
     plan=lambda sel: grid_plan(sel, MODES, variant_mode=lambda mode: "inference"),  # every mode takes inference inputs
-    requires_cuda=True,
-    table_note="Δ = median of per-round paired differences vs the same variant called eagerly.",
 )

@@ -37,10 +37,11 @@ from dbench.bench.runner import Case
 from dbench.ops import OPS
 from dbench.ops import chain as chain_def
 
+from . import DECLARATIONS
 from .base import Axis, Planned, Scenario, Selection, case_key, device_sync, static_na_reason
-from .kernels import InputPool, check_against, check_exact, compile_tuned, console_report, elements_for
+from .kernels import InputPool, check_against, check_exact, compile_tuned, elements_for
 
-VARIANTS = ("unfused", "fused", "aten", "compiled", "triton")
+VARIANTS: tuple[str, ...] = DECLARATIONS["fusion"].variants or ()
 LENGTHS = tuple(range(1, chain_def.MAX_LENGTH + 1))
 SIZES_CUDA = (16 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes of the input
 SIZES_CPU = (16 << 10, 1 << 20, 16 << 20)
@@ -144,16 +145,10 @@ def build(sel: Selection) -> list[Case]:
     return cases
 
 
-FUSION = Scenario(
-    name="fusion",
-    description="GPU and CPU time of a chain of k elementwise steps, fused in one kernel or not",
+SCENARIO = Scenario(
+    DECLARATIONS["fusion"],
     build=build,
     modes=(MODE,),
     plan=plan,
     axes=(Axis("k", LENGTHS), Axis("size", SIZES_CUDA)),
-    variants=VARIANTS,
-    default_ops=("chain",),
-    report=console_report("print_fusion"),
-    roofs=True,
-    table_note="speed-up = unfused time / fused time at the same k and size; modelled: k (traffic ratio).",
 )

@@ -116,14 +116,3 @@ def _checked(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tens
 
 def point_of(case: Case) -> Point:
     return {a: case.key[a] for a in case.key.get("axes", [])}
-
-
-def console_report(function: str) -> Callable[[dict[str, Any], Any], None]:
-    """A scenario's `report`: analysis.kernels.<function>(document, console), imported when called
-    (the scenario modules stay free of the analysis layer until a table is printed)."""
-    def report(doc: dict[str, Any], console: Any) -> None:
-        from dbench.analysis import kernels
-
-        getattr(kernels, function)(doc, console)
-
-    return report

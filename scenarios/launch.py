@@ -19,13 +19,14 @@ from dbench.bench.runner import Case
 from dbench.ops import Mode, OpContract, Variant
 from dbench.ops.contract import InputSpec
 
+from . import DECLARATIONS
 from .base import Axis, Scenario, Selection, case_grid, grid_plan, preflight
-from .kernels import InputPool, check_against, console_report, shape_for
+from .kernels import InputPool, check_against, shape_for
 
 SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of float32)
 SIZES_CPU = tuple(4**k for k in range(12))  # 1 .. 4 Mi elements
 ROW = 256  # l2norm rows of 256 elements (fewer when smaller)
-DEFAULT_OPS = ("muladd", "l2norm")
+DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["launch"].default_ops or ()
 MODE = Mode.INFERENCE.value
 
 
@@ -58,15 +59,11 @@ def build(sel: Selection) -> list[Case]:
                      shape=lambda contract, point: shape_for(contract, point["size"], ROW))
 
 
-LAUNCH = Scenario(
-    name="launch",
-    description="CPU and GPU time per call of every variant by size: where each stops being launch-bound",
+SCENARIO = Scenario(
+    DECLARATIONS["launch"],
     build=build,
     modes=(MODE,),
     plan=lambda sel: grid_plan(sel, (MODE,)),
     axes=(Axis("size", SIZES_CUDA),),
     baseline_variants=("raw",),
-    default_ops=DEFAULT_OPS,
-    report=console_report("print_launch"),
-    table_note="Crossover: the smallest size from which GPU time per call >= 90 % of CPU time per call at every larger size.",
 )

@@ -13,7 +13,7 @@ def load_user_ops(args: argparse.Namespace) -> list[str]:
     from dbench.ops import OPS
     from dbench.ops.declare import DeclarationError, load_all
 
-    from . import SCENARIO_OPS
+    from . import DECLARATIONS
 
     try:
         names = load_all(args.op)
@@ -22,9 +22,9 @@ def load_user_ops(args: argparse.Namespace) -> list[str]:
     unknown = [n for n in args.ops or () if n not in OPS]
     if unknown:
         raise UsageError(f"argument --ops: unknown op {', '.join(map(repr, unknown))}; valid ops: {', '.join(OPS)}")
-    if args.scenario in SCENARIO_OPS:
-        raise UsageError(f"argument --op: the {args.scenario} scenario takes only its own ops "
-                         f"({', '.join(SCENARIO_OPS[args.scenario])})")
+    own = DECLARATIONS[args.scenario].ops
+    if own is not None:
+        raise UsageError(f"argument --op: the {args.scenario} scenario takes only its own ops ({', '.join(own)})")
     return names
 
 
@@ -35,7 +35,7 @@ def print_list(console: Any) -> None:
     from dbench.ops import MODES, OPS
     from dbench.ops.variants import VARIANT_SPECS
 
-    from . import SCENARIO_NAMES, SCENARIOS
+    from . import DECLARATIONS
 
     def table(title: str, *columns: str) -> Table:
         t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -44,8 +44,8 @@ def print_list(console: Any) -> None:
         return t
 
     scenarios = table("scenarios (--scenario)", "name", "what it measures")
-    for name in SCENARIO_NAMES:
-        scenarios.add_row(name, SCENARIOS[name].description)
+    for name, declared in DECLARATIONS.items():
+        scenarios.add_row(name, declared.description)
     ops = table("ops (--ops; --op FILE.py[:NAME] adds yours)", "name", "from", "what it is")
     for name, contract in OPS.items():
         ops.add_row(name, contract.origin or "shipped", contract.description)

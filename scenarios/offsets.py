@@ -33,11 +33,12 @@ from dbench.bench.identity import check_unique_labels
 from dbench.bench.runner import Case
 from dbench.ops import OPS, OpContract
 
+from . import DECLARATIONS
 from .base import Axis, Planned, Scenario, Selection, case_key, device_sync
-from .kernels import InputPool, check_against, check_exact, console_report, elements_for, shape_for
+from .kernels import InputPool, check_against, check_exact, elements_for, shape_for
 
 INDEXES = ("int32", "int64")
-DEFAULT_OPS = ("noop", "muladd", "l2norm", "chain")
+DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["offsets"].ops or ()
 DTYPES = (torch.float32, torch.float64)
 MODES = ("forward", "backward")
 SIZES_CUDA = (1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes per tensor
@@ -232,17 +233,11 @@ def huge_cases(sel: Selection, pool: InputPool, sync: Callable[[], None]) -> lis
     return cases
 
 
-OFFSETS = Scenario(
-    name="offsets",
-    description="GPU time of each kernel with int32 and forced int64 offsets, and a run past INT32_MAX",
+SCENARIO = Scenario(
+    DECLARATIONS["offsets"],
     build=build,
     modes=MODES,
     plan=plan,
     axes=(Axis("dtype", tuple(str(d).removeprefix("torch.") for d in DTYPES)), Axis("size", SIZES_CUDA),
           Axis("index", (*INDEXES, "auto"))),
-    variants=("raw",),
-    default_ops=DEFAULT_OPS,
-    report=console_report("print_offsets"),
-    roofs=True,
-    table_note="int64 / int32: GPU time of the forced-int64 kernel over the int32 one, same inputs.",
 )

@@ -26,15 +26,16 @@ from dbench.bench.identity import check_unique_labels
 from dbench.bench.runner import Case
 from dbench.ops import OPS, OpContract
 
+from . import DECLARATIONS
 from .base import Axis, Planned, Scenario, Selection, case_key
-from .kernels import InputPool, check_against, compile_tuned, console_report, elements_for, l2_flush, shape_for
+from .kernels import InputPool, check_against, compile_tuned, elements_for, l2_flush, shape_for
 
-VARIANTS = ("raw", "aten", "compiled")
+VARIANTS: tuple[str, ...] = DECLARATIONS["roofline"].variants or ()
 MODES = ("forward", "backward")
 SIZES_CUDA = tuple(64 * 1024 * 4**k for k in range(9))  # 64 KiB .. 4 GiB per tensor
 SIZES_CPU = tuple(64 * 1024 * 4**k for k in range(7))  # 64 KiB .. 256 MiB
 ROW = 1024  # l2norm rows of 1024 elements
-DEFAULT_OPS = ("noop", "muladd", "l2norm", "mm")
+DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["roofline"].default_ops or ()
 # mm: `size` is the square problem's n (n x n times n x n), in bfloat16 on a GPU (its tensor cores;
 # the run's --dtype applies to the other ops) and in the run's dtype on the CPU.
 MM_SIZES_CUDA = (256, 512, 1024, 2048, 4096, 8192)
@@ -212,16 +213,10 @@ def build(sel: Selection) -> list[Case]:
     return cases
 
 
-ROOFLINE = Scenario(
-    name="roofline",
-    description="GPU time of each kernel by size against the measured memory and compute roofs",
+SCENARIO = Scenario(
+    DECLARATIONS["roofline"],
     build=build,
     modes=MODES,
     plan=plan,
     axes=(Axis("size", SIZES_CUDA), Axis("cache", ("warm", "cold"))),
-    variants=VARIANTS,
-    default_ops=DEFAULT_OPS,
-    report=console_report("print_roofline"),
-    roofs=True,
-    table_note="% of roof = max(FLOPs / P, bytes / B) / time, with B and P measured in this run (roofs).",
 )

@@ -36,6 +36,7 @@ import torch
 from dbench.bench import stats
 from dbench.bench.gputimer import CuptiTimer, CuptiUnavailable
 
+from . import DECLARATIONS
 from .base import Scenario
 
 SLEEP_TARGETS_US = (2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -230,11 +231,9 @@ def report(rows: list[dict[str, Any]], console: Any) -> int:
     return 1 if failed else 0
 
 
-TIMER_VALIDATION = Scenario(
-    name="timer_validation",
-    description="CUPTI vs CUDA events vs do_bench on kernels from ~2 µs to 5 ms",
+SCENARIO = Scenario(
+    DECLARATIONS["timer_validation"],
     build=lambda sel: [],
-    requires_cuda=True,
     custom_run=run,
     custom_report=report,
 )

@@ -23,7 +23,7 @@ import pytest
 from dbench.analysis.load import read_result
 from dbench.bench import cli
 from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
-from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_OPS, SCENARIO_VARIANTS
+from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 from dbench.scenarios.base import Planned, not_runnable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,8 +33,7 @@ FAST = ["--device", "cpu", "--no-cpp", "--no-pin", "--rounds", "2", "--block-ms"
 
 def parse(*argv: str) -> argparse.Namespace:
     return cli.parse(["--scenario", "boundary", *argv], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,
-                     scenario_variants=SCENARIO_VARIANTS, scenario_defaults=SCENARIO_DEFAULTS,
-                     scenario_ops=SCENARIO_OPS, scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
+                     declarations=DECLARATIONS)
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -209,7 +208,7 @@ def test_an_out_name_too_long_is_one_line_in_every_scenario(tmp_path: Path, scen
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         cli.parse(["--scenario", scenario, "--out", str(tmp_path / ("x" * 300))], SCENARIO_NAMES, OP_NAMES,
-                  VARIANT_NAMES, scenario_variants=SCENARIO_VARIANTS, scenario_ops=SCENARIO_OPS)
+                  VARIANT_NAMES, declarations=DECLARATIONS)
     err = capsys.readouterr().err
     assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert "argument --out: cannot write result files in" in err and "File name too long" in err
@@ -290,17 +289,18 @@ def test_results_are_ignored_by_git() -> None:
     ([{"samples": [1.0]}], "interrupted", "no table for the rows timed before the interrupt (KeyError: 'metric')"),
 ])
 def test_an_interrupted_run_prints_a_line_where_its_tables_cannot_be_made(run_main: Any, rows: list[dict[str, Any]],
-                                                                          status: str, shown: str) -> None:
-    import dataclasses
-
+                                                                          status: str, shown: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
+    from dbench.analysis import kernels
     from dbench.scenarios import SCENARIOS
 
     def breaks(doc: dict[str, Any], console: Any) -> None:
         raise KeyError("metric")
 
-    scenario = dataclasses.replace(SCENARIOS["roofline"], report=breaks)
+    monkeypatch.setitem(kernels.TABLES, "roofline", kernels.TABLES["roofline"]._replace(print=breaks))
+    scenario = SCENARIOS["roofline"]
     console = Console(record=True, width=300)
     run_main.report(scenario, {"status": status, "rows": rows}, {}, console)
     assert shown in console.export_text()

@@ -150,18 +150,19 @@ def test_defaults_have_one_source() -> None:
 def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[str], device: str | None,
                                                                     rounds: int, block_ms: float) -> None:
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
-    from dbench.scenarios import SCENARIO_CUDA_DEFAULTS, SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+    from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 
+    boundary = DECLARATIONS["boundary"]
     args = cli.parse(["--scenario", "boundary", *argv], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results",
-                     SCENARIO_VARIANTS, SCENARIO_DEFAULTS, scenario_cuda_defaults=SCENARIO_CUDA_DEFAULTS)
+                     DECLARATIONS)
     if device is not None:
         if not any(a in argv for a in ("--rounds", "--quick")):
             assert args.rounds is None and args.block_ms is None  # not guessed before the device is known
-        cli.apply_defaults(args, SCENARIO_DEFAULTS.get("boundary"), SCENARIO_CUDA_DEFAULTS["boundary"], device)
+        cli.apply_defaults(args, boundary.defaults, boundary.cuda_defaults, device)
     assert (args.rounds, args.block_ms) == (rounds, block_ms)
-    table = SCENARIO_CUDA_DEFAULTS["boundary"] if "cuda" in (device or args.device) else cli.DEFAULTS
+    table = boundary.cuda_defaults if "cuda" in (device or args.device) else cli.DEFAULTS
     assert args.gpu_rounds == table["gpu_rounds"][1 if "--quick" in argv else 0]
-    again = cli.apply_defaults(args, SCENARIO_DEFAULTS.get("boundary"), SCENARIO_CUDA_DEFAULTS["boundary"], "cpu")
+    again = cli.apply_defaults(args, boundary.defaults, boundary.cuda_defaults, "cpu")
     assert again.rounds == rounds  # filled once: a later call changes nothing
 
 
@@ -445,16 +446,16 @@ def test_compare_refuses_different_environments_unless_allowed(tmp_path: Path,
 
 def test_a_scenario_with_variants_of_its_own_names_them(capsys: pytest.CaptureFixture[str]) -> None:
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
-    from dbench.scenarios import SCENARIO_DEFAULTS, SCENARIO_NAMES, SCENARIO_VARIANTS
+    from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 
     with pytest.raises(SystemExit) as info:
         cli.parse(["--scenario", "roofline", "--variants", "cpp"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,
-                  ROOT / "results", SCENARIO_VARIANTS, SCENARIO_DEFAULTS)
+                  ROOT / "results", DECLARATIONS)
     assert info.value.code == 2 and "valid variants: raw, aten, compiled" in capsys.readouterr().err
     args = cli.parse(["--scenario", "launch"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results",
-                     SCENARIO_VARIANTS, SCENARIO_DEFAULTS)
-    assert (args.rounds, args.gpu_rounds) == tuple(v[0] for v in (SCENARIO_DEFAULTS["launch"]["rounds"],
-                                                                  SCENARIO_DEFAULTS["launch"]["gpu_rounds"]))
+                     DECLARATIONS)
+    launch = DECLARATIONS["launch"].defaults
+    assert (args.rounds, args.gpu_rounds) == (launch["rounds"][0], launch["gpu_rounds"][0])
 
 
 @pytest.mark.parametrize(("scenario", "ops", "valid"), [

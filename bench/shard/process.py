@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..document import COMPANION_SUFFIXES
+from ..passes import Pass
 from .command import REPO_ROOT, shard_command
 from .merge import empty_merge, merge_results
 from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds, variant_weights
@@ -213,7 +214,7 @@ def run_sharded(
     on_gpu = devices[0].startswith("cuda")
     gpu_rounds = args.gpu_rounds if on_gpu and args.gpu_timer != "off" else 0
     weights = variant_weights(variants, ops, devices[0], scenario.modes)
-    cpp = scenario.name == "boundary" and not args.no_cpp
+    cpp = scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp
     preload = None
     if cpp:
         # The C++ driver section goes to shard 0, so it runs on cuda:0 as in a one-GPU run (the
