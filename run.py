@@ -268,7 +268,7 @@ def selection(scenario: Any, device: str, args: argparse.Namespace) -> Any:
     return Selection(ops=selected_ops(scenario, args, OP_NAMES),
                      variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
                      dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache),
-                     explicit_ops=args.ops is not None or bool(args.op), shape=args.shape)
+                     explicit_ops=args.ops is not None or bool(args.op), shape=args.shape, modes=args.modes)
 
 
 def selected_ops(scenario: Any, args: argparse.Namespace, every: Sequence[str]) -> tuple[str, ...]:

@@ -142,6 +142,9 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     p.add_argument("--ops", type=name_list, help="comma-separated ops (default: all)")
     p.add_argument("--variants", type=name_list, help="comma-separated variants (default: all)")
+    p.add_argument("--modes", type=name_list,
+                   help="comma-separated modes of the scenario (default: all; boundary: inference, no_grad, "
+                        "inference_mode, fwd_requires_grad, fwd_bwd; --list shows each scenario's)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
     p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 60; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
@@ -218,8 +221,10 @@ def apply_defaults(args: argparse.Namespace, overrides: Mapping[str, tuple[Any, 
     return args
 
 
-def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str]) -> None:
-    """Unknown scenario, op or variant names, with the valid ones (no --ops / --variants: all)."""
+def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
+                modes: Sequence[str] | None = None) -> None:
+    """Unknown scenario, op, variant or mode names, with the valid ones (no --ops / --variants /
+    --modes: all). `modes` None: the scenario's modes are not known here, and --modes is refused."""
     if args.scenario not in scenarios:
         raise UsageError(f"argument --scenario: unknown scenario {args.scenario!r}; "
                          f"valid scenarios: {', '.join(scenarios)}")
@@ -227,7 +232,10 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
     if bad_cache:
         raise UsageError(f"argument --cache: unknown cache state {', '.join(map(repr, bad_cache))}; "
                          f"valid: {', '.join(CACHE_STATES)}")
-    for option, given, valid in (("--ops", args.ops, ops), ("--variants", args.variants, variants)):
+    if getattr(args, "modes", None) and not modes:
+        raise UsageError(f"argument --modes: scenario {args.scenario} has no modes to choose from")
+    for option, given, valid in (("--ops", args.ops, ops), ("--variants", args.variants, variants),
+                                 ("--modes", getattr(args, "modes", None), modes or ())):
         if option == "--ops" and getattr(args, "op", None):
             continue  # the names --op loads are known once its files are imported (ops.declare)
         unknown = [n for n in given or () if n not in valid]
@@ -359,13 +367,14 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     absolute_paths(parser, args)
     args.default_out = (DEFAULT_OUT if default_out is None else Path(default_out)).absolute()
     declared = (declarations or {}).get(args.scenario)
+    modes: Sequence[str] | None = None
     if declared is not None:
         args = apply_defaults(args, declared.defaults, declared.cuda_defaults)
-        ops, variants = declared.ops or ops, declared.variants or variants
+        ops, variants, modes = declared.ops or ops, declared.variants or variants, declared.modes
     else:
         args = apply_defaults(args)
     try:
-        check_names(args, scenarios, ops, variants)
+        check_names(args, scenarios, ops, variants, modes)
         if args.shards is not None and args.device not in (None, "cpu"):
             raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
         if args.gpus is not None and args.device not in (None, "cuda"):

@@ -13,6 +13,7 @@ import gc
 import math
 import random
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -49,6 +50,9 @@ class Case:
     flush: Callable[[], None] | None = None
     work: Any = None  # ops.contract.Work of one call, for the derived rates (kernel scenarios)
     baseline: str | None = None  # label of the case it is paired with
+    # Entered around each block of calls, outside the timed loop (the mode's torch.no_grad() or
+    # torch.inference_mode(): ops/specs.py Mode); None: none.
+    context: Callable[[], AbstractContextManager[Any]] | None = None
     block: int = 0
     samples: list[float] = field(default_factory=list)  # microseconds per call, one per round
 
@@ -114,10 +118,11 @@ def time_block(case: Case, n: int, gpu_timer: GpuTimer | None = None) -> int:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            call()
-        t1 = time.perf_counter_ns()
+        with case.context() if case.context is not None else nullcontext():
+            t0 = time.perf_counter_ns()
+            for _ in range(n):
+                call()
+            t1 = time.perf_counter_ns()
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -155,7 +160,8 @@ def calibrate(case: Case, config: RunConfig, overhead_ns: float) -> int:
 
 def warm_up(case: Case, config: RunConfig) -> None:
     deadline = time.perf_counter() + config.warmup_seconds
-    case.call()  # type: ignore[misc]  # first call: lazy init, JIT, caches
+    with case.context() if case.context is not None else nullcontext():
+        case.call()  # type: ignore[misc]  # first call: lazy init, JIT, caches
     while time.perf_counter() < deadline:
         time_block(case, max(1, case.block // 4))
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .contract import InputSpec, OpContract
-from .specs import Mode
+from .specs import needs_gradient
 from .variants import Variant, flavour
 
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
@@ -122,7 +122,7 @@ def _compiles(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool
 def contract_failure(v: Variant, mode: str, device: str, dtype: torch.dtype) -> str | None:
     """Why this variant of a user's op fails its contract in `mode` (None: it passes), each check run
     once per process. Checks that need gradients run for the modes that take them."""
-    op, name, grad = v.op.name, v.spec.name, mode != Mode.INFERENCE.value
+    op, name, grad = v.op.name, v.spec.name, needs_gradient(mode)
     if not v.spec.registered or v.spec.native:  # a launcher, or PyTorch's own code: no registration to check
         checks = []
     elif v.spec.wrap == "function" or not (v.spec.differentiable and grad):

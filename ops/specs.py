@@ -26,12 +26,42 @@ MM_KERNELS: tuple[str, ...] = ("wgmma", "mma_sync")
 
 
 class Mode(str, Enum):
+    """How an op is called, in the order of the boundary table's columns. The three forward-only
+    modes differ in what the dispatcher does around the kernel: with grad mode on and no input
+    requiring grad (`inference`) its Autograd kernels run and record nothing; under
+    torch.no_grad() (`no_grad`) the inputs require grad, as a model's parameters do, and nothing is
+    recorded either; under torch.inference_mode() (`inference_mode`) the Autograd and
+    ADInplaceOrView keys are skipped altogether. A mode's context is entered once around a block of
+    calls, as serving code enters it once around many, never inside the timed calls."""
+
     INFERENCE = "inference"
+    NO_GRAD = "no_grad"
+    INFERENCE_MODE = "inference_mode"
     FWD_REQUIRES_GRAD = "fwd_requires_grad"
     FWD_BWD = "fwd_bwd"
 
+    @property
+    def inputs_require_grad(self) -> bool:
+        return self is not Mode.INFERENCE
+
+    @property
+    def records_graph(self) -> bool:
+        """Whether the forward builds an autograd graph (so the variant must be differentiable)."""
+        return self in (Mode.FWD_REQUIRES_GRAD, Mode.FWD_BWD)
+
+    @property
+    def context(self) -> str | None:
+        """The torch context manager (by its name in torch) the calls run under, if any."""
+        return {Mode.NO_GRAD: "no_grad", Mode.INFERENCE_MODE: "inference_mode"}.get(self)
+
 
 MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+
+
+def needs_gradient(mode: str) -> bool:
+    """Whether a case in `mode` needs the variant's gradient: a Mode that records a graph, or any
+    other scenario's mode but inference (the kernel scenarios' forward and backward)."""
+    return Mode(mode).records_graph if mode in MODES else mode != Mode.INFERENCE.value
 
 
 @dataclass(frozen=True)

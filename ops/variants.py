@@ -19,7 +19,7 @@ from torch import Tensor
 
 from . import native
 from .catalog import OPS
-from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec  # noqa: F401  (re-exported)
+from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec, needs_gradient  # noqa: F401  (re-exported)
 from .contract import OpContract
 from .flavour import Flavour, OpFn, registered_backward
 
@@ -274,7 +274,7 @@ class Variant:
         """Why this variant has no row in `mode`, or None when it runs."""
         if self.unavailable:
             return self.unavailable
-        if mode != Mode.INFERENCE.value and not self.spec.differentiable:
+        if needs_gradient(mode) and not self.spec.differentiable:
             return self.spec.no_grad_reason
         return None
 

@@ -12,6 +12,7 @@ import importlib
 from typing import Any
 
 from dbench.bench.passes import Pass
+from dbench.ops.specs import MODES
 
 from .declaration import Declaration
 
@@ -21,8 +22,9 @@ _KERNEL_DEFAULTS = {"rounds": (8, 3), "gpu_rounds": (5, 2)}
 
 DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     Declaration(
-        "boundary", "per-call CPU cost of each registration variant, in inference, fwd_requires_grad and fwd_bwd",
-        passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER),
+        "boundary", "per-call CPU cost of each registration variant, in every mode (inference, no_grad, "
+        "inference_mode, fwd_requires_grad, fwd_bwd)",
+        passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER), modes=MODES,
         # On a CUDA device: the H200 host's CPU holds fast and slow speed states for seconds at a
         # time, so a case's block and its floor's block must lie close in time for their ratio to
         # repeat: short blocks in many rounds (a 2.5 ms x 60 round took less time than a 10 ms x 30
@@ -32,12 +34,13 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         # rounds keep the whole command under a minute, and CUPTI's medians repeat within 0.1 %.
         cuda_defaults={"rounds": (60, 6), "block_ms": (2.5, 2.0), "gpu_rounds": (5, 3), "cpp_repetitions": (12, 3),
                        "cpp_min_time": (0.03, 0.01)},
-        table_note="Δ = median of per-round paired differences vs raw (inference) or function_raw (with grad).",
+        table_note="Δ = median of per-round paired differences vs raw (inference, no_grad, inference_mode) or "
+                   "function_raw (fwd_requires_grad, fwd_bwd), in the same mode.",
         figures=("cpu", "ratio", "launch"),
     ),
     Declaration(
         "compile", "each boundary eager, inside torch.compile(fullgraph=True), and replayed from a CUDA graph",
-        requires_cuda=True,
+        requires_cuda=True, modes=("eager", "compiled", "cudagraph"),
         table_note="Δ = median of per-round paired differences vs the same variant called eagerly.",
         figures=("compile",),
     ),
@@ -47,14 +50,15 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     ),
     Declaration(
         "roofline", "GPU time of each kernel by size against the measured memory and compute roofs",
-        passes=_KERNEL_PASSES, variants=("raw", "aten", "compiled"), default_ops=("noop", "muladd", "l2norm", "mm"),
+        passes=_KERNEL_PASSES, modes=("forward", "backward"), variants=("raw", "aten", "compiled"),
+        default_ops=("noop", "muladd", "l2norm", "mm"),
         defaults={"rounds": (10, 3), "gpu_rounds": (5, 2)},
         table_note="% of roof = max(FLOPs / P, bytes / B) / time, with B and P measured in this run (roofs).",
         tables="roofline", figures=("roofline",),
     ),
     Declaration(
         "launch", "CPU and GPU time per call of every variant by size: where each stops being launch-bound",
-        default_ops=("muladd", "l2norm"), defaults={"rounds": (8, 3), "gpu_rounds": (4, 2)},
+        modes=("inference",), default_ops=("muladd", "l2norm"), defaults={"rounds": (8, 3), "gpu_rounds": (4, 2)},
         table_note="Crossover: the smallest size from which GPU time per call >= 90 % of CPU time per call at "
                    "every larger size.",
         tables="launch", figures=("crossover",),
@@ -62,13 +66,15 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     Declaration(
         "offsets", "GPU time of each kernel with int32 and forced int64 offsets, and a run past INT32_MAX",
         # No index axis for mm: its kernel always addresses in int64.
-        passes=_KERNEL_PASSES, variants=("raw",), ops=("noop", "muladd", "l2norm", "chain"), defaults=_KERNEL_DEFAULTS,
+        passes=_KERNEL_PASSES, modes=("forward", "backward"), variants=("raw",), ops=("noop", "muladd", "l2norm", "chain"),
+        defaults=_KERNEL_DEFAULTS,
         table_note="int64 / int32: GPU time of the forced-int64 kernel over the int32 one, same inputs.",
         tables="offsets", figures=("offsets",),
     ),
     Declaration(
         "fusion", "GPU and CPU time of a chain of k elementwise steps, fused in one kernel or not",
-        passes=_KERNEL_PASSES, variants=("unfused", "fused", "aten", "compiled", "triton"), ops=("chain",),
+        passes=_KERNEL_PASSES, modes=("forward",), variants=("unfused", "fused", "aten", "compiled", "triton"),
+        ops=("chain",),
         defaults=_KERNEL_DEFAULTS,
         table_note="speed-up = unfused time / fused time at the same k and size; modelled: k (traffic ratio).",
         tables="fusion", figures=("fusion",),

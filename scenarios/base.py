@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -13,7 +14,8 @@ from torch import Tensor
 from dbench.bench.identity import case_label, check_unique_labels
 from dbench.bench.passes import Pass
 from dbench.bench.runner import Case
-from dbench.ops import InputSpec, Mode, OpContract, Variant
+from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
+from dbench.ops.specs import needs_gradient
 
 from .declaration import Declaration
 
@@ -33,6 +35,11 @@ class Selection:
     # default. Ops whose contract says boundary=False (mm) are timed only when asked for.
     explicit_ops: bool | None = None
     shape: tuple[int, ...] | None = None  # --shape: every op's inputs from this shape (else its own)
+    modes: tuple[str, ...] | None = None  # --modes: these of the scenario's modes (None: all of them)
+
+    def modes_of(self, declared: tuple[str, ...]) -> tuple[str, ...]:
+        """The scenario's modes this selection takes, in the scenario's order."""
+        return tuple(m for m in declared if self.modes is None or m in self.modes)
 
     def wants(self, contract: OpContract) -> bool:
         from dbench.ops import OP_NAMES
@@ -79,7 +86,6 @@ class Scenario:
 
     declaration: Declaration
     build: Callable[[Selection], list[Case]]
-    modes: tuple[str, ...] = field(default_factory=tuple)
     axes: tuple[Axis, ...] = ()
     # Variants other variants' cases are paired with: a sharded run times them in every shard.
     baseline_variants: tuple[str, ...] = ()
@@ -104,6 +110,10 @@ class Scenario:
     @property
     def description(self) -> str:
         return self.declaration.description
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return self.declaration.modes
 
     @property
     def requires_cuda(self) -> bool:
@@ -205,11 +215,19 @@ def device_sync(device: str) -> Callable[[], None]:
     return lambda: None
 
 
+def mode_context(mode: str) -> Callable[[], AbstractContextManager[Any]] | None:
+    """What a case in `mode` runs under (its Case.context): torch.no_grad or torch.inference_mode,
+    entered around each block of calls; None for the modes without one."""
+    name = Mode(mode).context if mode in MODES else None
+    return None if name is None else getattr(torch, name)
+
+
 def make_call(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> Callable[[], Any]:
-    """A zero-argument callable doing exactly one call of `variant` in `mode`."""
+    """A zero-argument callable doing exactly one call of `variant` in `mode` (inside the mode's
+    context, mode_context, which the caller enters)."""
     fn = variant.fn
     args = contract.make_inputs(spec)
-    if mode in (Mode.INFERENCE.value, Mode.FWD_REQUIRES_GRAD.value):
+    if mode != Mode.FWD_BWD.value:
         return lambda: fn(*args)
     grad_inputs = contract.grad_inputs(args)
     gen = torch.Generator().manual_seed(spec.seed + 1)
@@ -241,7 +259,9 @@ def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
         if failed:
             return failed
     try:
-        return _agreement(variant, contract, mode, spec)
+        context = mode_context(mode)
+        with context() if context is not None else nullcontext():
+            return _agreement(variant, contract, mode, spec)
     except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
         return f"pre-flight check failed: {first_line(exc)}"
 
@@ -252,8 +272,10 @@ def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpe
     out = variant.fn(*args)
     outs = contract.outputs_of(out)
     diff_outs = contract.differentiable_outputs(out)
-    if mode != Mode.INFERENCE.value and not all(o.requires_grad for o in diff_outs):
+    if needs_gradient(mode) and not all(o.requires_grad for o in diff_outs):
         return "pre-flight check failed: output does not require grad"
+    if not needs_gradient(mode) and any(o.requires_grad for o in outs):
+        return f"pre-flight check failed: output requires grad in mode {mode} (nothing should be recorded)"
     if contract.reference is None:
         return None  # nothing to agree with: the declaration has no reference
     expected = contract.outputs_of(contract.reference_fp64(args))

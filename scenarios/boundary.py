@@ -1,9 +1,10 @@
 """`boundary`: per-call CPU cost of every way of exposing a kernel to PyTorch.
 
-Rows: ops x variants; columns: inference, fwd_requires_grad, fwd_bwd. Inputs
-are small so the kernels are trivial and the boundary dominates. Each case is
-paired with the unregistered floor of its mode: `raw` for inference (no
-autograd), `function_raw` once gradients are tracked.
+Rows: ops x variants; columns: the modes (ops/specs.py Mode): inference, no_grad,
+inference_mode, fwd_requires_grad, fwd_bwd. Inputs are small so the kernels are
+trivial and the boundary dominates. Each case is paired with the unregistered
+floor of its mode: `raw` where no graph is recorded (inference, no_grad,
+inference_mode), `function_raw` once one is.
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ from dbench.bench.runner import Case
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 
 from . import DECLARATIONS
-from .base import Scenario, Selection, case_grid, grid_plan, make_call, preflight
+from .base import Scenario, Selection, case_grid, grid_plan, make_call, mode_context, preflight
 
-BASELINE = {
-    Mode.INFERENCE.value: "raw",
-    Mode.FWD_REQUIRES_GRAD.value: "function_raw",
-    Mode.FWD_BWD.value: "function_raw",
-}
+# The floor of each mode: the launcher called directly where no graph is recorded (it has no
+# autograd of its own), its autograd.Function wrapper where one is.
+BASELINE = {m.value: "function_raw" if m.records_graph else "raw" for m in Mode}
 
 
 def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
@@ -28,6 +27,7 @@ def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
 
 def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
     case.na_reason = variant.na_reason(mode)
+    case.context = mode_context(mode)
     if case.na_reason is None:
         case.error = preflight(variant, contract, mode, spec)
         if case.error is None:
@@ -35,13 +35,13 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
 
 
 def build(sel: Selection) -> list[Case]:
-    return case_grid(sel, "boundary", MODES, _baseline, _fill, requires_grad=lambda m: m != Mode.INFERENCE.value)
+    return case_grid(sel, "boundary", sel.modes_of(MODES), _baseline, _fill,
+                     requires_grad=lambda m: Mode(m).inputs_require_grad)
 
 
 SCENARIO = Scenario(
     DECLARATIONS["boundary"],
     build=build,
-    modes=MODES,
-    plan=lambda sel: grid_plan(sel, MODES),
+    plan=lambda sel: grid_plan(sel, sel.modes_of(MODES)),
     baseline_variants=tuple(dict.fromkeys(BASELINE.values())),
 )

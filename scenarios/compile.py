@@ -21,7 +21,7 @@ from dbench.ops import InputSpec, OpContract, Variant
 from . import DECLARATIONS
 from .base import TOLERANCES, Scenario, Selection, case_grid, grid_plan
 
-MODES = ("eager", "compiled", "cudagraph")
+MODES: tuple[str, ...] = DECLARATIONS["compile"].modes
 _uid = itertools.count()
 
 
@@ -107,7 +107,7 @@ def build(sel: Selection) -> list[Case]:
     # the eighth variant: raise the limit so the count cannot cut the table short.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4096)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 4096)
-    return case_grid(sel, "compile", MODES, _baseline, _fill)
+    return case_grid(sel, "compile", sel.modes_of(MODES), _baseline, _fill)
 
 
 def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
@@ -136,6 +136,5 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
 SCENARIO = Scenario(
     DECLARATIONS["compile"],
     build=build,
-    modes=MODES,
-    plan=lambda sel: grid_plan(sel, MODES, variant_mode=lambda mode: "inference"),  # every mode takes inference inputs
+    plan=lambda sel: grid_plan(sel, sel.modes_of(MODES), variant_mode=lambda mode: "inference"),  # every mode takes inference inputs
 )

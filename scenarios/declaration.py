@@ -21,6 +21,8 @@ class Declaration:
     name: str
     description: str  # one line: what it measures (run.py --list)
     passes: tuple[Pass, ...] = TABLE_PASSES
+    # The modes its cases are called in (the columns of its tables); --modes selects among them.
+    modes: tuple[str, ...] = ()
     requires_cuda: bool = False
     # Its own variant names (None: the variant factory's, ops/specs.py).
     variants: tuple[str, ...] | None = None

@@ -45,7 +45,7 @@ VARIANTS: tuple[str, ...] = DECLARATIONS["fusion"].variants or ()
 LENGTHS = tuple(range(1, chain_def.MAX_LENGTH + 1))
 SIZES_CUDA = (16 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes of the input
 SIZES_CPU = (16 << 10, 1 << 20, 16 << 20)
-MODE = "forward"
+(MODE,) = DECLARATIONS["fusion"].modes
 
 
 def sizes(sel: Selection) -> tuple[int, ...]:
@@ -148,7 +148,6 @@ def build(sel: Selection) -> list[Case]:
 SCENARIO = Scenario(
     DECLARATIONS["fusion"],
     build=build,
-    modes=(MODE,),
     plan=plan,
     axes=(Axis("k", LENGTHS), Axis("size", SIZES_CUDA)),
 )

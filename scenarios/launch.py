@@ -16,7 +16,7 @@ shape) and a full-size check against PyTorch's op on the shared inputs.
 from __future__ import annotations
 
 from dbench.bench.runner import Case
-from dbench.ops import Mode, OpContract, Variant
+from dbench.ops import OpContract, Variant
 from dbench.ops.contract import InputSpec
 
 from . import DECLARATIONS
@@ -27,7 +27,7 @@ SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of floa
 SIZES_CPU = tuple(4**k for k in range(12))  # 1 .. 4 Mi elements
 ROW = 256  # l2norm rows of 256 elements (fewer when smaller)
 DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["launch"].default_ops or ()
-MODE = Mode.INFERENCE.value
+(MODE,) = DECLARATIONS["launch"].modes
 
 
 def sizes(sel: Selection) -> tuple[int, ...]:
@@ -62,7 +62,6 @@ def build(sel: Selection) -> list[Case]:
 SCENARIO = Scenario(
     DECLARATIONS["launch"],
     build=build,
-    modes=(MODE,),
     plan=lambda sel: grid_plan(sel, (MODE,)),
     axes=(Axis("size", SIZES_CUDA),),
     baseline_variants=("raw",),

@@ -43,9 +43,9 @@ def print_list(console: Any) -> None:
             t.add_column(c, overflow="fold")
         return t
 
-    scenarios = table("scenarios (--scenario)", "name", "what it measures")
+    scenarios = table("scenarios (--scenario)", "name", "what it measures", "modes (--modes)")
     for name, declared in DECLARATIONS.items():
-        scenarios.add_row(name, declared.description)
+        scenarios.add_row(name, declared.description, ", ".join(declared.modes) or "-")
     ops = table("ops (--ops; --op FILE.py[:NAME] adds yours)", "name", "from", "what it is")
     for name, contract in OPS.items():
         ops.add_row(name, contract.origin or "shipped", contract.description)

@@ -40,7 +40,7 @@ from .kernels import InputPool, check_against, check_exact, elements_for, shape_
 INDEXES = ("int32", "int64")
 DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["offsets"].ops or ()
 DTYPES = (torch.float32, torch.float64)
-MODES = ("forward", "backward")
+MODES: tuple[str, ...] = DECLARATIONS["offsets"].modes
 SIZES_CUDA = (1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes per tensor
 SIZES_CPU = (64 << 10, 1 << 20, 16 << 20)
 ROW = 1024
@@ -128,7 +128,7 @@ def _skip(contract: OpContract, mode: str) -> str | None:
 def plan(sel: Selection) -> list[Planned]:
     """Every op x mode (dtypes, sizes and offset widths change none of the reasons; the past-INT32_MAX
     cases come on top of these, where the GPU has the memory for them)."""
-    return [Planned(op, "raw", mode, _skip(OPS[op], mode)) for op in sel.ops for mode in MODES]
+    return [Planned(op, "raw", mode, _skip(OPS[op], mode)) for op in sel.ops for mode in sel.modes_of(MODES)]
 
 
 def build(sel: Selection) -> list[Case]:
@@ -140,7 +140,7 @@ def build(sel: Selection) -> list[Case]:
         for dtype in dtypes(sel):
             for size in sizes(sel):
                 shape = shape_for(contract, elements_for(size, dtype), ROW)
-                for mode in MODES:
+                for mode in sel.modes_of(MODES):
                     calls: dict[str, Callable[[], Tensor]] = {}
                     for index in INDEXES:
                         # dtype is an axis too: it must tell two cases' labels (GPU windows, tables) apart
@@ -236,7 +236,6 @@ def huge_cases(sel: Selection, pool: InputPool, sync: Callable[[], None]) -> lis
 SCENARIO = Scenario(
     DECLARATIONS["offsets"],
     build=build,
-    modes=MODES,
     plan=plan,
     axes=(Axis("dtype", tuple(str(d).removeprefix("torch.") for d in DTYPES)), Axis("size", SIZES_CUDA),
           Axis("index", (*INDEXES, "auto"))),

@@ -31,7 +31,7 @@ from .base import Axis, Planned, Scenario, Selection, case_key
 from .kernels import InputPool, check_against, compile_tuned, elements_for, l2_flush, shape_for
 
 VARIANTS: tuple[str, ...] = DECLARATIONS["roofline"].variants or ()
-MODES = ("forward", "backward")
+MODES: tuple[str, ...] = DECLARATIONS["roofline"].modes
 SIZES_CUDA = tuple(64 * 1024 * 4**k for k in range(9))  # 64 KiB .. 4 GiB per tensor
 SIZES_CPU = tuple(64 * 1024 * 4**k for k in range(7))  # 64 KiB .. 256 MiB
 ROW = 1024  # l2norm rows of 1024 elements
@@ -80,7 +80,7 @@ def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str
 def plan(sel: Selection) -> list[Planned]:
     """Every op x mode x variant x cache state of the selection (the sizes change none of the reasons)."""
     return [Planned(op, variant, mode, _skip(OPS[op], variant, mode, cache, sel.device), cache)
-            for op in sel.ops for mode in MODES for variant in sel.variants for cache in sel.cache]
+            for op in sel.ops for mode in sel.modes_of(MODES) for variant in sel.variants for cache in sel.cache]
 
 
 def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
@@ -187,7 +187,7 @@ def build(sel: Selection) -> list[Case]:
         dtype = op_dtype(sel, op)
         for size in sizes(sel, op):
             shape = op_shape(contract, size, dtype)
-            for mode in MODES:
+            for mode in sel.modes_of(MODES):
                 calls: dict[str, Callable[[], Any]] | None = None
                 for variant in sel.variants:
                     for cache in caches:
@@ -216,7 +216,6 @@ def build(sel: Selection) -> list[Case]:
 SCENARIO = Scenario(
     DECLARATIONS["roofline"],
     build=build,
-    modes=MODES,
     plan=plan,
     axes=(Axis("size", SIZES_CUDA), Axis("cache", ("warm", "cold"))),
 )

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -115,9 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         # would move later allocations, and with them hash-table collisions (see environment.py).
         print(f"[{i + 1}/{len(timed)}] {case.label}", file=sys.stderr, flush=True)
         for built in builds:
-            call = built[i].call
+            call, context = built[i].call, built[i].context
             assert call is not None
-            measure(call, args.calls, args.warmup)
+            with context() if context is not None else nullcontext():  # the mode's, as the runner enters it
+                measure(call, args.calls, args.warmup)
     manifest = {
         "calibration": CALIBRATION,
         "cases": [{"key": c.key, "status": "timed" if c.runnable else "failed" if c.error else "n/a",
