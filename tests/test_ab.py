@@ -19,8 +19,9 @@ from dbench.bench.sides import BUILD_ENV, SideError, parse_side
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
-SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--no-cpp", "--quick", "--rounds", "2",
-         "--device", "cpu"]
+# One mode: these tests are about the processes, not the modes (tests/test_modes.py).
+SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--modes", "inference", "--no-cpp", "--quick",
+         "--rounds", "2", "--device", "cpu"]
 
 
 def run_py(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result
+from dbench.ops.specs import MODES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,7 +73,7 @@ def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:
     for key in ("time", "git", "command", "torch", "torch_git", "cuda_runtime", "cuda_driver", "python", "hostname", "cpu_model"):
         assert key in env
     rows = {(r["variant"], r["mode"]): r for r in doc["rows"]}
-    assert len(rows) == 4 * 3, "every variant appears in every mode"
+    assert len(rows) == 4 * len(MODES), "every variant appears in every mode"
     for row in doc["rows"]:
         assert all(f in row for f in REQUIRED_ROW_FIELDS)
         assert row["metric"] == "cpu_us" and row["unit"] == "us" and row["driver"] == "python"

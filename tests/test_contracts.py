@@ -21,6 +21,7 @@ only for variants whose *checked op itself* is differentiable
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
 
@@ -44,6 +45,7 @@ from conftest import (
     variant_cases,
 )
 from dbench.ops.variants import MODES, Mode, Variant, VariantUnavailable, flavour
+from dbench.scenarios.base import mode_context
 
 OPCHECK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 # Every dtype the kernels take but float64 (gradcheck's): about 16 s each on two cores.
@@ -219,8 +221,11 @@ def _compile_params() -> list:
 
 
 def _check_compiled_against_eager(v: Variant, compiled, args, mode: str) -> None:
-    out = compiled(*args)
-    ref = v.fn(*args)
+    """In the mode's context (no_grad, inference_mode), as the boundary table calls it."""
+    context = mode_context(mode)
+    with context() if context is not None else contextlib.nullcontext():
+        out = compiled(*args)
+        ref = v.fn(*args)
     if v.spec.flavour == "triton_op" or v.spec.native:
         # triton_op and PyTorch's own ops are transparent to inductor, which generates its own kernel:
         # ulp-level differences.
@@ -229,7 +234,7 @@ def _check_compiled_against_eager(v: Variant, compiled, args, mode: str) -> None
         # Every other op is opaque to inductor: the compiled forward runs the same kernel.
         torch.testing.assert_close(out, ref, rtol=0, atol=0)
     assert out.is_contiguous()
-    assert out.requires_grad == ref.requires_grad == (mode != Mode.INFERENCE.value)
+    assert out.requires_grad == ref.requires_grad == Mode(mode).records_graph
     if mode == Mode.FWD_BWD.value:
         grad_out = torch.randn_like(ref)
         torch.testing.assert_close(_grads(v, args, out, grad_out), _grads(v, args, ref, grad_out))
@@ -238,7 +243,7 @@ def _check_compiled_against_eager(v: Variant, compiled, args, mode: str) -> None
 @pytest.mark.usefixtures("dynamo_reset")
 @pytest.mark.parametrize(("device", "v", "mode"), _compile_params())
 def test_compile_fullgraph_matches_eager(device: str, v: Variant, mode: str) -> None:
-    args = make_inputs(v.op, device, requires_grad=mode != Mode.INFERENCE.value)
+    args = make_inputs(v.op, device, requires_grad=Mode(mode).inputs_require_grad)
     compiled = torch.compile(_frame(v.fn), fullgraph=True)
     _check_compiled_against_eager(v, compiled, args, mode)
 
@@ -249,7 +254,7 @@ def test_compile_dynamic_compiles_once(device: str, v: Variant, mode: str) -> No
     """dynamic=True: one graph serves two different sizes, with no recompile."""
     counters.clear()
     compiled = torch.compile(_frame(v.fn), fullgraph=True, dynamic=True)
-    rg = mode != Mode.INFERENCE.value
+    rg = Mode(mode).inputs_require_grad
     # Both dims change. Sizes > 1 (0 and 1 are specialised even under
     # dynamic=True), and row lengths in one power-of-two bucket: triton_op's
     # l2norm kernel takes BLOCK = next_power_of_2(cols) as a compile-time

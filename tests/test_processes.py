@@ -23,7 +23,9 @@ from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
-SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--no-cpp", "--device", "cpu"]
+# One mode: these tests are about the processes, not the modes (tests/test_modes.py).
+SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--modes", "inference", "--no-cpp", "--device",
+         "cpu"]
 
 
 def run_py(*args: str, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -147,7 +147,9 @@ def _check_writable(path: Path | None, what: str) -> None:
 
 
 def _collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
-    print(f"[instructions] {len(config.ops)} ops x {len(config.resolved_variants())} variants x 3 modes, "
+    from dbench.ops.specs import MODES
+
+    print(f"[instructions] {len(config.ops)} ops x {len(config.resolved_variants())} variants x {len(MODES)} modes, "
           f"{config.calls} calls per case, under callgrind (one process)", file=sys.stderr, flush=True)
     document = collect(config, keep_dumps)
     print(f"[instructions] collected in {document['env']['wall_s']} s", file=sys.stderr, flush=True)

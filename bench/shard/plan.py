@@ -50,11 +50,13 @@ def resolve_shards(gpus: str | None, shards: int | None, device: str | None, cud
 
 
 def default_weight(variant: str) -> float:
-    """Cases a variant times per op in the boundary scenario: 3 with autograd, else 1 (inference only)."""
-    from dbench.ops.variants import MODES, SPECS
+    """Cases a variant times per op in the boundary scenario: every mode with autograd, else the
+    modes that record no graph."""
+    from dbench.ops.variants import MODES, SPECS, needs_gradient
 
     spec = SPECS.get(variant)
-    return float(len(MODES)) if spec is None or spec.differentiable else 1.0
+    differentiable = spec is None or spec.differentiable
+    return float(sum(differentiable or not needs_gradient(m) for m in MODES))
 
 
 def variant_weights(variants: Sequence[str], ops: Sequence[str], device: str, modes: Sequence[str]) -> dict[str, float]:
