@@ -222,8 +222,10 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
         if doc["status"] == "interrupted":
             console.print("no table: nothing was timed before the interrupt")
             return
+    from dbench.analysis.report import print_document
+
     try:
-        show_scenario_tables(scenario, doc, env, console, scenario.table_note)
+        print_document({**doc, "env": env}, console)
     except Exception as exc:  # noqa: BLE001  # only an interrupted run's partial rows get here
         if doc["status"] != "interrupted":
             raise
@@ -231,15 +233,6 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
 
         console.print(f"[yellow]no table for the rows timed before the interrupt[/yellow] "
                       f"({escape(f'{type(exc).__name__}: {exc}')})", highlight=False)
-
-
-def show_tables(rows: list[dict[str, Any]], env: dict[str, Any], console: Any, note: str) -> None:
-    import pandas as pd
-
-    from dbench.analysis.table import print_tables
-
-    if rows:  # none when stopped before the cases were built
-        print_tables(pd.DataFrame(rows), env, console, note=note)
 
 
 def case_dtypes(cases: list[Any]) -> tuple[Any, ...]:
@@ -521,24 +514,16 @@ def show_merged(scenario: Any, doc: dict[str, Any], console: Any, note: str) -> 
 
         print_ab_table(doc, console)
     else:
-        show_scenario_tables(scenario, doc, doc["env"], console, note)
+        from dbench.analysis.report import print_document
 
-
-def show_scenario_tables(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any, note: str) -> None:
-    """The tables the scenario declares: its kernel tables (analysis/kernels.py TABLES), else the
-    boundary table."""
-    from dbench.analysis.kernels import TABLES
-
-    if scenario.declaration.tables:
-        TABLES[scenario.declaration.tables].print(doc, console)
-    else:
-        show_tables(doc["rows"], env, console, note)
+        print_document(doc, console, note)
 
 
 def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | None, args: argparse.Namespace,
                 console: Any) -> Outcome:
     from dbench.bench import env as envmod
     from dbench.bench.results import load_result
+    from dbench.analysis.report import print_document
     from dbench.bench.shard import ShardUsageError, run_sharded as run_shards
     from dbench.ops import OP_NAMES, VARIANT_NAMES
 
@@ -556,7 +541,8 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
                           ops=selected_ops(scenario, args, OP_NAMES), variants=args.variants or VARIANT_NAMES,
                           devices=shard_devices,
                           args=args, json_path=json_path, console=console,
-                          show=lambda rows, env, note: show_tables(rows, env, console, note))
+                          show=lambda rows, env, note: print_document({"scenario": scenario.name, "rows": rows,
+                                                                       "env": env}, console, note))
     except ShardUsageError as exc:
         json_path.unlink(missing_ok=True)  # refused before anything ran
         raise UsageError(str(exc)) from None

@@ -1,10 +1,11 @@
-"""The tables of result files as markdown (a PR comment, $GITHUB_STEP_SUMMARY), plain text or CSV.
+"""The tables of result files, as data (document_tables, notes, table_frame), rendered by a sink.
 
-    python -m dbench.analysis.report RESULTS... [--format md|txt|csv]
+    python -m dbench.analysis.report RESULTS... [--format md|txt|csv|json|bencher|...]
 
-md: per result, a heading with the environment (GPU or CPU, torch, date), every table of
-analysis.table, and its notes (glyphs, n/a reasons, speed-probe warning, what Δ is against).
-txt: the console tables at the width they need. csv: the tables' data, one row per cell.
+Every format is a module of analysis/sinks/ (`--help` lists them): md, per result, a heading with
+the environment (GPU or CPU, torch, date), its tables and its notes (glyphs, n/a reasons,
+speed-probe warning, what Δ is against); txt, the console tables at the width they need; csv, the
+tables' data, one row per cell; json, the tables as shown; and the benchmark trackers' formats.
 
 RESULTS are files or folders (their *.json). Of several files, those that are not result documents
 (a calibration beside the runs) are skipped with a note on stderr. A result without rows (a run
@@ -14,10 +15,9 @@ document left, an unreadable or damaged one, named in one line).
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -67,7 +67,7 @@ def notes(document: dict[str, Any]) -> list[str]:
     return lines + ([f"warning: {unstable}"] if unstable else []) + [n for n in [table_note(document["scenario"])] if n]
 
 
-def _run_line(document: dict[str, Any], name: str) -> str:
+def run_line(document: Mapping[str, Any], name: str) -> str:
     config = document.get("config") or {}
     stop = config.get("stop_reason")
     rounds = f"{config['rounds_done']} rounds" if config.get("rounds_done") else ""
@@ -82,58 +82,52 @@ def no_rows_line(document: dict[str, Any]) -> str:
     return f"no rows: the run measured nothing (status {document.get('status') or 'unknown'}){error}"
 
 
-def markdown(document: dict[str, Any], name: str = "") -> str:
-    """One result's tables and notes as GitHub markdown; `name` is the file name shown."""
+class TableData(NamedTuple):
+    """One table of a result as shown: its title (the op, or the kernel table's heading), what it
+    shows (subtitle, may be empty) and its cells as text (index: the variant or the row's name).
+    align_numbers: a table of numbers (right-aligned cells beside a left-aligned name)."""
+
+    title: str
+    subtitle: str
+    grid: pd.DataFrame
+    align_numbers: bool
+
+    @property
+    def heading(self) -> str:
+        return f"{self.title} — {self.subtitle}" if self.subtitle else self.title
+
+
+def document_tables(document: Mapping[str, Any]) -> list[TableData]:
+    """A result's tables as data: its scenario's kernel tables (analysis/kernels.py TABLES), else the
+    boundary tables (analysis/table.py), each with its heading."""
     import pandas as pd
 
     from dbench.analysis.kernels import tables_of
     from dbench.analysis.table import cell_grid, tables
 
-    out = [f"## {document.get('scenario')} · {env_line(document['env'])}", "", _run_line(document, name), ""]
-    if not document["rows"]:
-        return "\n".join(out + [f"_{no_rows_line(document)}_", ""])
     frame = pd.DataFrame(document["rows"])
     frame.attrs["roofs"] = document.get("roofs")
     kernel_tables = tables_of(str(document.get("scenario")))
-    if kernel_tables is not None:  # the kernel scenarios' own tables (analysis/kernels.py)
-        for heading, grid in kernel_tables.grids(frame):
-            out += [f"**{heading}**", "", grid.to_markdown(disable_numparse=True), ""]
-        return "\n".join(out + _failed_lines(frame))
-    for table in tables(frame):
-        grid = cell_grid(table).rename_axis(index="variant", columns=None)
-        out += [f"**{table.op}** — {table.heading()}", "",
-                grid.to_markdown(colalign=("left", *["right"] * len(grid.columns)), disable_numparse=True), ""]
-    lines = notes(document)
-    if lines:
-        out += ["Notes:", "", *[f"- {line}" for line in lines], ""]
-    return "\n".join(out)
+    if kernel_tables is not None:
+        return [TableData(heading, "", grid, False) for heading, grid in kernel_tables.grids(frame)]
+    return [TableData(t.op, t.heading(), cell_grid(t).rename_axis(index="variant", columns=None), True)
+            for t in tables(frame)]
 
 
-def text(document: dict[str, Any], name: str = "") -> str:
-    """The console tables without colour, as wide as they need."""
+def print_document(document: Mapping[str, Any], console: Any, note: str | None = None) -> None:
+    """A result's tables on a rich console (the run's own output, and the txt sink); `note` under the
+    boundary tables (default: the scenario's table note)."""
     import pandas as pd
-    from rich.console import Console
 
     from dbench.analysis.kernels import tables_of
     from dbench.analysis.table import print_tables
 
-    buffer = io.StringIO()
-    console = Console(file=buffer, color_system=None, force_terminal=False)
-    console.print(" · ".join(p for p in (name, env_line(document["env"])) if p), soft_wrap=True)
     kernel_tables = tables_of(str(document.get("scenario")))
-    if not document["rows"]:
-        console.print(no_rows_line(document), soft_wrap=True)
-    elif kernel_tables is not None:
-        kernel_tables.print(document, console)
-    else:
+    if kernel_tables is not None:
+        kernel_tables.print(dict(document), console)
+    elif document["rows"]:  # none when stopped before the cases were built
         print_tables(pd.DataFrame(document["rows"]), document["env"], console,
-                     note=table_note(str(document.get("scenario"))))
-    return buffer.getvalue()
-
-
-def _failed_lines(frame: pd.DataFrame) -> list[str]:
-    failed = frame[frame["status"] == "failed"]
-    return [f"- FAILED {r['op']}/{r['variant']}/{r['mode']}: {r['reason']}" for _, r in failed.iterrows()]
+                     note=table_note(str(document.get("scenario"))) if note is None else note)
 
 
 def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
@@ -149,7 +143,6 @@ def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
     return frame[first + [c for c in frame.columns if c not in first]]
 
 
-FORMATS = ("md", "txt", "csv")
 
 
 def _note(text: str) -> None:
@@ -158,19 +151,32 @@ def _note(text: str) -> None:
 
 def report(paths: Sequence[Path], fmt: str = "md") -> str:
     """The report of result files and folders (files that are not results skipped, with a note)."""
-    docs = [(d, p.name) for p, d in read_results(paths, note=_note)]
-    if fmt == "csv":
-        import pandas as pd
+    from dbench.analysis import sinks
 
-        return pd.concat([table_frame(d, n) for d, n in docs], ignore_index=True).to_csv(index=False)
-    render = markdown if fmt == "md" else text
-    return "\n".join(render(d, n) for d, n in docs)
+    return sinks.render(fmt, [(d, p.name) for p, d in read_results(paths, note=_note)])
+
+
+def markdown(document: Mapping[str, Any], name: str = "") -> str:
+    """One result in markdown (the md sink)."""
+    from dbench.analysis.sinks import md
+
+    return md.document(document, name)
+
+
+def text(document: Mapping[str, Any], name: str = "") -> str:
+    """One result as plain text (the txt sink)."""
+    from dbench.analysis.sinks import txt
+
+    return txt.document(document, name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.report", description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", type=Path, help="result files or folders")
-    p.add_argument("--format", choices=FORMATS, default="md")
+    from dbench.analysis.sinks import sinks
+
+    p.add_argument("--format", choices=tuple(sinks()), default="md",
+                   help="; ".join(f"{name}: {module.DESCRIPTION}" for name, module in sinks().items()))
     args = p.parse_args(argv)
     try:
         sys.stdout.write(report(args.results, args.format))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch

@@ -1,0 +1,31 @@
+"""Plain text: the console tables without colour, as wide as they need."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from . import Named
+
+FORMAT = "txt"
+DESCRIPTION = "text: the console tables without colour"
+
+
+def render(results: Sequence[Named]) -> str:
+    return "\n".join(document(doc, name) for doc, name in results)
+
+
+def document(doc: Mapping[str, Any], name: str = "") -> str:
+    import io
+
+    from rich.console import Console
+
+    from dbench.analysis.report import env_line, no_rows_line, print_document
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, color_system=None, force_terminal=False)
+    console.print(" · ".join(p for p in (name, env_line(doc["env"])) if p), soft_wrap=True)
+    if not doc["rows"]:
+        console.print(no_rows_line(doc), soft_wrap=True)
+    else:
+        print_document(doc, console)
+    return buffer.getvalue()
