@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,6 +22,7 @@ from . import atomic
 from .atomic import write_atomic  # noqa: F401  (the one atomic writer; importable from here, as before)
 from .identity import case_identity
 from .rows import stat_row
+from .schema import VALIDATE_ENV
 from .runner import TIMER, Case
 
 # The one reader of result documents, and the row contract it checks, live in bench/document.py
@@ -125,6 +127,10 @@ def write_result(json_path: Path, document: dict[str, Any]) -> Path:
     child process ("child"). Raises ResultWriteError (the previous file stays whole) on failure."""
     named = [f for f in document.get("failures") or [] if isinstance(f, dict) and "child" in f]
     document = {"schema_version": SCHEMA_VERSION, **document, "failures": failures(document["rows"]) + named}
+    if os.environ.get(VALIDATE_ENV):  # the tests: every document written follows docs/result.schema.json
+        from .schema import validate
+
+        validate(document)
     csv_path = json_path.with_suffix(".csv")
     with _writing(json_path):
         atomic.write_atomic(json_path, json.dumps(document, indent=1) + "\n")

@@ -13,6 +13,7 @@ so on a GPU machine every functional test also runs on CUDA.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +29,16 @@ if str(REPO_ROOT) not in sys.path:
 from dbench.ops.catalog import OPS  # noqa: E402
 from dbench.ops.contract import Args, InputSpec, OpContract  # noqa: E402
 from dbench.ops.variants import VARIANT_NAMES, Variant, flavour, get_variant, has_variant  # noqa: E402
+
+# Every result document the tests write, in this process and in the runs they start, is validated
+# against the committed JSON Schema before it is written (bench/schema.py). Where jsonschema is not
+# installed (requirements.txt has it) the documents are not validated, and tests/test_schema.py says so.
+try:
+    import jsonschema  # noqa: F401
+
+    os.environ["DBENCH_VALIDATE_RESULTS"] = "1"
+except ModuleNotFoundError:
+    pass
 
 SEED = 0
 CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"

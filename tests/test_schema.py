@@ -1,0 +1,93 @@
+"""The result document's JSON Schema: the committed copy is the generated one, it accepts every result
+committed under results/ and tests/golden/, it refuses what the reader refuses, and every result the
+tests write is validated against it (tests/conftest.py, bench.results.write_result)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbench.bench import schema
+from dbench.bench.document import NotAResultError, ResultFileError, check_result, read_json
+
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (requirements.txt) validates the result schema")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _results() -> list[Path]:
+    """Every committed JSON file that is a result document (the reader's own test)."""
+    found = []
+    for path in sorted([*(ROOT / "results").rglob("*.json"), *(ROOT / "tests" / "golden").rglob("*.json")]):
+        try:
+            check_result(read_json(path), path)
+        except NotAResultError:
+            continue
+        except ResultFileError:  # committed on purpose as bad input (the reader's tests): not a result
+            continue
+        found.append(path)
+    return found
+
+
+RESULTS = _results()
+
+
+def test_the_committed_schema_is_the_generated_one() -> None:
+    assert schema.SCHEMA_PATH.read_text() == schema.text(), "run: python3 -m dbench.bench.schema --write"
+    jsonschema.Draft202012Validator.check_schema(json.loads(schema.SCHEMA_PATH.read_text()))
+
+
+def test_every_committed_result_follows_the_schema() -> None:
+    assert len(RESULTS) > 50  # boundary, kernel, A/B, sharded and gate-study runs
+    validator = jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_PATH.read_text()))
+    bad = {str(p.relative_to(ROOT)): next(iter(validator.iter_errors(read_json(p)))).message
+           for p in RESULTS if not validator.is_valid(read_json(p))}
+    assert bad == {}
+
+
+def _small() -> dict[str, Any]:
+    return read_json(ROOT / "tests" / "golden" / "boundary-small-a.json")
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda d: d["rows"][0].update(median=0.0), "less than or equal to the minimum of 0"),
+    (lambda d: d["rows"][0].update(median=-1.0), "less than or equal to the minimum of 0"),
+    (lambda d: d["rows"][0].update(status="great"), "'great' is not one of"),
+    (lambda d: d["rows"][0].pop("timer"), "'timer' is a required property"),
+    (lambda d: d["rows"][0].update(samples=["1.0"]), "'1.0' is not of type"),
+    (lambda d: d.update(status="done"), "'done' is not one of"),
+    (lambda d: d.update(config=[1]), "is not of type 'object', 'null'"),
+    (lambda d: d.pop("env"), "'env' is a required property"),
+])
+def test_the_schema_refuses_what_the_reader_refuses(change: Any, says: str) -> None:
+    doc = copy.deepcopy(_small())
+    timed = next(r for r in doc["rows"] if r["status"] == "ok" and r["unit"] == "us")
+    doc["rows"].insert(0, doc["rows"].pop(doc["rows"].index(timed)))
+    schema.validate(doc)  # the committed small result itself is fine
+    change(doc)
+    with pytest.raises(jsonschema.ValidationError, match=says):
+        schema.validate(doc)
+    with pytest.raises(ResultFileError):
+        check_result(doc, "changed")
+
+
+def test_an_untimed_row_may_have_no_median() -> None:
+    doc = copy.deepcopy(_small())
+    doc["rows"][0].update(status="failed", median=None, reason="raised")
+    schema.validate(doc)
+
+
+def test_the_tests_validate_every_result_they_write(tmp_path: Path) -> None:
+    from dbench.bench.results import write_result
+
+    assert os.environ.get(schema.VALIDATE_ENV) == "1"
+    doc = _small()
+    write_result(tmp_path / "ok.json", doc)
+    broken = {**doc, "status": "done"}
+    with pytest.raises(jsonschema.ValidationError):
+        write_result(tmp_path / "bad.json", broken)
+    assert not (tmp_path / "bad.json").exists()
