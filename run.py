@@ -166,10 +166,18 @@ def cpp_section(device: str, ops: Sequence[str], args: argparse.Namespace, env: 
     A driver that is not built is skipped (said on the console and in env); one that crashes,
     exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
     """
-    from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
+    from dbench.bench.cpp_results import (CPP_MODES, CppDriverFailed, CppDriverMissing, failed_rows, gbench_path,
+                                          run_cpp_driver)
 
+    modes = [m for m in CPP_MODES if args.modes is None or m in args.modes]
+    if not modes:
+        why = f"--modes {','.join(args.modes)}: the driver times {', '.join(CPP_MODES)} only"
+        console.print(f"C++ driver skipped: {why}")
+        env["cpp_driver_context"] = {"skipped": why}
+        return []
     console.print(f"C++ driver: {', '.join(ops)} on {device}")
-    extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/", *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
+    extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/[^/]+/({'|'.join(modes)})(/|$)",
+                  *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
     try:
         rows, env["cpp_driver_context"] = run_cpp_driver(
             device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,

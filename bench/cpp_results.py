@@ -69,6 +69,8 @@ CPP_VARIANTS: dict[str, tuple[str, str]] = {
     "autograd": ("cpp_autograd_typed", "C++ typed dispatcher call of the *_autograd op (C++ Autograd-key kernel)"),
 }
 CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
+# The modes the driver times (bench/cpp/driver.cpp): a selection's other modes have no C++ rows.
+CPP_MODES: tuple[str, ...] = ("inference", "fwd_requires_grad", "fwd_bwd")
 BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op, where it exists (inference)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
 

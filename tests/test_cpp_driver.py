@@ -401,7 +401,8 @@ def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pyt
         run_cpp_driver("cuda", gpu_timer="events")
 
 
-def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = None) -> tuple[list[dict], dict, str]:
+def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = None,
+                 modes: tuple[str, ...] | None = None) -> tuple[list[dict], dict, str]:
     import argparse
     import io
 
@@ -409,7 +410,8 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
 
     import run
 
-    args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5)
+    args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5,
+                              modes=modes)
     out = io.StringIO()
     env: dict[str, Any] = {}
     result = result or Path(tempfile.mkdtemp()) / "boundary-cuda0-x.json"
@@ -518,3 +520,19 @@ def test_a_folder_with_the_drivers_json_beside_its_result_still_reads_as_one_res
     assert result_files(tmp_path) == [result]
     assert latest_result(tmp_path) == result
     assert check_baseline(tmp_path) == [result]
+
+
+def test_the_cpp_section_times_the_selected_modes_it_has(fake_driver: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--modes reaches the driver as its benchmark filter; a selection of modes it lacks skips it."""
+    import json
+
+    monkeypatch.setenv("FAKE_DOCUMENT", json.dumps(HAND_WRITTEN))
+    _, env, _ = _cpp_section("cpu", modes=("fwd_bwd", "no_grad", "inference"))
+    assert "--benchmark_filter=^(muladd)/[^/]+/(inference|fwd_bwd)(/|$)" in env["cpp_driver_context"]["fake_argv"]
+    _, env, _ = _cpp_section("cpu")
+    assert "--benchmark_filter=^(muladd)/[^/]+/(inference|fwd_requires_grad|fwd_bwd)(/|$)" in \
+        env["cpp_driver_context"]["fake_argv"]
+    rows, env, out = _cpp_section("cpu", modes=("no_grad", "inference_mode"))
+    assert rows == [] and "C++ driver skipped: --modes no_grad,inference_mode" in out
+    assert env["cpp_driver_context"] == {"skipped": "--modes no_grad,inference_mode: the driver times inference, "
+                                                    "fwd_requires_grad, fwd_bwd only"}
