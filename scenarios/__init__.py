@@ -22,8 +22,7 @@ _KERNEL_DEFAULTS = {"rounds": (8, 3), "gpu_rounds": (5, 2)}
 
 DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     Declaration(
-        "boundary", "per-call CPU cost of each registration variant, in every mode (inference, no_grad, "
-        "inference_mode, fwd_requires_grad, fwd_bwd)",
+        "boundary", "per-call CPU cost of each registration variant, in every mode",
         passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER), modes=MODES,
         # On a CUDA device: the H200 host's CPU holds fast and slow speed states for seconds at a
         # time, so a case's block and its floor's block must lie close in time for their ratio to
