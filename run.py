@@ -230,7 +230,7 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
         if doc["status"] == "interrupted":
             console.print("no table: nothing was timed before the interrupt")
             return
-    from dbench.analysis.report import print_document
+    from dbench.analysis.views import print_document
 
     try:
         print_document({**doc, "env": env}, console)
@@ -522,7 +522,7 @@ def show_merged(scenario: Any, doc: dict[str, Any], console: Any, note: str) -> 
 
         print_ab_table(doc, console)
     else:
-        from dbench.analysis.report import print_document
+        from dbench.analysis.views import print_document
 
         print_document(doc, console, note)
 
@@ -531,7 +531,7 @@ def run_sharded(scenario: Any, shard_devices: list[str], argv: Sequence[str] | N
                 console: Any) -> Outcome:
     from dbench.bench import env as envmod
     from dbench.bench.results import load_result
-    from dbench.analysis.report import print_document
+    from dbench.analysis.views import print_document
     from dbench.bench.shard import ShardUsageError, run_sharded as run_shards
     from dbench.ops import OP_NAMES, VARIANT_NAMES
 

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 
+# The version of the documents bench.results writes. 2: rows carry their scenario axes (bench/identity.py);
+# 1 reads as axis-free.
+SCHEMA_VERSION = 2
 MAX_BYTES = 256 << 20  # far above any run's file (the largest committed one is under 1 MB)
 MAX_DEPTH = 32  # a result nests about 5 deep
 MAX_INT = 1 << 63  # no count or size of the suite is larger

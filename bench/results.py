@@ -27,9 +27,8 @@ from .runner import TIMER, Case
 
 # The one reader of result documents, and the row contract it checks, live in bench/document.py
 # (standard library only, so a command refuses bad input before pandas or torch load).
-from .document import REQUIRED_ROW_FIELDS, ResultFileError, load_result  # noqa: F401
+from .document import REQUIRED_ROW_FIELDS, SCHEMA_VERSION, ResultFileError, load_result  # noqa: F401
 
-SCHEMA_VERSION = 2  # 2: rows carry their scenario axes (bench/identity.py); 1 reads as axis-free
 
 def case_status(case: Case) -> str | None:
     """failed / n/a / None (timed, or not yet)."""

@@ -21,6 +21,7 @@ from .document import (
     POSITIVE_FIELDS,
     REQUIRED_ROW_FIELDS,
     ROW_STATUSES,
+    SCHEMA_VERSION,
     SIDE_A,
     TEXT_FIELDS,
     UNTIMED,
@@ -38,8 +39,6 @@ _IDENTITY_VALUE = {"anyOf": [_SCALAR, {"type": "array", "items": {"$ref": "#/$de
 
 def schema() -> dict[str, Any]:
     """The result document's JSON Schema."""
-    from .results import SCHEMA_VERSION
-
     row_properties: dict[str, Any] = {
         **{name: _TEXT for name in TEXT_FIELDS},
         **{name: _NUMBER for name in NUMBER_FIELDS},

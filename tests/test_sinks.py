@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dbench.analysis import report, sinks
+from dbench.analysis import report, sinks, views
 from dbench.bench.results import load_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -35,13 +35,13 @@ def test_every_sink_renders_a_result_and_one_without_rows(fmt: str) -> None:
 def test_the_json_sink_has_the_tables_as_shown() -> None:
     doc = load_result(SMALL)
     (entry,) = json.loads(sinks.render("json", [(doc, SMALL.name)]))
-    tables = report.document_tables(doc)
+    tables = views.document_tables(doc)
     assert entry["source"] == SMALL.name and entry["scenario"] == "boundary"
     assert [t["heading"] for t in entry["tables"]] == [t.heading for t in tables]
     first, grid = entry["tables"][0], tables[0].grid
     assert first["columns"] == list(grid.columns) and [r["name"] for r in first["rows"]] == list(grid.index)
     assert first["rows"][0]["cells"] == [str(v) for v in grid.iloc[0]]
-    assert entry["notes"] == report.notes(doc)
+    assert entry["notes"] == views.notes(doc)
 
 
 def test_markdown_and_text_are_the_sinks(capsys: pytest.CaptureFixture[str]) -> None:

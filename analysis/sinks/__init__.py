@@ -5,7 +5,7 @@ A sink module (a name not starting with "_") defines
     DESCRIPTION: str                one line for --help
     render(results) -> str          results: (result document, display name) pairs, in order
 and imports anything heavy inside render, so that a command line is checked before pandas loads.
-The tables it renders come as data from analysis/report.py (document_tables, notes, table_frame)."""
+The tables it renders come as data from analysis/views.py (document_tables, notes, table_frame)."""
 
 from __future__ import annotations
 

@@ -13,6 +13,6 @@ DESCRIPTION = "CSV: the tables' data, one row per cell"
 def render(results: Sequence[Named]) -> str:
     import pandas as pd
 
-    from dbench.analysis.report import table_frame
+    from dbench.analysis.views import table_frame
 
     return pd.concat([table_frame(doc, name) for doc, name in results], ignore_index=True).to_csv(index=False)

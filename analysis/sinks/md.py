@@ -16,7 +16,7 @@ def render(results: Sequence[Named]) -> str:
 
 
 def document(doc: Mapping[str, Any], name: str = "") -> str:
-    from dbench.analysis.report import document_tables, env_line, no_rows_line, notes, run_line
+    from dbench.analysis.views import document_tables, env_line, no_rows_line, notes, run_line
 
     out = [f"## {doc.get('scenario')} · {env_line(doc['env'])}", "", run_line(doc, name), ""]
     if not doc["rows"]:

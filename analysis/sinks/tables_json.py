@@ -13,7 +13,7 @@ DESCRIPTION = "JSON: per result, its tables as shown and its notes"
 
 
 def render(results: Sequence[Named]) -> str:
-    from dbench.analysis.report import document_tables, env_line, no_rows_line, notes
+    from dbench.analysis.views import document_tables, env_line, no_rows_line, notes
 
     out: list[dict[str, Any]] = []
     for doc, name in results:

@@ -19,7 +19,7 @@ def document(doc: Mapping[str, Any], name: str = "") -> str:
 
     from rich.console import Console
 
-    from dbench.analysis.report import env_line, no_rows_line, print_document
+    from dbench.analysis.views import env_line, no_rows_line, print_document
 
     buffer = io.StringIO()
     console = Console(file=buffer, color_system=None, force_terminal=False)
