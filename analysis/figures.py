@@ -80,10 +80,15 @@ def _ok(data: pd.DataFrame) -> pd.DataFrame:
     return data[(data["status"] == "ok") & data["median"].notna()]
 
 
+# Panels per row of a figure with one panel per mode: the boundary's three modes that record no
+# graph on the first row, the two that do on the second.
+MODE_COLUMNS = 3
+
+
 def _panels(count: int, rows: int, width: float = 5.4, cols: int | None = None) -> tuple[Figure, list[Axes]]:
     from matplotlib.figure import Figure
 
-    cols = cols or count
+    cols = min(cols or count, count)
     nrows = -(-count // cols)
     fig = Figure(figsize=(width * cols, max(2.6, rows * ROW_INCH + 1.6) * nrows), dpi=DPI, layout="constrained")
     axes = list(fig.subplots(nrows, cols, squeeze=False).ravel())
@@ -143,7 +148,8 @@ def _cost_chart(frame: pd.DataFrame, op: str, ratio: bool) -> Figure:
     if table is None:
         raise ValueError(f"no CPU rows for op {op!r}")
     modes = [m for m in table.columns if not _ok(table.data[table.data["mode"] == m]).empty]
-    fig, axes = _panels(len(modes), max(len(_ok(table.data[table.data["mode"] == m])) for m in modes))
+    fig, axes = _panels(len(modes), max(len(_ok(table.data[table.data["mode"] == m])) for m in modes),
+                        cols=MODE_COLUMNS)
     for ax, mode in zip(axes, modes):
         data = table.data[table.data["mode"] == mode]
         rows = _ok(data).copy()
@@ -227,7 +233,8 @@ def launch_chart(frame: pd.DataFrame, op: str) -> Figure:
     if cpu is None or gpu is None:
         raise ValueError(f"op {op!r} needs CPU and GPU rows for the launch chart")
     modes = [m for m in cpu.columns if not _ok(gpu.data[gpu.data["mode"] == m]).empty]
-    fig, axes = _panels(len(modes), max(len(_ok(cpu.data[cpu.data["mode"] == m])) for m in modes) * 1.3)
+    fig, axes = _panels(len(modes), max(len(_ok(cpu.data[cpu.data["mode"] == m])) for m in modes) * 1.3,
+                        cols=MODE_COLUMNS)
     for ax, mode in zip(axes, modes):
         rows = {name: _ok(t.data[t.data["mode"] == mode]) for name, t in
                 (("CPU wall-clock per call", cpu), (f"GPU kernel time per call ({gpu.timer})", gpu))}
