@@ -89,7 +89,7 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
     from dbench.ops.native import raw
 
     if contract.launchers is not None:
-        return _declared_calls(contract, args, mode, pool)
+        return _declared_calls(contract, args, mode, pool, compiled)
     if mode == "forward":
         launcher = getattr(raw(), contract.name)
         if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
@@ -121,13 +121,15 @@ def _grads_of(contract: OpContract, outs: Any, pool: InputPool) -> list[torch.Te
     return [pool.grad(tuple(o.shape), o.dtype) for o in contract.differentiable_outputs(outs)]
 
 
-def _declared_calls(contract: OpContract, args: tuple[Any, ...], mode: str,
-                    pool: InputPool) -> dict[str, Callable[[], Any]]:
-    """A declared op's calls: its own launchers; its backward kernel on what its forward saved."""
+def _declared_calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
+                    compiled: Callable[[str], Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
+    """A declared op's calls: its own launchers, and its native form eager and compiled (_skip says
+    where that runs); its backward kernel on what its forward saved."""
     fwd = contract.launcher(contract.name)
     native = contract.aten
     if mode == "forward":
-        return {"raw": lambda: fwd(*args), **({"aten": lambda: native(*args)} if native else {})}
+        return {"raw": lambda: fwd(*args),
+                **({"aten": lambda: native(*args), "compiled": lambda: compiled(contract.name)(*args)} if native else {})}
     ctx = _SavedFor()
     outs = fwd(*args)
     contract.save(ctx, args, outs)
