@@ -8,6 +8,7 @@ the tests write (bench.results.write_result validates when DBENCH_VALIDATE_RESUL
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -90,22 +91,17 @@ def text() -> str:
 
 def validate(document: Any) -> None:
     """Raise jsonschema.ValidationError when `document` does not follow the schema."""
+    _validator().validate(document)
+
+
+@functools.cache
+def _validator() -> Any:
+    """The schema's validator, made (and the schema itself checked) once per process."""
     import jsonschema
 
-    jsonschema.Draft202012Validator(_checked_schema()).validate(document)
-
-
-_CHECKED: dict[str, Any] = {}
-
-
-def _checked_schema() -> dict[str, Any]:
-    if not _CHECKED:
-        import jsonschema
-
-        made = schema()
-        jsonschema.Draft202012Validator.check_schema(made)
-        _CHECKED.update(made)
-    return _CHECKED
+    made = schema()
+    jsonschema.Draft202012Validator.check_schema(made)
+    return jsonschema.Draft202012Validator(made)
 
 
 def main(argv: list[str] | None = None) -> int:
