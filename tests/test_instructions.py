@@ -274,11 +274,26 @@ def test_update_expected_prints_and_writes_keeping_margins(tmp_path: Path, capsy
     assert updated_expected(_document(rows), None)["default_margin"] == 0.01
 
 
+def test_update_expected_gives_a_variants_rows_its_widest_margin() -> None:
+    previous = _document([_row("cpp", "inference", 20_000.0, margin=0.025), _row("cpp", "no_grad", 19_000.0),
+                          _row("raw", "inference", 10_000.0)])
+    actual = _document([_row("cpp", "inference", 20_100.0), _row("cpp", "no_grad", 19_100.0),
+                        _row("cpp", "inference_mode", 18_000.0), _row("raw", "inference", 10_050.0)])
+    margins = {(r["variant"], r["mode"]): r.get("margin") for r in updated_expected(actual, previous)["rows"]}
+    assert margins == {("cpp", "inference"): 0.025, ("cpp", "no_grad"): 0.025, ("cpp", "inference_mode"): 0.025,
+                       ("raw", "inference"): None}
+
+
 def test_committed_expected_file_is_valid() -> None:
     document = load(EXPECTED_PATH, "expected")
     timed = [r for r in document["rows"] if r["instructions"] is not None]
     assert len(timed) >= 25 and document["config"]["calls"] >= 10_000
     assert all(0 < r.get("margin", document["default_margin"]) <= 0.05 for r in timed)
+    # a variant's rows share its widest margin (updated_expected applies the rule on every re-record)
+    per_variant: dict[str, set[float]] = {}
+    for r in timed:
+        per_variant.setdefault(r["variant"], set()).add(r.get("margin", document["default_margin"]))
+    assert all(len(m) == 1 for m in per_variant.values()), per_variant
 
 
 # ---------------------------------------------------------------------------
