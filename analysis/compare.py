@@ -112,6 +112,32 @@ def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
+    """The per-row spreads, worst first; whether each group keeps its order; the totals; the rows not
+    compared."""
+    import pandas as pd
+
+    pd.set_option("display.width", 200)
+    print(merged.drop(columns=KEY + ["group_id"]).sort_values("spread", ascending=False)
+          .to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    order = same_ordering(merged)
+    print()
+    print(order[["op", "mode", "metric", "driver", "same_order"]].to_string(index=False))
+    for _, row in order[~order["same_order"]].iterrows():
+        print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {'':{len(row['op']) + len(row['mode']) + 1}}  B {row['order_b']}")
+    for (driver, metric), g in merged.groupby(["driver", "metric"]):
+        print(f"  {driver} {metric}: rows {len(g)}, median spread {g['spread'].median():.2%}, "
+              f"max {g['spread'].max():.2%}, over limit {(g['spread'] > max_spread).sum()}")
+    print(f"\nrows {len(merged)}, median spread {merged['spread'].median():.2%}, max spread "
+          f"{merged['spread'].max():.2%} (limit {max_spread:.0%}), rows over limit {(merged['spread'] > max_spread).sum()}")
+    if not problems.empty:
+        print(f"\n{len(problems)} row(s) not compared (these fail the comparison):")
+        for _, r in problems.iterrows():
+            reason = r["reason_a"] if isinstance(r["reason_a"], str) else r["reason_b"]
+            print(f"  {r['problem']}: {r['op']}/{r['variant']}/{r['mode']} {r['metric']} ({r['driver']})"
+                  f"{f' — {reason}' if isinstance(reason, str) else ''}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.compare", description=__doc__.splitlines()[0])
     p.add_argument("a", type=Path)
@@ -132,8 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # ResultFileError, OutputPathError and the checks above
         print(f"compare: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    import pandas as pd
-
     differences = env_differences(*docs)
     if differences and not args.allow_different_env:
         print(f"compare: error: the runs are not comparable ({'; '.join(differences)}); "
@@ -150,26 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     if merged.empty:
         print("no common rows")
         return EXIT_DIFFERENT
-    pd.set_option("display.width", 200)
-    print(merged.drop(columns=KEY + ["group_id"]).sort_values("spread", ascending=False)
-          .to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    order = same_ordering(merged)
-    print()
-    print(order[["op", "mode", "metric", "driver", "same_order"]].to_string(index=False))
-    for _, row in order[~order["same_order"]].iterrows():
-        print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {'':{len(row['op']) + len(row['mode']) + 1}}  B {row['order_b']}")
+    _print_comparison(merged, problems, args.max_spread)
     worst = merged["spread"].max()
-    for (driver, metric), g in merged.groupby(["driver", "metric"]):
-        print(f"  {driver} {metric}: rows {len(g)}, median spread {g['spread'].median():.2%}, "
-              f"max {g['spread'].max():.2%}, over limit {(g['spread'] > args.max_spread).sum()}")
-    print(f"\nrows {len(merged)}, median spread {merged['spread'].median():.2%}, max spread {worst:.2%} "
-          f"(limit {args.max_spread:.0%}), rows over limit {(merged['spread'] > args.max_spread).sum()}")
-    if not problems.empty:
-        print(f"\n{len(problems)} row(s) not compared (these fail the comparison):")
-        for _, r in problems.iterrows():
-            reason = r["reason_a"] if isinstance(r["reason_a"], str) else r["reason_b"]
-            print(f"  {r['problem']}: {r['op']}/{r['variant']}/{r['mode']} {r['metric']} ({r['driver']})"
-                  f"{f' — {reason}' if isinstance(reason, str) else ''}")
     if args.csv:
         try:
             write_output(args.csv, merged.to_csv(index=False))

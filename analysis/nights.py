@@ -331,6 +331,25 @@ def load_ab(paths: Sequence[Path]) -> list[tuple[str, dict[str, Any]]]:
     return [item for path in paths for item in gatemod.load_run(path)]
 
 
+def _check(args: Any) -> None:
+    """Every option checked before any night is drawn (NightsInputError / GateInputError: exit 2)."""
+    if args.nights < 1:
+        raise NightsInputError(f"--nights must be at least 1, not {args.nights}")
+    if args.injected and not args.injected_row:
+        raise NightsInputError("--injected needs --injected-row (which rows carry the slowdown)")
+    try:
+        re.compile(args.injected_row)
+    except re.error as exc:
+        raise NightsInputError(f"--injected-row is not a regular expression: {exc}") from None
+    gatemod.check_delta(args.delta)
+    gatemod.check_alpha(args.alpha_night, "--alpha-night")
+    gatemod.check_alpha(args.alpha, "--alpha")
+    gatemod.check_delta(args.target, "--target")
+    gatemod.check_classes(args.require, "--require")
+    if args.out:
+        check_output_file(args.out, "--out")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plot"]:
@@ -354,21 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.require = [c for item in args.require for c in item.split(",") if c]
     try:
-        if args.nights < 1:
-            raise NightsInputError(f"--nights must be at least 1, not {args.nights}")
-        if args.injected and not args.injected_row:
-            raise NightsInputError("--injected needs --injected-row (which rows carry the slowdown)")
-        try:
-            re.compile(args.injected_row)
-        except re.error as exc:
-            raise NightsInputError(f"--injected-row is not a regular expression: {exc}") from None
-        gatemod.check_delta(args.delta)
-        gatemod.check_alpha(args.alpha_night, "--alpha-night")
-        gatemod.check_alpha(args.alpha, "--alpha")
-        gatemod.check_delta(args.target, "--target")
-        gatemod.check_classes(args.require, "--require")
-        if args.out:
-            check_output_file(args.out, "--out")
+        _check(args)
         args.calibration_doc = gatemod.load_calibration(args.calibration) if args.calibration else None
         aa_pool = pool(load_ab(args.aa))
         inj_pool = pool(load_ab(args.injected)) if args.injected else None

@@ -129,6 +129,11 @@ def gpus_value(text: str) -> str:
 # The parser.
 
 
+def option_strings(scenario_names: Sequence[str]) -> list[str]:
+    """Every option string of run.py's parser (children's command lines resolve abbreviations with them)."""
+    return [s for a in build_parser(tuple(scenario_names))._actions for s in a.option_strings]
+
+
 def build_parser(scenarios: Sequence[str]) -> Parser:
     p = Parser(prog="run.py", description="PyTorch operator boundary benchmarks")
     p.add_argument("--scenario", metavar="NAME", help=f"one of: {', '.join(scenarios)}")
@@ -146,6 +151,18 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
                    help="comma-separated modes of the scenario (default: all; boundary: inference, no_grad, "
                         "inference_mode, fwd_requires_grad, fwd_bwd; --list shows each scenario's)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"])
+    _timing_options(p)
+    _process_options(p)
+    _output_options(p)
+    p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
+                "the result lists it); 2 bad command line, or nothing selected can be timed on this device; "
+                "130 interrupted (the result keeps every finished round); "
+                "with --baseline, the gate's status when the run completed")
+    return p
+
+
+def _timing_options(p: Parser) -> None:
+    """How long and how each case is timed."""
     p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 60; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",
@@ -158,6 +175,19 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
     p.add_argument("--gpu-rounds", type=positive_int, help="rounds of the GPU pass (default 8; --quick 3)")
+    p.add_argument("--cpp-repetitions", type=positive_int,
+                   help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3)")
+    p.add_argument("--cpp-min-time", type=positive_float,
+                   help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01)")
+    p.add_argument("--no-cpp", action="store_true",
+                   help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
+    p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
+                   help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
+                        "outside the timed window); the state is part of each row's identity")
+
+
+def _process_options(p: Parser) -> None:
+    """Which cores and processes the run uses."""
     p.add_argument("--pin-cores", type=count, default=1,
                    help="pin the process to the last N allowed cores (default 1; 0 = no pinning)")
     p.add_argument("--no-pin", action="store_true", help="same as --pin-cores 0")
@@ -177,29 +207,19 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
                         "interpreter path, env:KEY=VAL[,KEY=VAL], build:PATH, or parts joined by + "
                         "(rows get the paired ratio B/A with a 95%% CI)")
     p.add_argument("--pairs", type=positive_int, metavar="K", help=f"--ab: ABBA pairs (default {AB_PAIRS})")
+    # Set by run.py on a sharded run's children: each times the share of the selection it was given,
+    # which may hold nothing this device can time; the parent checked the whole selection.
+    p.add_argument("--shard-child", action="store_true", help=argparse.SUPPRESS)
+
+
+def _output_options(p: Parser) -> None:
+    """Where the result goes and what is done with it."""
     p.add_argument("--baseline", type=Path, metavar="FILE|DIR",
                    help="after the run, gate it against these result files (analysis.gate); exit with its code")
     p.add_argument("--out", type=Path,
                    help=f"output folder (default: ./{DEFAULT_OUT}/<machine>/ in the current folder)")
-    p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
-                   help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
-                        "outside the timed window); the state is part of each row's identity")
     p.add_argument("--plot", action="store_true",
                    help="also write the scenario's figures (PNG) beside its result file")
-    p.add_argument("--no-cpp", action="store_true",
-                   help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
-    p.add_argument("--cpp-repetitions", type=positive_int,
-                   help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3)")
-    p.add_argument("--cpp-min-time", type=positive_float,
-                   help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01)")
-    # Set by run.py on a sharded run's children: each times the share of the selection it was given,
-    # which may hold nothing this device can time; the parent checked the whole selection.
-    p.add_argument("--shard-child", action="store_true", help=argparse.SUPPRESS)
-    p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
-                "the result lists it); 2 bad command line, or nothing selected can be timed on this device; "
-                "130 interrupted (the result keeps every finished round); "
-                "with --baseline, the gate's status when the run completed")
-    return p
 
 
 def apply_defaults(args: argparse.Namespace, overrides: Mapping[str, tuple[Any, Any]] | None = None,

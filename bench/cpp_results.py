@@ -70,8 +70,8 @@ CPP_VARIANTS: dict[str, tuple[str, str]] = {
 }
 CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
 # The modes the driver times (bench/cpp/driver.cpp): a selection's other modes have no C++ rows.
-CPP_MODES: tuple[str, ...] = ("inference", "fwd_requires_grad", "fwd_bwd")
-BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op, where it exists (inference)
+CPP_MODES: tuple[str, ...] = ("inference", "no_grad", "inference_mode", "fwd_requires_grad", "fwd_bwd")
+BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op in the same mode (the forward-only modes)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
 
 class CppDriverMissing(RuntimeError):
@@ -291,32 +291,16 @@ def run_cpp_driver(
     path = driver_path()
     if not path.is_file():
         raise CppDriverMissing(f"C++ driver not found at {path}: {BUILD_HINT}")
-    with tempfile.TemporaryDirectory(prefix="dbench_cpp_") as tmp:
-        out = Path(tmp) / "benchmark.json"
-        args = [
-            f"--dbench_device={device}",
-            f"--dbench_min_time={min_time}",
-            f"--benchmark_repetitions={repetitions}",
-            "--benchmark_enable_random_interleaving=true",
-            *([f"--dbench_gpu_timer={gpu_timer}"] if gpu_timer != GPU_PASS_OFF else []),
-            *extra_args,
-        ]
-        cmd = [str(path), *args, f"--benchmark_out={out}", "--benchmark_out_format=json"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise CppDriverFailed(f"C++ driver {path.name} timed out after {timeout} s",
-                                  _tail(exc.stdout, exc.stderr)) from exc
-        tail = _tail(proc.stdout, proc.stderr)
-        if proc.returncode != 0:
-            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with status {proc.returncode}"
-            raise CppDriverFailed(f"C++ driver {path.name} {how}: {_last_line(tail)}", tail)
-        try:
-            text = out.read_text()
-            document = json.loads(text)
-        except (OSError, ValueError) as exc:
-            raise CppDriverFailed(f"C++ driver {path.name} wrote no readable JSON ({exc})", tail) from None
-
+    args = [
+        f"--dbench_device={device}",
+        f"--dbench_min_time={min_time}",
+        f"--benchmark_repetitions={repetitions}",
+        "--benchmark_enable_random_interleaving=true",
+        *([f"--dbench_gpu_timer={gpu_timer}"] if gpu_timer != GPU_PASS_OFF else []),
+        *extra_args,
+    ]
+    text, tail = _driver_json(path, args, timeout)
+    document = json.loads(text)
     try:
         rows, context = convert(document)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -329,6 +313,28 @@ def run_cpp_driver(
         except OSError as exc:
             context["gbench_json_error"] = f"could not keep Google Benchmark's JSON at {keep.name}: {exc}"
     return rows, context
+
+
+def _driver_json(path: Path, args: list[str], timeout: float | None) -> tuple[str, str]:
+    """The driver's Google Benchmark JSON (checked to parse) and the tail of its output."""
+    with tempfile.TemporaryDirectory(prefix="dbench_cpp_") as tmp:
+        out = Path(tmp) / "benchmark.json"
+        cmd = [str(path), *args, f"--benchmark_out={out}", "--benchmark_out_format=json"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise CppDriverFailed(f"C++ driver {path.name} timed out after {timeout} s",
+                                  _tail(exc.stdout, exc.stderr)) from exc
+        tail = _tail(proc.stdout, proc.stderr)
+        if proc.returncode != 0:
+            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with status {proc.returncode}"
+            raise CppDriverFailed(f"C++ driver {path.name} {how}: {_last_line(tail)}", tail)
+        try:
+            text = out.read_text()
+            json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise CppDriverFailed(f"C++ driver {path.name} wrote no readable JSON ({exc})", tail) from None
+    return text, tail
 
 
 def run_cpp_gpu_pass(

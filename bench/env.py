@@ -145,39 +145,48 @@ def gpu_state_nvml(index: int, bus_id: str | None) -> dict[str, Any] | None:
             pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         mask = get("gpu_throttle_reasons", reasons, handle)
         info["gpu_throttle_reasons"] = None if mask is None else throttle_names(int(mask))
-        processes: list[dict[str, Any]] = []
-        for lister in (pynvml.nvmlDeviceGetComputeRunningProcesses, pynvml.nvmlDeviceGetGraphicsRunningProcesses):
-            try:
-                for proc in lister(handle):
-                    used = getattr(proc, "usedGpuMemory", None)
-                    processes.append({"pid": proc.pid, "used_mib": None if not isinstance(used, int) or used < 0
-                                      else round(used / 2**20)})
-            except Exception:  # noqa: BLE001
-                pass
-        for proc in processes:
-            try:
-                name = pynvml.nvmlSystemGetProcessName(proc["pid"])
-                proc["name"] = name.decode() if isinstance(name, bytes) else name
-            except Exception:  # noqa: BLE001
-                proc["name"] = None
-        info["gpu_other_processes"] = _others(list({p["pid"]: p for p in processes}.values()))
+        info["gpu_other_processes"] = _others(_nvml_processes(pynvml, handle))
         mode = get("gpu_ecc_mode", pynvml.nvmlDeviceGetEccMode, handle)
         info["gpu_ecc_mode"] = None if mode is None else ("enabled" if mode[0] else "disabled")
-        errors = {}
-        if mode is not None and mode[0]:
-            for name, kind in (("corrected_volatile", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                               ("uncorrected_volatile", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
-                try:
-                    errors[name] = int(pynvml.nvmlDeviceGetTotalEccErrors(handle, kind, pynvml.NVML_VOLATILE_ECC))
-                except Exception:  # noqa: BLE001
-                    errors[name] = None
-        info["gpu_ecc_errors"] = errors or None
+        info["gpu_ecc_errors"] = _nvml_ecc_errors(pynvml, handle) if mode is not None and mode[0] else None
     finally:
         try:
             pynvml.nvmlShutdown()
         except Exception:  # noqa: BLE001
             pass
     return info
+
+
+def _nvml_processes(pynvml: Any, handle: Any) -> list[dict[str, Any]]:
+    """The GPU's compute and graphics processes (pid, MiB used, name), each pid once."""
+    processes: list[dict[str, Any]] = []
+    for lister in (pynvml.nvmlDeviceGetComputeRunningProcesses, pynvml.nvmlDeviceGetGraphicsRunningProcesses):
+        try:
+            for proc in lister(handle):
+                used = getattr(proc, "usedGpuMemory", None)
+                processes.append({"pid": proc.pid, "used_mib": None if not isinstance(used, int) or used < 0
+                                  else round(used / 2**20)})
+        except Exception:  # noqa: BLE001  # NotSupported on this GPU, or an older library
+            pass
+    for proc in processes:
+        try:
+            name = pynvml.nvmlSystemGetProcessName(proc["pid"])
+            proc["name"] = name.decode() if isinstance(name, bytes) else name
+        except Exception:  # noqa: BLE001
+            proc["name"] = None
+    return list({p["pid"]: p for p in processes}.values())
+
+
+def _nvml_ecc_errors(pynvml: Any, handle: Any) -> dict[str, int | None] | None:
+    """Volatile ECC error counts (ECC enabled); None when NVML gives neither."""
+    errors: dict[str, int | None] = {}
+    for name, kind in (("corrected_volatile", pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                       ("uncorrected_volatile", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+        try:
+            errors[name] = int(pynvml.nvmlDeviceGetTotalEccErrors(handle, kind, pynvml.NVML_VOLATILE_ECC))
+        except Exception:  # noqa: BLE001
+            errors[name] = None
+    return errors or None
 
 
 def _smi(device_id: str, fields: str) -> list[str] | None:

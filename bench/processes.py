@@ -185,50 +185,14 @@ def run_repeated(
     by_side = {"a": sides[0], "b": sides[1]} if sides else None
     json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.processes"
-    children, seeds = [], []
-    for slot in plan:
-        seed = args.seed + slot.pair  # both sides of a pair visit the cases in the same orders
-        side = by_side[slot.side] if by_side and slot.side else None
-        command = [side.python if side else sys.executable, str(RUN_PY),
-                   *child_argv(argv, options, args, per_side=per_side, seed=seed, device=device,
-                               out_dir=work / f"process-{slot.index}")]
-        children.append(Child(slot.index, _name(slot, len(plan)), command, work / f"process-{slot.index}",
-                              work / f"process-{slot.index}.log", env=side.env if side else None, device=device,
-                              describe=f"side {side.spec}" if side else ""))
-        seeds.append(seed)
+    children, seeds = _children(plan, by_side, argv, options, args, device, per_side, work)
     rounds = share(args.rounds, per_side)
     what = (f"A/B, {args.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
             if sides else f"{len(plan)} processes")
     console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, one after another, {rounds} rounds each; "
                   f"logs and each process's result in {rel(work, repo_root)}")
-    command = " ".join(["run.py", *argv])
-
-    def document(final: bool) -> dict[str, Any]:
-        """The merge of what the children wrote so far (status running until the end)."""
-        from .env import redact_paths
-
-        docs = [read_doc(latest_result(c.out_dir)) for c in children]
-        metas = [_meta(c, s, seed, by_side, repo_root, final) for c, s, seed in zip(children, plan, seeds)]
-        if all(d is None for d in docs):
-            merged = empty_merge(scenario.name, "process", metas, {"processes": len(plan)},
-                                 {"command": command, "processes": metas})
-        else:
-            merged = merge_ab(docs, metas, plan, (sides[0].spec, sides[1].spec), args.pairs) if sides \
-                else merge_processes(docs, metas)
-            merged["config"].update(rounds=args.rounds, seed=args.seed,
-                                    wall_seconds=round(sum(c.seconds for c in children), 2))
-            merged["env"]["command"] = command
-        if not final:
-            merged["status"] = "running"
-            merged.pop("error", None)
-        return redact_paths(merged)
-
-    def fallback(error: str) -> dict[str, Any]:
-        """The final document when the merge itself breaks: failed, every process named."""
-        metas = [_meta(c, s, seed, by_side, repo_root, True) for c, s, seed in zip(children, plan, seeds)]
-        return {**empty_merge(scenario.name, "process", metas, {"processes": len(plan)},
-                              {"command": command, "processes": metas}), "error": error}
-
+    merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, args, repo_root)
+    document, fallback = merger.document, merger.fallback
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
         interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(args),
@@ -250,6 +214,72 @@ def run_repeated(
         return exit_code(children, interrupted, [])
     show(merged, f"{scenario.table_note} Each figure is the median of {len(plan)} processes' medians; "
          "~ marks a row whose process medians spread by more than 10 %.".strip())
+    _closing_lines(merged, children, json_path, csv_path, console, repo_root)
+    return exit_code(children, interrupted, merged["rows"])
+
+
+class _Merger:
+    """The one document of a run in processes: the merge of what its children wrote so far."""
+
+    def __init__(self, scenario: str, command: str, children: Sequence[Child], plan: Sequence[Slot],
+                 seeds: Sequence[int], sides: tuple[Side, Side] | None, args: Any, repo_root: Path) -> None:
+        self.scenario, self.command, self.children, self.plan, self.seeds = scenario, command, children, plan, seeds
+        self.sides, self.args, self.repo_root = sides, args, repo_root
+        self.by_side = {"a": sides[0], "b": sides[1]} if sides else None
+
+    def _metas(self, final: bool) -> list[dict[str, Any]]:
+        return [_meta(c, s, seed, self.by_side, self.repo_root, final)
+                for c, s, seed in zip(self.children, self.plan, self.seeds)]
+
+    def _empty(self, metas: list[dict[str, Any]]) -> dict[str, Any]:
+        return empty_merge(self.scenario, "process", metas, {"processes": len(self.plan)},
+                           {"command": self.command, "processes": metas})
+
+    def document(self, final: bool) -> dict[str, Any]:
+        """The merge so far: status running until the end (the A/B merge with sides, else the processes')."""
+        from .env import redact_paths
+
+        docs = [read_doc(latest_result(c.out_dir)) for c in self.children]
+        metas = self._metas(final)
+        if all(d is None for d in docs):
+            merged = self._empty(metas)
+        else:
+            merged = merge_ab(docs, metas, self.plan, (self.sides[0].spec, self.sides[1].spec), self.args.pairs) \
+                if self.sides else merge_processes(docs, metas)
+            merged["config"].update(rounds=self.args.rounds, seed=self.args.seed,
+                                    wall_seconds=round(sum(c.seconds for c in self.children), 2))
+            merged["env"]["command"] = self.command
+        if not final:
+            merged["status"] = "running"
+            merged.pop("error", None)
+        return redact_paths(merged)
+
+    def fallback(self, error: str) -> dict[str, Any]:
+        """The final document when the merge itself breaks: failed, every process named."""
+        return {**self._empty(self._metas(True)), "error": error}
+
+
+def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, argv: Sequence[str], options: Iterable[str],
+              args: Any, device: str, per_side: int, work: Path) -> tuple[list[Child], list[int]]:
+    """One child process of run.py per slot (its side's Python and environment in an A/B run), and
+    each one's seed: both sides of a pair visit the cases in the same orders."""
+    children, seeds = [], []
+    for slot in plan:
+        seed = args.seed + slot.pair
+        side = by_side[slot.side] if by_side and slot.side else None
+        out_dir = work / f"process-{slot.index}"
+        command = [side.python if side else sys.executable, str(RUN_PY),
+                   *child_argv(argv, options, args, per_side=per_side, seed=seed, device=device, out_dir=out_dir)]
+        children.append(Child(slot.index, _name(slot, len(plan)), command, out_dir, work / f"process-{slot.index}.log",
+                              env=side.env if side else None, device=device,
+                              describe=f"side {side.spec}" if side else ""))
+        seeds.append(seed)
+    return children, seeds
+
+
+def _closing_lines(merged: dict[str, Any], children: Sequence[Child], json_path: Path, csv_path: Path, console: Any,
+                   repo_root: Path) -> None:
+    """After the merged tables: the speed probe's warning and per process, the counts, the files."""
     from .probe import instability_note
 
     unstable = instability_note(merged.get("speed_probe"))
@@ -257,7 +287,6 @@ def run_repeated(
         console.print(f"[yellow]warning:[/yellow] {unstable}")
     probes = ", ".join("—" if p.get("probe") is None else f"{p['probe']:.3f}" for p in merged["env"]["processes"])
     console.print(f"speed probe per process (µs, in time order): {probes}")
-    console.print(f"{merged['status']}: {sum(c.status is not None for c in children)} of {len(plan)} processes, "
+    console.print(f"{merged['status']}: {sum(c.status is not None for c in children)} of {len(children)} processes, "
                   f"{merged['config']['rounds_done']} rounds in all, {merged['config']['wall_seconds']:.1f} s")
     console.print(f"wrote {rel(json_path, repo_root)} and {csv_path.name}")
-    return exit_code(children, interrupted, merged["rows"])

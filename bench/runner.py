@@ -188,16 +188,28 @@ class Throttled:
             self.fn()
 
 
+def _warm_all(cases: list[Case], config: RunConfig, overhead: float, progress: Progress, refresh: Throttled,
+              console: Console) -> list[Case]:
+    """Each case's block sized and warmed up; the cases that did not raise."""
+    warm = progress.add_task("warm-up ", total=len(cases))
+    for case in cases:
+        try:
+            with nvtx_range(f"warm-up {case.label}"):
+                case.block = calibrate(case, config, overhead)
+                warm_up(case, config)
+        except Exception as exc:  # noqa: BLE001  # one broken case must not end the run
+            _drop(case, failure("during warm-up", exc), console)
+        progress.advance(warm)
+        refresh()
+    return [c for c in cases if c.runnable]
+
+
 def _converged(cases: list[Case], config: RunConfig) -> bool:
     return all(stats.summarize(c.samples).rel_ci_halfwidth <= config.rel_precision for c in cases)
 
 
-def run(
-    cases: list[Case],
-    config: RunConfig,
-    on_round: Callable[[int], None] | None = None,
-    console: Console | None = None,
-) -> RunOutcome:
+def run(cases: list[Case], config: RunConfig, on_round: Callable[[int], None] | None = None,
+        console: Console | None = None) -> RunOutcome:
     """Time every runnable case for config.rounds interleaved rounds.
 
     Ctrl-C (or SIGTERM turned into KeyboardInterrupt by the caller) stops after
@@ -215,17 +227,7 @@ def run(
     with Progress(*columns, console=console, transient=False, auto_refresh=False) as progress:
         refresh = Throttled(progress.refresh)
         try:
-            warm = progress.add_task("warm-up ", total=len(runnable))
-            for case in runnable:
-                try:
-                    with nvtx_range(f"warm-up {case.label}"):
-                        case.block = calibrate(case, config, overhead)
-                        warm_up(case, config)
-                except Exception as exc:  # noqa: BLE001  # one broken case must not end the run
-                    _drop(case, failure("during warm-up", exc), console)
-                progress.advance(warm)
-                refresh()
-            runnable = [c for c in runnable if c.runnable]
+            runnable = _warm_all(runnable, config, overhead, progress, refresh, console)
             # What exists now lives through the rounds: moved out of the collector's reach, the
             # collection between rounds scans only what a round made (~0.15 s less per round).
             gc.collect()

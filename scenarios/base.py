@@ -50,11 +50,16 @@ class Selection:
 
 @dataclass(frozen=True)
 class Axis:
-    """One axis of a scenario (in the spirit of nvbench's add_axis): a name and the values it takes.
-    The product of a scenario's axes, times ops x variants x modes, makes its cases."""
+    """One axis of a scenario (in the spirit of nvbench's add_axis): a name and the values it takes,
+    given as a tuple or as a function of the selection and the op (sizes differ by device, --quick
+    and the op's own unit). The product of a scenario's axes, times ops x variants x modes, is the
+    loop that builds its cases (axis_points): a new size or axis is a change of this data."""
 
     name: str
-    values: tuple[Any, ...]
+    values: tuple[Any, ...] | Callable[[Selection, str], tuple[Any, ...]]
+
+    def values_for(self, sel: Selection, op: str = "") -> tuple[Any, ...]:
+        return tuple(self.values(sel, op)) if callable(self.values) else self.values
 
 
 Point = dict[str, Any]  # one value per axis
@@ -180,9 +185,11 @@ def not_runnable(planned: Sequence[Planned], given: Sequence[str] = ()) -> list[
     return notes
 
 
-def axis_points(axes: tuple[Axis, ...]) -> list[Point]:
-    """Every combination of the axes' values, first axis slowest ([{}] without axes)."""
-    return [dict(zip((a.name for a in axes), values)) for values in itertools.product(*(a.values for a in axes))]
+def axis_points(axes: tuple[Axis, ...], sel: Selection, op: str = "") -> list[Point]:
+    """Every combination of the axes' values for this selection and op, first axis slowest ([{}]
+    without axes)."""
+    return [dict(zip((a.name for a in axes), values))
+            for values in itertools.product(*(a.values_for(sel, op) for a in axes))]
 
 
 def case_key(scenario: str, op: str, variant: str, mode: str, device: str, shape: tuple[int, ...],
@@ -333,7 +340,7 @@ def case_grid(
             if not has_variant(name, op):
                 continue
             variant = get_variant(name, op, sel.device)
-            for point in axis_points(axes):
+            for point in axis_points(axes, sel, op):
                 for mode in modes:
                     spec = InputSpec(shape(contract, point), sel.dtype, sel.device,
                                      requires_grad=requires_grad(mode), seed=sel.seed)

@@ -38,7 +38,7 @@ from dbench.ops import OPS
 from dbench.ops import chain as chain_def
 
 from . import DECLARATIONS
-from .base import Axis, Planned, Scenario, Selection, case_key, device_sync, static_na_reason
+from .base import Axis, Planned, Scenario, Selection, axis_points, case_key, device_sync, static_na_reason
 from .kernels import InputPool, check_against, check_exact, compile_tuned, elements_for
 
 VARIANTS: tuple[str, ...] = DECLARATIONS["fusion"].variants or ()
@@ -48,13 +48,16 @@ SIZES_CPU = (16 << 10, 1 << 20, 16 << 20)
 (MODE,) = DECLARATIONS["fusion"].modes
 
 
-def sizes(sel: Selection) -> tuple[int, ...]:
+def sizes(sel: Selection, op: str = "") -> tuple[int, ...]:
     full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
     return (full[0], full[-1]) if sel.quick else full
 
 
-def lengths(sel: Selection) -> tuple[int, ...]:
+def lengths(sel: Selection, op: str = "") -> tuple[int, ...]:
     return (1, 2, 4, 8) if sel.quick else LENGTHS
+
+
+AXES = (Axis("k", lengths), Axis("size", sizes))
 
 
 def _skip(variant: str, device: str) -> str | None:
@@ -117,30 +120,28 @@ def build(sel: Selection) -> list[Case]:
     sync = device_sync(sel.device)
     impls = implementations(sel, pool)
     cases: list[Case] = []
-    for size in sizes(sel):
-        shape = (elements_for(size, sel.dtype),)
-        for k in lengths(sel):
-            for variant in sel.variants:
-                point = {"k": k, "size": size}
-                key = case_key("fusion", "chain", variant, MODE, sel.device, shape, sel.dtype, point)
-                case = Case(key=key, call=None, sync=sync)
-                cases.append(case)
-                case.na_reason = _skip(variant, sel.device)
-                if case.na_reason is None and variant not in impls:
-                    case.na_reason = "the triton_op variant is unavailable here"
-                if case.na_reason:
-                    continue
-                x = pool.args(contract, shape)[0]
-                args = (x, k)
-                fused_call = functools.partial(impls["fused"], x, k)
-                call: Callable[[], Any] = functools.partial(impls[variant], x, k)
-                # Traffic as each form moves it: one pass fused, k passes unfused, one per kernel eager.
-                work = {"unfused": chain_def.unfused_work, "aten": chain_def.eager_work}.get(variant, chain_def.work)
-                case.work = work(args)
-                if variant == "unfused":
-                    check_exact(case, call, fused_call, "the fused kernel")
-                else:
-                    check_against(case, call, lambda: reference(x, k), sel.dtype)
+    for point in axis_points(AXES, sel, "chain"):
+        k, shape = point["k"], (elements_for(point["size"], sel.dtype),)
+        for variant in sel.variants:
+            key = case_key("fusion", "chain", variant, MODE, sel.device, shape, sel.dtype, point)
+            case = Case(key=key, call=None, sync=sync)
+            cases.append(case)
+            case.na_reason = _skip(variant, sel.device)
+            if case.na_reason is None and variant not in impls:
+                case.na_reason = "the triton_op variant is unavailable here"
+            if case.na_reason:
+                continue
+            x = pool.args(contract, shape)[0]
+            args = (x, k)
+            fused_call = functools.partial(impls["fused"], x, k)
+            call: Callable[[], Any] = functools.partial(impls[variant], x, k)
+            # Traffic as each form moves it: one pass fused, k passes unfused, one per kernel eager.
+            work = {"unfused": chain_def.unfused_work, "aten": chain_def.eager_work}.get(variant, chain_def.work)
+            case.work = work(args)
+            if variant == "unfused":
+                check_exact(case, call, fused_call, "the fused kernel")
+            else:
+                check_against(case, call, lambda: reference(x, k), sel.dtype)
     check_unique_labels(c.key for c in cases)
     return cases
 
@@ -149,5 +150,5 @@ SCENARIO = Scenario(
     DECLARATIONS["fusion"],
     build=build,
     plan=plan,
-    axes=(Axis("k", LENGTHS), Axis("size", SIZES_CUDA)),
+    axes=AXES,
 )

@@ -30,9 +30,12 @@ DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["launch"].default_ops or ()
 (MODE,) = DECLARATIONS["launch"].modes
 
 
-def sizes(sel: Selection) -> tuple[int, ...]:
+def sizes(sel: Selection, op: str = "") -> tuple[int, ...]:
     full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
     return full[::2] if sel.quick else full
+
+
+AXES = (Axis("size", sizes),)
 
 
 def build(sel: Selection) -> list[Case]:
@@ -55,7 +58,7 @@ def build(sel: Selection) -> list[Case]:
             check_against(case, lambda: variant.fn(*args), lambda: aten[contract.name](*args), spec.dtype)
 
     return case_grid(sel, "launch", (MODE,), lambda op, v, mode: ("raw", mode) if v != "raw" else None, fill,
-                     axes=(Axis("size", sizes(sel)),),
+                     axes=AXES,
                      shape=lambda contract, point: shape_for(contract, point["size"], ROW))
 
 
@@ -63,6 +66,6 @@ SCENARIO = Scenario(
     DECLARATIONS["launch"],
     build=build,
     plan=lambda sel: grid_plan(sel, (MODE,)),
-    axes=(Axis("size", SIZES_CUDA),),
+    axes=AXES,
     baseline_variants=("raw",),
 )

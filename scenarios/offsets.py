@@ -34,7 +34,7 @@ from dbench.bench.runner import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS
-from .base import Axis, Planned, Scenario, Selection, case_key, device_sync
+from .base import Axis, Planned, Scenario, Selection, axis_points, case_key, device_sync
 from .kernels import InputPool, check_against, check_exact, elements_for, shape_for
 
 INDEXES = ("int32", "int64")
@@ -60,6 +60,13 @@ def sizes(sel: Selection) -> tuple[int, ...]:
 
 def dtypes(sel: Selection) -> tuple[torch.dtype, ...]:
     return (torch.float32,) if sel.quick else DTYPES
+
+
+# dtype is an axis too: it must tell two cases' labels (GPU windows, tables) apart. The int32 launch
+# comes before the int64 one of the same point, which is checked against it bit for bit. The
+# past-INT32_MAX cases (index "auto", huge_cases) come on top of this grid.
+AXES = (Axis("dtype", lambda sel, op: tuple(str(d).removeprefix("torch.") for d in dtypes(sel))),
+        Axis("size", lambda sel, op: sizes(sel)), Axis("index", INDEXES))
 
 
 def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -137,31 +144,30 @@ def build(sel: Selection) -> list[Case]:
     cases: list[Case] = []
     for op in sel.ops:
         contract = OPS[op]
-        for dtype in dtypes(sel):
-            for size in sizes(sel):
-                shape = shape_for(contract, elements_for(size, dtype), ROW)
-                for mode in sel.modes_of(MODES):
-                    calls: dict[str, Callable[[], Tensor]] = {}
-                    for index in INDEXES:
-                        # dtype is an axis too: it must tell two cases' labels (GPU windows, tables) apart
-                        point = {"dtype": str(dtype).removeprefix("torch."), "size": size, "index": index}
-                        key = case_key("offsets", op, "raw", mode, sel.device, shape, dtype, point)
-                        case = Case(key=key, call=None, sync=sync)
-                        case.na_reason = _skip(contract, mode)
-                        cases.append(case)
-                        if case.na_reason:
-                            continue
-                        args = op_args(contract, pool.args(contract, shape, dtype))
-                        grad = pool.grad(shape, dtype) if mode == "backward" else None
-                        calls[index] = launch(contract, mode, index, args, grad)
-                        work = contract.work if mode == "forward" else contract.backward_work
-                        case.work = work(args) if work else None
-                        tensors = [t for t in (grad, *args) if isinstance(t, Tensor)]
-                        key.update(registers(contract, mode, index, dtype, tensors, shape[-1] if contract.rowwise else None))
-                        if index == "int32":
-                            check_against(case, calls[index], lambda: expected(contract, mode, args, grad), dtype)
-                        else:
-                            check_exact(case, calls[index], calls["int32"], "the int32 kernel")
+        int32: dict[tuple[Any, ...], Callable[[], Tensor]] = {}  # the int32 launch each int64 one must equal
+        for point in axis_points(AXES, sel, op):
+            dtype, index = getattr(torch, point["dtype"]), point["index"]
+            shape = shape_for(contract, elements_for(point["size"], dtype), ROW)
+            for mode in sel.modes_of(MODES):
+                key = case_key("offsets", op, "raw", mode, sel.device, shape, dtype, point)
+                case = Case(key=key, call=None, sync=sync)
+                case.na_reason = _skip(contract, mode)
+                cases.append(case)
+                if case.na_reason:
+                    continue
+                args = op_args(contract, pool.args(contract, shape, dtype))
+                grad = pool.grad(shape, dtype) if mode == "backward" else None
+                call = launch(contract, mode, index, args, grad)
+                work = contract.work if mode == "forward" else contract.backward_work
+                case.work = work(args) if work else None
+                tensors = [t for t in (grad, *args) if isinstance(t, Tensor)]
+                key.update(registers(contract, mode, index, dtype, tensors, shape[-1] if contract.rowwise else None))
+                same = (point["dtype"], point["size"], mode)
+                if index == "int32":
+                    int32[same] = call
+                    check_against(case, call, lambda: expected(contract, mode, args, grad), dtype)
+                else:
+                    check_exact(case, call, int32[same], "the int32 kernel")
     cases += huge_cases(sel, pool, sync)
     check_unique_labels(c.key for c in cases)
     return cases
@@ -237,6 +243,5 @@ SCENARIO = Scenario(
     DECLARATIONS["offsets"],
     build=build,
     plan=plan,
-    axes=(Axis("dtype", tuple(str(d).removeprefix("torch.") for d in DTYPES)), Axis("size", SIZES_CUDA),
-          Axis("index", (*INDEXES, "auto"))),
+    axes=AXES,
 )

@@ -27,7 +27,7 @@ from dbench.bench.runner import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS
-from .base import Axis, Planned, Scenario, Selection, case_key
+from .base import Axis, Planned, Scenario, Selection, axis_points, case_key
 from .kernels import InputPool, check_against, compile_tuned, elements_for, l2_flush, shape_for
 
 VARIANTS: tuple[str, ...] = DECLARATIONS["roofline"].variants or ()
@@ -49,6 +49,10 @@ def sizes(sel: Selection, op: str = "") -> tuple[int, ...]:
     else:
         full = SIZES_CUDA if on_gpu else SIZES_CPU
     return full[::2] if sel.quick else full
+
+
+# The cache state is the selection's (--cache); `size` is bytes per tensor, for mm the side n.
+AXES = (Axis("size", sizes), Axis("cache", lambda sel, op: tuple(sel.cache)))
 
 
 def op_dtype(sel: Selection, op: str) -> torch.dtype:
@@ -180,37 +184,37 @@ def build(sel: Selection) -> list[Case]:
         largest = op_shape(contract, sizes(sel, op)[-1], dtype)
         return compile_tuned(contract.aten, lambda: pool.args(contract, largest, dtype))  # type: ignore[arg-type]
 
-    caches = sel.cache
-    flush = l2_flush(sel.device) if "cold" in caches and sel.device.startswith("cuda") else None
+    flush = l2_flush(sel.device) if "cold" in sel.cache and sel.device.startswith("cuda") else None
     sync = device_sync(sel.device)
     cases: list[Case] = []
     for op in sel.ops:
         contract = OPS[op]
         dtype = op_dtype(sel, op)
-        for size in sizes(sel, op):
+        calls: dict[tuple[int, str], dict[str, Callable[[], Any]]] = {}  # (size, mode) -> variant -> call
+        for point in axis_points(AXES, sel, op):
+            size, cache = point["size"], point["cache"]
             shape = op_shape(contract, size, dtype)
             for mode in sel.modes_of(MODES):
-                calls: dict[str, Callable[[], Any]] | None = None
                 for variant in sel.variants:
-                    for cache in caches:
-                        point = {"size": size, "cache": cache}
-                        key = case_key("roofline", op, variant, mode, sel.device, shape, dtype, point)
-                        case = Case(key=key, call=None, sync=sync)
-                        case.na_reason = _skip(contract, variant, mode, cache, sel.device)
-                        cases.append(case)
-                        if case.na_reason:
-                            continue
-                        args = pool.args(contract, shape, dtype)
-                        calls = calls or _calls(contract, args, mode, pool, compiled)
-                        work = contract.work if mode == "forward" else contract.backward_work
-                        case.work = work(args) if work else None
-                        case.flush = flush if cache == "cold" else None
-                        if contract.name == "mm" and variant == "raw":  # which of mm's kernels this row times
-                            key["kernel"] = native_raw().mm_kernel(*args)
-                        # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
-                        expected = (lambda: _reference(contract, args, mode, pool)) \
-                            if variant == "aten" or "aten" not in calls else calls["aten"]
-                        check_against(case, calls[variant], expected, dtype)
+                    key = case_key("roofline", op, variant, mode, sel.device, shape, dtype, point)
+                    case = Case(key=key, call=None, sync=sync)
+                    case.na_reason = _skip(contract, variant, mode, cache, sel.device)
+                    cases.append(case)
+                    if case.na_reason:
+                        continue
+                    args = pool.args(contract, shape, dtype)
+                    if (size, mode) not in calls:
+                        calls[(size, mode)] = _calls(contract, args, mode, pool, compiled)
+                    made = calls[(size, mode)]
+                    work = contract.work if mode == "forward" else contract.backward_work
+                    case.work = work(args) if work else None
+                    case.flush = flush if cache == "cold" else None
+                    if contract.name == "mm" and variant == "raw":  # which of mm's kernels this row times
+                        key["kernel"] = native_raw().mm_kernel(*args)
+                    # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
+                    expected = (lambda: _reference(contract, args, mode, pool)) \
+                        if variant == "aten" or "aten" not in made else made["aten"]
+                    check_against(case, made[variant], expected, dtype)
     check_unique_labels(c.key for c in cases)
     return cases
 
@@ -219,5 +223,5 @@ SCENARIO = Scenario(
     DECLARATIONS["roofline"],
     build=build,
     plan=plan,
-    axes=(Axis("size", SIZES_CUDA), Axis("cache", ("warm", "cold"))),
+    axes=AXES,
 )

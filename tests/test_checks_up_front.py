@@ -146,10 +146,12 @@ def test_more_cores_than_allowed_is_an_error_naming_the_allowed_count(capsys: py
     assert parse("--pin-cores", str(allowed + 62), "--no-pin").pin_cores == 0
 
 
-def test_pinning_never_clamps_silently(run_main: Any) -> None:
+def test_pinning_never_clamps_silently() -> None:
+    from dbench.bench.harness.device import pin_cpus
+
     allowed = len(os.sched_getaffinity(0))
     with pytest.raises(ValueError, match="cores"):
-        run_main.pin_cpus(allowed + 1)
+        pin_cpus(allowed + 1)
 
 
 # ---------------------------------------------------------------------------
@@ -288,12 +290,13 @@ def test_results_are_ignored_by_git() -> None:
     ([], "interrupted", "no table: nothing was timed before the interrupt"),
     ([{"samples": [1.0]}], "interrupted", "no table for the rows timed before the interrupt (KeyError: 'metric')"),
 ])
-def test_an_interrupted_run_prints_a_line_where_its_tables_cannot_be_made(run_main: Any, rows: list[dict[str, Any]],
+def test_an_interrupted_run_prints_a_line_where_its_tables_cannot_be_made(rows: list[dict[str, Any]],
                                                                           status: str, shown: str,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from rich.console import Console
 
     from dbench.analysis import kernels
+    from dbench.analysis.console import report
     from dbench.scenarios import SCENARIOS
 
     def breaks(doc: dict[str, Any], console: Any) -> None:
@@ -302,23 +305,27 @@ def test_an_interrupted_run_prints_a_line_where_its_tables_cannot_be_made(run_ma
     monkeypatch.setitem(kernels.TABLES, "roofline", kernels.TABLES["roofline"]._replace(print=breaks))
     scenario = SCENARIOS["roofline"]
     console = Console(record=True, width=300)
-    run_main.report(scenario, {"status": status, "rows": rows}, {}, console)
+    report(scenario, {"status": status, "rows": rows}, {}, console)
     assert shown in console.export_text()
     with pytest.raises(KeyError):  # a complete run's broken table is a bug, shown as one
-        run_main.report(scenario, {"status": "complete", "rows": [{"samples": [1.0]}]}, {}, console)
+        report(scenario, {"status": "complete", "rows": [{"samples": [1.0]}]}, {}, console)
 
 
-def test_an_interrupt_before_the_result_was_reserved_leaves_one(run_main: Any, tmp_path: Path) -> None:
+def test_an_interrupt_before_the_result_was_reserved_leaves_one(tmp_path: Path) -> None:
+    from dbench.bench.harness import interrupts
+
     args = argparse.Namespace(out=None, default_out=tmp_path / "dbench-results", scenario="roofline", device=None)
-    run_main.RESERVED.clear()
-    path = run_main.mark_interrupted(args)
+    interrupts.RESERVED.clear()
+    path = interrupts.mark_interrupted(args)
     assert path is not None and path.parent == args.default_out and path.name.startswith("roofline-unknown-")
     doc = read_result(path)
     assert doc["status"] == "interrupted" and doc["rows"] == [] and doc["scenario"] == "roofline"
     assert [p.name for p in args.default_out.iterdir()] == [path.name]  # its scratch copy is gone
 
 
-def test_an_interrupt_marks_a_reserved_running_file_and_leaves_a_final_one(run_main: Any, tmp_path: Path) -> None:
+def test_an_interrupt_marks_a_reserved_running_file_and_leaves_a_final_one(tmp_path: Path) -> None:
+    from dbench.bench.harness import interrupts
+
     running, final = tmp_path / "running.json", tmp_path / "final.json"
     running.write_text(json.dumps({"scenario": "boundary", "status": "running", "config": {}, "env": {"device": "cpu"},
                                    "rows": []}))
@@ -326,11 +333,11 @@ def test_an_interrupt_marks_a_reserved_running_file_and_leaves_a_final_one(run_m
                              "env": {}, "rows": []})
     final.write_text(final_text)
     for path in (running, final):
-        run_main.RESERVED[:] = [path]
-        assert run_main.mark_interrupted(None) == path
+        interrupts.RESERVED[:] = [path]
+        assert interrupts.mark_interrupted(None) == path
     assert read_result(running)["status"] == "interrupted" and read_result(running)["env"] == {"device": "cpu"}
     assert final.read_text() == final_text  # its way to run wrote its final status: left as it is
-    run_main.RESERVED.clear()
+    interrupts.RESERVED.clear()
 
 
 def test_plot_without_matplotlib_is_refused_before_the_run(capsys: pytest.CaptureFixture[str],

@@ -159,12 +159,14 @@ def test_bad_device_is_a_clear_error(driver: Path) -> None:
 def test_driver_runs_on_cpu(driver: Path) -> None:
     rows, context = run_cpp_driver("cpu", repetitions=3, min_time=0.005, timeout=120)
     got = _by_variant(rows)
+    forward_only = ("inference", "no_grad", "inference_mode")
     for op in OPS:
-        for variant in ("cpp_direct", "cpp_typed", "cpp_boxed", "cpp_stable_typed"):
-            assert (op, variant, "inference") in got, (op, variant)
-        for mode in ("inference", "fwd_requires_grad", "fwd_bwd"):
+        for variant in ("cpp_direct", "cpp_typed", "cpp_boxed", "cpp_stable_typed", "cpp_autograd_typed"):
+            for mode in forward_only:
+                assert (op, variant, mode) in got, (op, variant, mode)
+        for mode in ("fwd_requires_grad", "fwd_bwd"):
             assert (op, "cpp_autograd_typed", mode) in got, (op, mode)
-    assert len(rows) == 3 * 7
+    assert len(rows) == 3 * (5 * 3 + 2)
     for row in rows:
         label = f"{row['op']}/{row['variant']}/{row['mode']}"
         assert all(f in row for f in ROW_FIELDS), (label, set(ROW_FIELDS) - set(row))
@@ -175,8 +177,8 @@ def test_driver_runs_on_cpu(driver: Path) -> None:
         assert 0.005 < row["median"] < 1000, (label, row["median"])
         assert row["ci_low"] <= row["median"] <= row["ci_high"]
         assert row["q1"] <= row["median"] <= row["q3"]
-        if row["mode"] == "inference" and row["variant"] != "cpp_direct":
-            assert row["baseline"] == f"{row['op']}/cpp_direct/inference"
+        if row["mode"] in forward_only and row["variant"] != "cpp_direct":  # the floor of its own mode
+            assert row["baseline"] == f"{row['op']}/cpp_direct/{row['mode']}"
             assert row["delta_median"] is not None and math.isfinite(row["delta_median"])
     for op in OPS:  # recording a graph and running backward costs more than the plain forward
         assert got[(op, "cpp_autograd_typed", "fwd_bwd")]["median"] > got[(op, "cpp_direct", "inference")]["median"]
@@ -203,7 +205,7 @@ def test_the_drivers_json_is_kept_whole_for_other_tools(driver: Path, tmp_path: 
 
 def test_driver_filter_selects_a_subset(driver: Path) -> None:
     rows, _ = run_cpp_driver("cpu", repetitions=2, min_time=0.001,
-                             extra_args=["--benchmark_filter=^muladd/(direct|typed|boxed)/", "--dbench_no_pin"],
+                             extra_args=["--benchmark_filter=^muladd/(direct|typed|boxed)/inference/", "--dbench_no_pin"],
                              timeout=120)
     assert sorted(r["variant"] for r in rows) == ["cpp_boxed", "cpp_direct", "cpp_typed"]
     assert {r["op"] for r in rows} == {"muladd"} and all(r["status"] == "ok" for r in rows)
@@ -408,14 +410,14 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
 
     from rich.console import Console
 
-    import run
+    from dbench.bench.harness.cpp_pass import cpp_section
 
     args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5,
                               modes=modes)
     out = io.StringIO()
     env: dict[str, Any] = {}
     result = result or Path(tempfile.mkdtemp()) / "boundary-cuda0-x.json"
-    rows = run.cpp_section(device, ["muladd"], args, env, Console(file=out, width=300), result)
+    rows = cpp_section(device, ["muladd"], args, env, Console(file=out, width=300), result)
     return rows, env, out.getvalue()
 
 
@@ -475,7 +477,7 @@ def test_gpu_timer_needs_a_cuda_device(driver: Path) -> None:
 
 def test_cpu_run_says_it_is_not_a_gpu_pass(driver: Path) -> None:
     rows, context = run_cpp_driver("cpu", repetitions=2, min_time=0.001,
-                                   extra_args=["--benchmark_filter=^noop/direct/", "--dbench_no_pin"], timeout=120)
+                                   extra_args=["--benchmark_filter=^noop/direct/inference/", "--dbench_no_pin"], timeout=120)
     assert context["dbench_gpu_timer"] == "off" and [r["metric"] for r in rows] == ["cpu_us"]
 
 
@@ -494,7 +496,7 @@ def test_gpu_pass_on_cuda(driver: Path) -> None:
         pytest.skip(f"CUPTI unavailable on this GPU machine: {problem}")
     assert context["dbench_gpu_timer"] == "cupti" and context["dbench_cupti_library"]
     got = _by_metric(rows)
-    assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 2 * 7
+    assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 2 * 17
     for (op, variant, mode, metric), row in got.items():
         assert row["status"] == "ok" and row["n"] == 2, (variant, mode, row["reason"])
         assert row["timer"] == "cupti" and row["driver"] == "cpp" and row["device"].startswith("cuda")
@@ -527,12 +529,13 @@ def test_the_cpp_section_times_the_selected_modes_it_has(fake_driver: Path, monk
     import json
 
     monkeypatch.setenv("FAKE_DOCUMENT", json.dumps(HAND_WRITTEN))
-    _, env, _ = _cpp_section("cpu", modes=("fwd_bwd", "no_grad", "inference"))
-    assert "--benchmark_filter=^(muladd)/[^/]+/(inference|fwd_bwd)(/|$)" in env["cpp_driver_context"]["fake_argv"]
-    _, env, _ = _cpp_section("cpu")
-    assert "--benchmark_filter=^(muladd)/[^/]+/(inference|fwd_requires_grad|fwd_bwd)(/|$)" in \
+    _, env, _ = _cpp_section("cpu", modes=("fwd_bwd", "inference_mode", "inference"))
+    assert "--benchmark_filter=^(muladd)/[^/]+/(inference|inference_mode|fwd_bwd)(/|$)" in \
         env["cpp_driver_context"]["fake_argv"]
-    rows, env, out = _cpp_section("cpu", modes=("no_grad", "inference_mode"))
-    assert rows == [] and "C++ driver skipped: --modes no_grad,inference_mode" in out
-    assert env["cpp_driver_context"] == {"skipped": "--modes no_grad,inference_mode: the driver times inference, "
-                                                    "fwd_requires_grad, fwd_bwd only"}
+    _, env, _ = _cpp_section("cpu")
+    assert "--benchmark_filter=^(muladd)/[^/]+/(inference|no_grad|inference_mode|fwd_requires_grad|fwd_bwd)(/|$)" \
+        in env["cpp_driver_context"]["fake_argv"]
+    rows, env, out = _cpp_section("cpu", modes=("compiled",))  # a mode the driver has no form of
+    assert rows == [] and "C++ driver skipped: --modes compiled" in out
+    assert env["cpp_driver_context"] == {"skipped": "--modes compiled: the driver times inference, no_grad, "
+                                                    "inference_mode, fwd_requires_grad, fwd_bwd only"}

@@ -328,3 +328,47 @@ def test_a_roofline_figure_leaves_out_the_panel_it_has_nothing_for(h200_roofline
         fig = roofline_chart(subset)
     (ax,) = fig.axes
     assert kept in ax.get_xlabel() and ax.get_legend() is not None and ax.get_legend().get_texts()
+
+
+# ---------------------------------------------------------------------------
+# The declared axes are the loop: the cases are the product of each scenario's axes (values by
+# selection and op), so a new size or axis value is a change of data.
+
+@pytest.mark.parametrize(("scenario", "ops", "variants", "axes"), [
+    ("launch", ("muladd",), ("raw",), {"size": (256, 4096)}),
+    ("fusion", ("chain",), ("unfused", "fused"), {"k": (1, 3), "size": (16 << 10, 64 << 10)}),
+    ("offsets", ("muladd",), ("raw",), {"dtype": ("float32",), "size": (64 << 10,), "index": ("int32", "int64")}),
+    ("roofline", ("noop",), ("raw", "aten"), {"size": (64 << 10, 256 << 10), "cache": ("warm",)}),
+])
+def test_a_scenarios_declared_axes_are_the_loop_that_builds_its_cases(
+        scenario: str, ops: tuple[str, ...], variants: tuple[str, ...], axes: dict[str, tuple[Any, ...]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import itertools
+
+    from dbench.scenarios import SCENARIOS, Selection
+    from dbench.scenarios.base import Axis
+
+    module = importlib.import_module(f"dbench.scenarios.{scenario}")
+    declared = SCENARIOS[scenario].axes
+    assert declared is module.AXES and [a.name for a in declared] == list(axes)
+    # other values for every axis, as data: the built cases take exactly those
+    monkeypatch.setattr(module, "AXES", tuple(Axis(name, values) for name, values in axes.items()))
+    sel = Selection(ops=ops, variants=variants, device="cpu", dtype=torch.float32, seed=0, quick=True)
+    cases = [c for c in SCENARIOS[scenario].build(sel) if c.key.get("index") != "auto"]
+    for op in ops:
+        points = {tuple(c.key[name] for name in axes) for c in cases if c.key["op"] == op}
+        assert points == set(itertools.product(*axes.values())), (op, points)
+    assert all(c.key["axes"] == list(axes) for c in cases)
+    assert all(c.error is None for c in cases), [(c.label, c.error) for c in cases if c.error]
+
+
+def test_an_axis_takes_its_values_by_device_quick_and_op() -> None:
+    from dbench.scenarios import Selection, roofline
+
+    def sizes(device: str, quick: bool, op: str) -> tuple[int, ...]:
+        sel = Selection(ops=(op,), variants=("raw",), device=device, dtype=torch.float32, seed=0, quick=quick)
+        return roofline.AXES[0].values_for(sel, op)
+
+    assert sizes("cuda", False, "noop") == roofline.SIZES_CUDA and sizes("cpu", False, "noop") == roofline.SIZES_CPU
+    assert sizes("cuda", False, "mm") == roofline.MM_SIZES_CUDA and sizes("cpu", True, "mm") == roofline.MM_SIZES_CPU[::2]

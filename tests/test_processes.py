@@ -282,8 +282,8 @@ def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.M
     """run.py's one adapter to analysis.gate: a checkout without it runs, then says it could not gate."""
     from rich.console import Console
 
-    sys.path.insert(0, str(ROOT))
-    import run
+    from dbench.analysis.console import gate
+    from dbench.bench.harness.common import EXIT_USAGE
 
     result = tmp_path / "r.json"
     write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
@@ -293,25 +293,26 @@ def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.delattr(analysis, "gate", raising=False)  # as if analysis/gate.py were not there
     monkeypatch.setitem(sys.modules, "dbench.analysis.gate", None)
-    assert run.gate(result, args, console) == run.EXIT_USAGE
+    assert gate(result, args.baseline_files, console) == EXIT_USAGE
     assert "dbench.analysis.gate is not in this checkout" in console.export_text()
 
     seen: dict[str, Any] = {}
 
-    def fake_gate(new_docs: list[dict[str, Any]], baseline_docs: list[dict[str, Any]], **_: Any) -> int:
+    def fake_gate(new_docs: list[dict[str, Any]], baseline_docs: list[dict[str, Any]], **_: Any) -> Any:
         seen.update(new=new_docs, base=baseline_docs)
         if not baseline_docs[0]["rows"]:
             raise ValueError("the runs are not comparable")
-        return 1
+        return argparse.Namespace(exit_code=1)
 
     monkeypatch.setitem(sys.modules, "dbench.analysis.gate", type(sys)("dbench.analysis.gate"))
     sys.modules["dbench.analysis.gate"].gate = fake_gate  # type: ignore[attr-defined]
+    sys.modules["dbench.analysis.gate"].render = lambda verdict, fmt: "the fake verdict"  # type: ignore[attr-defined]
     monkeypatch.setattr(analysis, "gate", sys.modules["dbench.analysis.gate"], raising=False)
-    assert run.gate(result, args, console) == 1
-    assert len(seen["new"]) == 1 and len(seen["base"]) == 1
+    assert gate(result, args.baseline_files, console) == 1
+    assert len(seen["new"]) == 1 and len(seen["base"]) == 1 and "the fake verdict" in console.export_text()
     empty = tmp_path / "empty.json"
     write_result(empty, {"scenario": "boundary", "env": {}, "rows": []})
-    assert run.gate(result, argparse.Namespace(baseline=empty, baseline_files=[empty]), console) == run.EXIT_USAGE
+    assert gate(result, [empty], console) == EXIT_USAGE
     assert "not comparable" in console.export_text()
 
 

@@ -9,6 +9,10 @@
 //   <op>/autograd/inference          dbench::<op>_autograd, typed call, no input requires grad
 //   <op>/autograd/fwd_requires_grad  the same with every tensor input requiring grad
 //   <op>/autograd/fwd_bwd            that forward + torch::autograd::grad
+// and each */inference benchmark again as */no_grad (under at::NoGradGuard) and
+// */inference_mode (under c10::InferenceMode), the C++ forms of torch.no_grad()
+// and torch.inference_mode(): the guard is entered once per run of the loop,
+// outside it, as the Python runner enters a case's context once per block.
 // Google Benchmark appends "/real_time" to each name (UseRealTime).
 //
 // The metric is wall-clock time per call (real_time), as in the Python runner.
@@ -62,6 +66,7 @@
 #include <ATen/ops/rsqrt.h>
 #include <ATen/ops/sum.h>
 #include <benchmark/benchmark.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -69,6 +74,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -291,13 +297,46 @@ void time_calls(benchmark::State& state, const std::string& error, const Timing&
   timing.sync();  // untimed: the timer stopped when the loop ended
 }
 
+// The forward-only modes: no input requires grad, and the grad mode the call runs under.
+enum class Forward { kInference, kNoGrad, kInferenceMode };
+constexpr std::array<std::pair<Forward, const char*>, 3> kForwardModes{
+    {{Forward::kInference, "inference"}, {Forward::kNoGrad, "no_grad"}, {Forward::kInferenceMode, "inference_mode"}}};
+
+// f() under the mode's guard (RAII: the previous grad mode is back when it returns).
 template <class F>
-void add(const std::string& name, std::string error, const Timing& timing, F call) {
-  benchmark::RegisterBenchmark(name.c_str(), [error = std::move(error), timing, call](benchmark::State& state) mutable {
-    time_calls(state, error, timing, call);
-  })
+void under(Forward mode, F&& f) {
+  if (mode == Forward::kNoGrad) {
+    const at::NoGradGuard guard;
+    f();
+  } else if (mode == Forward::kInferenceMode) {
+    const c10::InferenceMode guard;
+    f();
+  } else {
+    f();
+  }
+}
+
+template <class F>
+void add(const std::string& name, std::string error, const Timing& timing, F call,
+         Forward mode = Forward::kInference) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [error = std::move(error), timing, call, mode](benchmark::State& state) mutable {
+                                 under(mode, [&] { time_calls(state, error, timing, call); });
+                               })
       ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
       ->Unit(benchmark::kMicrosecond);
+}
+
+// `<prefix>/<mode>` for every forward mode: checked (check(call) under the mode's guard) unless
+// `error` already says why it cannot run, then registered.
+template <class F, class Check>
+void add_forward(const std::string& prefix, const std::string& error, const Timing& timing, F call, Check check) {
+  for (const auto& entry : kForwardModes) {
+    const Forward mode = entry.first;  // (not a structured binding: C++17 lambdas cannot capture those)
+    const std::string name = prefix + "/" + entry.second;
+    const std::string err = error.empty() ? preflight(name, [&] { under(mode, [&] { check(call); }); }) : error;
+    add(name, err, timing, call, mode);
+  }
 }
 
 template <class Op>
@@ -312,12 +351,13 @@ void register_op(const Config& cfg) {
   const std::string qualified_ag = qualified + dbench::schema::kAutogradSuffix;
   const std::string qualified_stable = "dbench_stable::" + op;
 
+  auto close_to_want = [&](const char* what) {
+    return [&want, what](auto& call) { expect_close(call(), want, what); };
+  };
+  const auto none = [] { return at::Tensor(); };
+
   // direct: the launcher, no dispatcher.
-  {
-    auto call = [x] { return Op::direct(x); };
-    std::string err = preflight(op + "/direct", [&] { expect_close(call(), want, "direct"); });
-    add(op + "/direct/inference", err, cfg.timing, call);
-  }
+  add_forward(op + "/direct", "", cfg.timing, [x] { return Op::direct(x); }, close_to_want("direct"));
 
   // A typed call of a registered op; the handle is resolved once, here,
   // outside the timed loop. Returns whether the op was found.
@@ -325,12 +365,11 @@ void register_op(const Config& cfg) {
     std::string err;
     const auto handle = find_op<typename Op::Sig>(qualified_name, library, err);
     if (!handle) {
-      add(op + "/" + name + "/inference", err, cfg.timing, [] { return at::Tensor(); });
+      add_forward(op + "/" + name, err, cfg.timing, none, close_to_want(""));
       return false;
     }
-    auto call = [x, h = *handle] { return Op::typed(h, x); };
-    err = preflight(op + "/" + name, [&] { expect_close(call(), want, name); });
-    add(op + "/" + name + "/inference", err, cfg.timing, call);
+    add_forward(op + "/" + name, "", cfg.timing, [x, h = *handle] { return Op::typed(h, x); },
+                [&want, &name](auto& call) { expect_close(call(), want, name); });
     return true;
   };
 
@@ -345,10 +384,10 @@ void register_op(const Config& cfg) {
       h.callBoxed(stack);
       return std::move(stack.back());
     };
-    const std::string err = preflight(op + "/boxed", [&] { expect_close(boxed().toTensor(), want, "boxed"); });
-    add(op + "/boxed/inference", err, cfg.timing, boxed);
+    add_forward(op + "/boxed", "", cfg.timing, boxed,
+                [&want](auto& call) { expect_close(call().toTensor(), want, "boxed"); });
   } else {
-    add(op + "/boxed/inference", "op not registered: " + qualified, cfg.timing, [] { return at::Tensor(); });
+    add_forward(op + "/boxed", "op not registered: " + qualified, cfg.timing, none, close_to_want(""));
   }
 
   // stable: the STABLE_TORCH_LIBRARY op (a boxed TORCH_BOX kernel), typed call.
@@ -359,16 +398,15 @@ void register_op(const Config& cfg) {
     std::string err;
     const auto handle = find_op<typename Op::Sig>(qualified_ag, "libdbench_ops.so", err);
     if (!handle) {
-      auto none = [] { return at::Tensor(); };
-      for (const char* mode : {"inference", "fwd_requires_grad", "fwd_bwd"}) {
+      add_forward(op + "/autograd", err, cfg.timing, none, close_to_want(""));
+      for (const char* mode : {"fwd_requires_grad", "fwd_bwd"}) {
         add(op + "/autograd/" + mode, err, cfg.timing, none);
       }
       return;
     }
     const auto h = *handle;
-    auto inf = [x, h] { return Op::typed(h, x); };
-    err = preflight(op + "/autograd/inference", [&] { expect_close(inf(), want, "autograd inference"); });
-    add(op + "/autograd/inference", err, cfg.timing, inf);
+    add_forward(op + "/autograd", "", cfg.timing, [x, h] { return Op::typed(h, x); },
+                close_to_want("autograd forward-only"));
 
     auto fwd = [xg, h] { return Op::typed(h, xg); };
     err = preflight(op + "/autograd/fwd_requires_grad", [&] {

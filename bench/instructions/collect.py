@@ -119,6 +119,29 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
     ]
 
 
+def _rows(manifest: dict[str, Any], dumps: list[Any], config: Config) -> tuple[Any, list[dict[str, Any]]]:
+    """The calibration dump, and one row per case: a timed case's instructions per call (the median
+    over its builds), else its status and reason. The dumps come in the manifest's case order."""
+    timed = [c for c in manifest["cases"] if c["status"] == "timed"]
+    layouts, per_layout = config.layouts, config.calls_per_layout
+    if len(dumps) != len(timed) * layouts + 1:
+        raise CollectError(f"expected {len(timed) * layouts + 1} callgrind dumps (calibration + {len(timed)} cases "
+                           f"x {layouts} builds), found {len(dumps)}")
+    calibration, counts = dumps[0], iter(dumps[1:])
+    rows = []
+    for case in manifest["cases"]:
+        row = {**case["key"], "driver": "python", "metric": METRIC, "unit": UNIT}
+        if case["status"] == "timed":
+            totals = [next(counts).instructions for _ in range(layouts)]
+            row.update(status=None, instructions=round(statistics.median(t / per_layout for t in totals), 1),
+                       layout_counts=[round(t / per_layout, 1) for t in totals], total=sum(totals),
+                       calls=per_layout * layouts)
+        else:
+            row.update(status=case["status"], reason=case["reason"], instructions=None)
+        rows.append(row)
+    return calibration, rows
+
+
 def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None = None) -> dict[str, Any]:
     """One run under callgrind; returns the counts document (rows keyed like result rows).
     keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate); stage: where
@@ -152,25 +175,8 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             shutil.copytree(out_dir, keep_dumps, dirs_exist_ok=True)
     if code_digests(REPO_ROOT)["build_digest"] != digests["build_digest"]:
         raise CollectError("the native build changed during the collection: run it again")
-    dumps = [d for d in dumps if d.part > 0]
-    timed = [c for c in manifest["cases"] if c["status"] == "timed"]
-    layouts, per_layout = config.layouts, config.calls_per_layout
-    if len(dumps) != len(timed) * layouts + 1:
-        raise CollectError(f"expected {len(timed) * layouts + 1} callgrind dumps (calibration + {len(timed)} cases "
-                           f"x {layouts} builds), found {len(dumps)}")
-    calibration, case_dumps = dumps[0], dumps[1:]
-    rows = []
-    counts = iter(case_dumps)
-    for case in manifest["cases"]:
-        row = {**case["key"], "driver": "python", "metric": METRIC, "unit": UNIT}
-        if case["status"] == "timed":
-            totals = [next(counts).instructions for _ in range(layouts)]
-            per_call = [round(t / per_layout, 1) for t in totals]
-            row.update(status=None, instructions=round(statistics.median(t / per_layout for t in totals), 1),
-                       layout_counts=per_call, total=sum(totals), calls=per_layout * layouts)
-        else:
-            row.update(status=case["status"], reason=case["reason"], instructions=None)
-        rows.append(row)
+    calibration, rows = _rows(manifest, [d for d in dumps if d.part > 0], config)
+    per_layout = config.calls_per_layout
     return {
         "schema": SCHEMA,
         "config": config.as_dict(),

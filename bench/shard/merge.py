@@ -101,11 +101,9 @@ def merge_results(
     """
     meta = list(meta or [])
     meta += [{}] * (len(docs) - len(meta))
-    present = [(i, d) for i, d in enumerate(docs) if d is not None]
+    present = [d for d in docs if d is not None]
     if not present:
         raise ValueError("no shard wrote a result")
-    first = present[0][1]
-
     rows: list[dict[str, Any]] = []
     duplicates: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
@@ -114,81 +112,108 @@ def merge_results(
     ended: list[dict[str, Any]] = []  # how each shard ended (settle() names the failed ones)
     for i, doc in enumerate(docs):
         m = dict(meta[i])
-        env = dict(doc.get("env", {})) if doc else {}
-        config = dict(doc.get("config", {})) if doc else {}
-        status = m.pop("status", None) or (None if doc is None else
-                                           "complete" if doc.get("status") == "complete" else
-                                           "failed" if doc.get("status") == "failed" else "interrupted")
-        status = status or "failed"
+        status = _shard_status(m.pop("status", None), doc)
         ended.append({"name": f"shard {i}", **m, "status": status})
+        env = dict(doc.get("env", {})) if doc else {}
         device = m.pop("device", None) or env.get("device")
         doc_rows = list(doc.get("rows", [])) if doc else []
-        labels = {case_label(r) for r in doc_rows if (r.get("driver") or "python") == "python"}
-        for row in doc_rows:
-            row = {**row, "shard": i, "gpu_index": _gpu_index(row.get("device", device), env)}
-            if (row.get("driver") or "python") == "python" and row.get("baseline") and row["baseline"] not in labels:
-                warnings.append(f"shard {i}: {row['op']}/{row['variant']}/{row['mode']} is paired with "
-                                f"{row['baseline']}, which that shard did not run")
+        for row in _shard_rows(i, doc_rows, device, env, warnings):
             ident = row_identity(row)
             if ident in seen:
                 duplicates.append({**row, "duplicate_baseline": True})
             else:
                 seen.add(ident)
                 rows.append(row)
-        variants = m.pop("variants", None) or list(dict.fromkeys(
-            r.get("variant") for r in doc_rows if (r.get("driver") or "python") == "python"))
-        shard_info.append({
-            "shard": i,
-            "gpu_index": _gpu_index(device, env),
-            "device": device,
-            "variants": list(variants),
-            "seconds": m.pop("seconds", config.get("seconds")),  # the child process, start to exit
-            "rounds_seconds": config.get("seconds"),  # its CPU pass (config.seconds of a one-process run)
-            "status": status,
-            "rounds_done": config.get("rounds_done"),
-            "gpu_rounds_done": config.get("gpu_rounds_done"),
-            "stop_reason": config.get("stop_reason"),
-            "pinned_cpu": env.get("pinned_cpu"),
-            "speed_probe": (doc.get("speed_probe") or {}).get("median") if doc else None,
-            **m,
-        })
-
-    def shard_min(key: str) -> Any:
-        values = [d.get("config", {}).get(key) for _, d in present]
-        values = [v for v in values if v is not None]
-        return min(values) if values else None
-
-    config = dict(first.get("config", {}))
-    config.update(rounds_done=shard_min("rounds_done"), shards=len(docs))
-    if "gpu_rounds_done" in config:
-        config["gpu_rounds_done"] = shard_min("gpu_rounds_done")
-    seconds = [s["rounds_seconds"] for s in shard_info if isinstance(s["rounds_seconds"], (int, float))]
-    if seconds:
-        config["seconds"] = max(seconds)
-    reasons = list(dict.fromkeys(d.get("config", {}).get("stop_reason") for _, d in present))
-    if "stop_reason" in config:
-        config["stop_reason"] = "; ".join(str(r) for r in reasons)
-
-    env = dict(first.get("env", {}))
-    devices = list(dict.fromkeys(s["device"] for s in shard_info if s["device"]))
-    env["device"] = ",".join(devices) if devices else env.get("device")
-    cores = sorted({c for s in shard_info for c in (s["pinned_cpu"] or [])})
-    env["pinned_cpu"] = cores or None
-    gpus = {s["gpu_index"] for s in shard_info if s["gpu_index"] is not None}
-    if len(gpus) > 1:
-        env["gpu_index"] = None
-    env["shards"] = shard_info
-    if warnings:
-        env["shard_warnings"] = warnings
-
+        shard_info.append(_shard_info(i, doc, m, doc_rows, device, env, status))
+    first = present[0]
     return settle({
         "scenario": first.get("scenario"),
         "status": None,
-        "config": config,
-        "env": env,
+        "config": _merged_config(first, present, shard_info, len(docs)),
+        "env": _merged_env(first, shard_info, warnings),
         "speed_probe": first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
         "rows": row_order(rows),
         "duplicate_baseline_rows": duplicates,
     }, ended)
 
 
+def _shard_status(given: str | None, doc: Mapping[str, Any] | None) -> str:
+    """How a shard ended: the parent's word, else its document's status, else failed."""
+    if given:
+        return given
+    if doc is None:
+        return "failed"
+    return doc.get("status") if doc.get("status") in ("complete", "failed") else "interrupted"
+
+
+def _shard_rows(i: int, doc_rows: list[dict[str, Any]], device: Any, env: Mapping[str, Any],
+                warnings: list[str]) -> list[dict[str, Any]]:
+    """Shard i's rows, each marked with its shard and GPU; a Python row whose baseline that shard did
+    not run is warned about (its delta has no pair)."""
+    labels = {case_label(r) for r in doc_rows if (r.get("driver") or "python") == "python"}
+    rows = []
+    for row in doc_rows:
+        row = {**row, "shard": i, "gpu_index": _gpu_index(row.get("device", device), env)}
+        if (row.get("driver") or "python") == "python" and row.get("baseline") and row["baseline"] not in labels:
+            warnings.append(f"shard {i}: {row['op']}/{row['variant']}/{row['mode']} is paired with "
+                            f"{row['baseline']}, which that shard did not run")
+        rows.append(row)
+    return rows
+
+
+def _shard_info(i: int, doc: Mapping[str, Any] | None, m: dict[str, Any], doc_rows: list[dict[str, Any]],
+                device: Any, env: Mapping[str, Any], status: str) -> dict[str, Any]:
+    """env["shards"][i]: where shard i ran, what it timed and how it ended (the parent's meta kept)."""
+    config = dict(doc.get("config", {})) if doc else {}
+    variants = m.pop("variants", None) or list(dict.fromkeys(
+        r.get("variant") for r in doc_rows if (r.get("driver") or "python") == "python"))
+    return {
+        "shard": i,
+        "gpu_index": _gpu_index(device, env),
+        "device": device,
+        "variants": list(variants),
+        "seconds": m.pop("seconds", config.get("seconds")),  # the child process, start to exit
+        "rounds_seconds": config.get("seconds"),  # its CPU pass (config.seconds of a one-process run)
+        "status": status,
+        "rounds_done": config.get("rounds_done"),
+        "gpu_rounds_done": config.get("gpu_rounds_done"),
+        "stop_reason": config.get("stop_reason"),
+        "pinned_cpu": env.get("pinned_cpu"),
+        "speed_probe": (doc.get("speed_probe") or {}).get("median") if doc else None,
+        **m,
+    }
+
+
+def _merged_config(first: Mapping[str, Any], present: Sequence[Mapping[str, Any]],
+                   shard_info: Sequence[Mapping[str, Any]], shards: int) -> dict[str, Any]:
+    """The first shard's config, with the rounds every shard finished and the longest CPU pass."""
+    def shard_min(key: str) -> Any:
+        values = [v for v in (d.get("config", {}).get(key) for d in present) if v is not None]
+        return min(values) if values else None
+
+    config = dict(first.get("config", {}))
+    config.update(rounds_done=shard_min("rounds_done"), shards=shards)
+    if "gpu_rounds_done" in config:
+        config["gpu_rounds_done"] = shard_min("gpu_rounds_done")
+    seconds = [s["rounds_seconds"] for s in shard_info if isinstance(s["rounds_seconds"], (int, float))]
+    if seconds:
+        config["seconds"] = max(seconds)
+    if "stop_reason" in config:
+        reasons = dict.fromkeys(d.get("config", {}).get("stop_reason") for d in present)
+        config["stop_reason"] = "; ".join(str(r) for r in reasons)
+    return config
+
+
+def _merged_env(first: Mapping[str, Any], shard_info: Sequence[Mapping[str, Any]], warnings: list[str]) -> dict[str, Any]:
+    """The first shard's env, with every shard's devices and cores, and the shards themselves."""
+    env = dict(first.get("env", {}))
+    devices = list(dict.fromkeys(s["device"] for s in shard_info if s["device"]))
+    env["device"] = ",".join(devices) if devices else env.get("device")
+    cores = sorted({c for s in shard_info for c in (s["pinned_cpu"] or [])})
+    env["pinned_cpu"] = cores or None
+    if len({s["gpu_index"] for s in shard_info if s["gpu_index"] is not None}) > 1:
+        env["gpu_index"] = None
+    env["shards"] = shard_info
+    if warnings:
+        env["shard_warnings"] = warnings
+    return env

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-CPP_BENCHMARKS_PER_OP = 7  # bench/cpp driver: direct, typed, boxed, stable (inference) + autograd x 3 modes
+CPP_BENCHMARKS_PER_OP = 17  # bench/cpp driver: direct, typed, boxed, stable, autograd x 3 forward-only modes + autograd x 2
 
 
 class ShardUsageError(ValueError):

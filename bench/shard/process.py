@@ -199,61 +199,61 @@ def run_sharded(
     Raises ShardUsageError, before starting anything, when the shards cannot
     be pinned to different cores.
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    n = len(devices)
-    baselines = scenario.baseline_variants
-    rounds = args.rounds  # every run option arrives resolved (bench/cli.py DEFAULTS)
-    block_s = args.block_ms / 1e3
-    on_gpu = devices[0].startswith("cuda")
-    gpu_rounds = args.gpu_rounds if on_gpu and args.gpu_timer != "off" else 0
-    weights = variant_weights(variants, ops, devices[0], scenario.modes)
-    cpp = scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp
-    preload = None
-    if cpp:
-        # The C++ driver section goes to shard 0, so it runs on cuda:0 as in a one-GPU run (the
-        # driver does not make its device the current one), and counts there in case-equivalents.
-        unit = unit_seconds(rounds, block_s, args.warmup_ms / 1e3, gpu_rounds)
-        cpp_cost = cpp_seconds(len(ops), args.cpp_repetitions, args.cpp_min_time)
-        preload = [cpp_cost / unit] + [0.0] * (n - 1)
-    plan = plan_shards(variants, n, baselines, weights, preload)
-    if len(plan) < n:
-        selected_baselines = [v for v in variants if v in baselines]
-        console.print(f"[yellow]{len(variants)} variant(s), {len(selected_baselines)} of them baselines: "
-                      f"{len(plan)} shard(s) instead of {n}[/yellow]")
+    plan = _plan(scenario, ops, variants, devices, args, console)
     devices = list(devices[:len(plan)])
-    n = len(plan)
-
     pin_cores = 0 if args.no_pin else args.pin_cores
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if pin_cores > 0 and allowed and n * pin_cores > len(allowed):
-        raise ShardUsageError(f"{n} shards x --pin-cores {pin_cores} need {n * pin_cores} cores, {len(allowed)} "
-                              f"are allowed: use fewer shards, a smaller --pin-cores, or --no-pin")
-
+    if pin_cores > 0 and allowed and len(plan) * pin_cores > len(allowed):
+        raise ShardUsageError(f"{len(plan)} shards x --pin-cores {pin_cores} need {len(plan) * pin_cores} cores, "
+                              f"{len(allowed)} are allowed: use fewer shards, a smaller --pin-cores, or --no-pin")
     json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.shards"
-    shards: list[Child] = []
-    for i, (device, subset) in enumerate(zip(devices, plan)):
-        out_dir = work / f"shard-{i}"
-        with_cpp = cpp and i == 0
-        command = shard_command(argv, i, n, device, out_dir, subset, cpp=with_cpp, options=options)
-        shards.append(_shard(i, device, subset, command, out_dir, work / f"shard-{i}.log", with_cpp))
-    where = "GPUs" if on_gpu else "CPU processes"
-    console.print(f"[bold]{scenario.name}[/bold]: {n} shards on {n} {where} ({', '.join(devices)}), "
-                  f"{rounds} rounds; logs and shard results in {work}")
+    cpp = scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp
+    shards = [_shard(i, device, subset, shard_command(argv, i, len(plan), device, work / f"shard-{i}", subset,
+                                                      cpp=cpp and i == 0, options=options),
+                     work / f"shard-{i}", work / f"shard-{i}.log", cpp and i == 0)
+              for i, (device, subset) in enumerate(zip(devices, plan))]
+    where = "GPUs" if devices[0].startswith("cuda") else "CPU processes"
+    console.print(f"[bold]{scenario.name}[/bold]: {len(plan)} shards on {len(plan)} {where} ({', '.join(devices)}), "
+                  f"{args.rounds} rounds; logs and shard results in {work}")
     for s in shards:
         cores = shard_cores(allowed, s.index, pin_cores) if pin_cores > 0 and allowed else None
         console.print(f"  {s.label()}: {', '.join(v for v in s.variants)}"
                       f"{' + C++ driver' if s.cpp else ''}{f' · cores {cores}' if cores else ''}")
-
     work.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    interrupted = _run_shards(shards, args.rounds, pin_cores, allowed, console, repo_root)
+    wall = time.perf_counter() - start
+    return _merge_and_show(shards, scenario, argv, json_path, wall, interrupted, show, console, repo_root)
+
+
+def _plan(scenario: Any, ops: Sequence[str], variants: Sequence[str], devices: Sequence[str], args: Any,
+          console: Any) -> list[tuple[str, ...]]:
+    """The variants of each shard, balanced by their expected time (bench/shard/plan.py)."""
+    n = len(devices)
+    on_gpu = devices[0].startswith("cuda")
+    gpu_rounds = args.gpu_rounds if on_gpu and args.gpu_timer != "off" else 0
+    weights = variant_weights(variants, ops, devices[0], scenario.modes)
+    preload = None
+    if scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp:
+        # The C++ driver section goes to shard 0, so it runs on cuda:0 as in a one-GPU run (the
+        # driver does not make its device the current one), and counts there in case-equivalents.
+        unit = unit_seconds(args.rounds, args.block_ms / 1e3, args.warmup_ms / 1e3, gpu_rounds)
+        preload = [cpp_seconds(len(ops), args.cpp_repetitions, args.cpp_min_time) / unit] + [0.0] * (n - 1)
+    plan = plan_shards(variants, n, scenario.baseline_variants, weights, preload)
+    if len(plan) < n:
+        baselines = [v for v in variants if v in scenario.baseline_variants]
+        console.print(f"[yellow]{len(variants)} variant(s), {len(baselines)} of them baselines: "
+                      f"{len(plan)} shard(s) instead of {n}[/yellow]")
+    return plan
+
+
+def _run_shards(shards: Sequence[Child], rounds: int, pin_cores: int, allowed: Sequence[int], console: Any,
+                repo_root: Path) -> bool:
+    """Start every shard, show their progress until all ended; whether the run was interrupted. A
+    first Ctrl-C (or SIGTERM) stops them gracefully, a second kills them; none outlives this call."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     interrupted = False
     previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
@@ -281,15 +281,20 @@ def run_sharded(
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
         reap(shards)  # whatever ends the wait (an error too), no shard runs on
-    wall = time.perf_counter() - start
+    return interrupted
 
-    docs = []
-    meta = []
+
+def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str], json_path: Path, wall: float,
+                    interrupted: bool, show: Callable[[list[dict[str, Any]], dict[str, Any], str], None],
+                    console: Any, repo_root: Path) -> int:
+    """The shards' results merged into json_path (bench/shard/merge.py), its table, the exit status."""
+    docs, meta = [], []
     for s in shards:
         s.result = latest_result(s.out_dir)
         docs.append(read_doc(s.result))
         meta.append({"variants": list(s.variants), "cpp": s.cpp, **s.meta(repo_root)})
     command = " ".join(["run.py", *argv])
+    n = len(shards)
 
     def empty(error: str | None = None) -> dict[str, Any]:
         doc = empty_merge(scenario.name, "shard", meta, {"shards": n}, {"command": command, "shards": meta})
@@ -309,10 +314,10 @@ def run_sharded(
     if not merged["rows"]:
         from rich.markup import escape
 
+        work = json_path.parent / f"{json_path.stem}.shards"
         console.print(f"[red]{escape(merged['error'])}[/red] (the shards' logs: {rel(work, repo_root)})",
                       soft_wrap=True)
         return exit_code(shards, interrupted, [])
-
     note = scenario.table_note
     if n > 1:
         note += f" Sharded over {n} processes: each delta is against the baseline timed in its own shard."

@@ -1,0 +1,17 @@
+"""What every way to run shares: exit statuses, how a path is shown, the checkpoint period."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+CHECKPOINT_SECONDS = 2.0  # the running result file is rewritten at most this often during the rounds
+Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
+
+# The folder run.py lives in: the checkout, or the installed package's folder.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shown(path: Path) -> Path:
+    """A path as the console shows it: relative to the checkout when inside it."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path

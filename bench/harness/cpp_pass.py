@@ -1,0 +1,71 @@
+"""The C++ pass: the scenario's ops called from C++ (the Google Benchmark driver), as rows with driver
+"cpp", and on a CUDA device its GPU rows from a second run of the driver under CUPTI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def cpp_section(device: str, ops: Sequence[str], args: Any, env: dict[str, Any],
+                console: Any, json_path: Path) -> list[dict[str, Any]]:
+    """The same ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
+    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path).
+
+    A driver that is not built is skipped (said on the console and in env); one that crashes,
+    exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
+    """
+    from dbench.bench.cpp_results import (CPP_MODES, CppDriverFailed, CppDriverMissing, failed_rows, gbench_path,
+                                          run_cpp_driver)
+
+    modes = [m for m in CPP_MODES if args.modes is None or m in args.modes]
+    if not modes:
+        why = f"--modes {','.join(args.modes)}: the driver times {', '.join(CPP_MODES)} only"
+        console.print(f"C++ driver skipped: {why}")
+        env["cpp_driver_context"] = {"skipped": why}
+        return []
+    console.print(f"C++ driver: {', '.join(ops)} on {device}")
+    extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/[^/]+/({'|'.join(modes)})(/|$)",
+                  *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
+    try:
+        rows, env["cpp_driver_context"] = run_cpp_driver(
+            device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,
+            keep=gbench_path(json_path),
+        )
+    except CppDriverMissing as exc:
+        console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
+        env["cpp_driver_context"] = {"skipped": str(exc)}
+        return []
+    except CppDriverFailed as exc:
+        console.print(f"[red]C++ driver FAILED:[/red] {exc}")
+        console.print(exc.output_tail, markup=False, highlight=False)
+        env["cpp_driver_context"] = {"error": str(exc), "output_tail": exc.output_tail}
+        return failed_rows(ops, device, str(exc))
+    if device.startswith("cuda"):
+        rows += cpp_gpu_pass(device, ops, extra_args, args, env, console, json_path)
+    return rows
+
+
+def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: Any,
+                 env: dict[str, Any], console: Any, json_path: Path) -> list[dict[str, Any]]:
+    """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
+    per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
+    env; a crashed pass: FAILED gpu_us rows."""
+    from dbench.bench.cpp_results import CppDriverFailed, failed_rows, gbench_path, gpu_timer_problem, run_cpp_gpu_pass
+
+    if args.gpu_timer != "cupti":
+        env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {args.gpu_timer}: the C++ driver times GPU "
+                                                    "with CUPTI only"}
+        return []
+    try:
+        rows, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=args.gpu_rounds,
+                                                               extra_args=extra_args, keep=gbench_path(json_path, gpu=True))
+    except CppDriverFailed as exc:
+        console.print(f"[red]C++ driver GPU pass FAILED:[/red] {exc}")
+        console.print(exc.output_tail, markup=False, highlight=False)
+        env["cpp_driver_gpu_context"] = {"error": str(exc), "output_tail": exc.output_tail}
+        return failed_rows(ops, device, str(exc), metric="gpu_us")
+    problem = gpu_timer_problem(env["cpp_driver_gpu_context"])
+    if problem:
+        console.print(f"[yellow]warning:[/yellow] C++ driver: no GPU rows, CUPTI unavailable: {problem}")
+    return rows

@@ -1,0 +1,34 @@
+"""A scenario that makes its own table (passes=(Pass.CUSTOM,), e.g. timer_validation): it runs itself;
+the harness keeps its result file's lifecycle."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from .common import Outcome, shown
+from .device import out_folder
+from .interrupts import GracefulStop, reserve
+
+
+def run_custom(scenario: Any, device: str, args: Any, console: Any, stop: GracefulStop) -> Outcome:
+    from dbench.bench import env as envmod
+    from dbench.bench.results import write_result
+
+    stop.install(signal.SIGINT, signal.SIGTERM)
+    env = envmod.capture(device)
+    json_path = reserve(out_folder(args, env), scenario.name, device)
+    doc: dict[str, Any] = {"scenario": scenario.name, "status": "running", "config": {},
+                           "env": envmod.redact_paths(env), "rows": []}
+    write_result(json_path, doc)
+    try:
+        rows, extra = scenario.custom_run(device)
+    except BaseException as exc:
+        write_result(json_path, {**doc, "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
+                                 "error": f"{type(exc).__name__}: {exc}"})
+        raise
+    env.update(extra)
+    write_result(json_path, {**doc, "status": "complete", "env": envmod.redact_paths(env), "rows": rows})
+    code = scenario.custom_report(rows, console)
+    console.print(f"wrote {shown(json_path)}")
+    return code, json_path

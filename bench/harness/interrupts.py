@@ -1,0 +1,95 @@
+"""Whatever ends a run leaves its result with a final status: the signal handler that turns the
+first Ctrl-C / SIGTERM into a clean stop, the result files this process reserved, and the marking
+of one that an interrupt left `running`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_INTERRUPTED, shown
+
+RESERVED: list[Path] = []  # the result files this process reserved (one left `running` is marked interrupted)
+
+
+def reserve(folder: Path, scenario: str, label: str) -> Path:
+    """A new result file (bench/results.py), remembered so an interrupt can always mark it."""
+    from dbench.bench.results import reserve_result_path
+
+    path = reserve_result_path(folder, scenario, label)
+    RESERVED.append(path)
+    return path
+
+
+class GracefulStop:
+    """SIGINT / SIGTERM: the first one stops the run (KeyboardInterrupt, so the runner drops its
+    unfinished round), later ones are noted and ignored, so the final write cannot be cut short.
+    The command installs it for SIGINT before anything else (a Ctrl-C in any phase ends as an
+    interrupted run); the ways to run that time in this process add SIGTERM."""
+
+    def __init__(self, *signals: int) -> None:
+        self.requested = False  # set by a signal, or by the run once its final write begins
+        self.signalled = False  # a signal came
+        self.install(*signals)
+
+    def install(self, *signals: int) -> None:
+        for sig in signals:
+            signal.signal(sig, self._handle)
+
+    @staticmethod
+    def release() -> None:
+        """SIGINT raising KeyboardInterrupt every time again: --processes, --ab and --shards count a
+        second Ctrl-C themselves (bench/processes.py, bench/shard)."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.requested:
+            # Plain stderr: rich may be in the middle of the import the first signal interrupted.
+            sys.stderr.write("already stopping: writing the result\n")
+            return
+        self.requested = self.signalled = True
+        raise KeyboardInterrupt
+
+
+def mark_interrupted(args: Any) -> Path | None:
+    """The result of a run whose Ctrl-C reached the command: the file it reserved, while still
+    `running`, marked interrupted; with none reserved yet (the machine's folder is not known before
+    torch is), a new one in --out or the default folder. Standard library only: the interrupt may
+    have cut an import short. None when there is nowhere to write (the command line was not read)."""
+    from dbench.bench.atomic import create_unique, write_atomic
+
+    note = {"status": "interrupted", "error": "interrupted before anything was measured"}
+    try:
+        if RESERVED:
+            path = RESERVED[-1]
+            text = path.read_text()
+            doc = json.loads(text) if text.strip() else {}
+            if doc.get("status") not in (None, "running"):
+                return path  # its way to run wrote its final status
+            if doc.get("rows"):
+                note["error"] = "interrupted before the run wrote its final status"
+            write_atomic(path, json.dumps({"config": {}, "env": {}, "rows": [], **doc, **note}, indent=1) + "\n")
+            return path
+        if args is None:
+            return None
+        folder = args.out or args.default_out
+        folder.mkdir(parents=True, exist_ok=True)
+        now = dt.datetime.now(dt.timezone.utc)
+        doc = {"scenario": args.scenario, **note, "config": {},
+               "env": {"time": now.isoformat(timespec="seconds"), "device": args.device}, "rows": [], "failures": []}
+        stem = f"{args.scenario}-{(args.device or 'unknown').replace(':', '')}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+        return create_unique(folder, stem, ".json", json.dumps(doc, indent=1) + "\n")
+    except (OSError, ValueError) as exc:
+        print(f"run.py: error: the interrupted run's result could not be written: {exc}", file=sys.stderr)
+    return None
+
+
+def interrupted(args: Any) -> int:
+    """Exit status 130, after mark_interrupted, with one line saying where the result is."""
+    path = mark_interrupted(args)
+    print(f"interrupted; {f'result: {shown(path)}' if path else 'no result written'}", file=sys.stderr)
+    return EXIT_INTERRUPTED

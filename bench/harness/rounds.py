@@ -1,0 +1,266 @@
+"""The run object of one process: a scenario's cases timed in interleaved rounds, and the other passes
+it declares, into one result document.
+
+`Run.execute` reserves the result file, builds the cases, makes the declared passes in their fixed
+order (CPU rounds, the roofs on a CPU, the GPU pass with the roofs on a CUDA device, the C++ pass)
+and writes the final document whatever ends the run: the last pass, a failed write, a Ctrl-C, a bug.
+The document is assembled in one place, `Run.document`, from what the passes left on the run.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from dbench.bench.passes import Pass
+
+from . import common
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
+from .cpp_pass import cpp_section
+from .device import out_folder, pin_cpus, warn_env
+from .interrupts import GracefulStop, reserve
+
+
+class _Refused(Exception):
+    """The build found nothing to run (the run ends with exit 2 and the reason in its file)."""
+
+
+@dataclass
+class Finished:
+    """A run's end: its exit status, its final document, and where that was written."""
+
+    code: int
+    json_path: Path | None  # None: the final write failed (said on stderr; the run is not gated)
+    doc: dict[str, Any] | None = None  # None: no tables to show (refused, or the final write failed)
+    csv_path: Path | None = None
+
+
+class Run:
+    """One in-process run of `scenario` on `device` over the selection `sel` (scenarios.Selection)."""
+
+    def __init__(self, scenario: Any, device: str, args: Any, sel: Any, console: Any, stop: GracefulStop,
+                 started: float) -> None:
+        from dbench.bench.probe import probe_case
+        from dbench.bench.runner import RunConfig
+
+        self.scenario, self.device, self.args, self.sel = scenario, device, args, sel
+        self.console, self.stop = console, stop
+        self.cuda = device.startswith("cuda")
+        self.config = RunConfig(rounds=args.rounds, block_seconds=args.block_ms / 1e3,
+                                warmup_seconds=args.warmup_ms / 1e3, seed=args.seed, adaptive=args.adaptive,
+                                rel_precision=args.precision, max_seconds=args.time_budget)
+        self.phases: dict[str, float] = {}  # seconds per phase, in order (config.phase_seconds)
+        self._last = started
+        self.cases: list[Any] = []
+        self.extra_rows: list[dict[str, Any]] = []  # GPU and C++ rows, added after the CPU rounds
+        self.probe = probe_case()  # timed in every round beside the cases; not a row (bench/probe.py)
+        self.info: dict[str, Any] = {"rounds_done": 0}
+        self.measured: dict[str, Any] = {}  # the machine's roofs (kernel scenarios)
+        self.env: dict[str, Any] = {}
+        self.json_path = Path()
+
+    # --- the document ----------------------------------------------------------------------------
+    def phase(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(now - self._last, 2)
+        self._last = now
+
+    def document(self, status: str) -> dict[str, Any]:
+        from dbench.bench import env as envmod
+        from dbench.bench.identity import case_identity
+        from dbench.bench.probe import probe_summary
+        from dbench.bench.results import case_rows, mark_gpu_bound
+        from dbench.bench.roofline import attach
+
+        rows = case_rows(self.cases) + self.extra_rows
+        mark_gpu_bound(rows)
+        if "roofs" in self.measured:
+            works = {case_identity(c.key): c.work for c in self.cases if c.work is not None}
+            attach(rows, works, self.measured["roofs"], "gpu_us" if self.cuda else "cpu_us")
+        roofs = {"cache": list(self.args.cache)} if self.scenario.makes(Pass.ROOFS) else {}
+        return {
+            "scenario": self.scenario.name,
+            "status": status,
+            "config": {**vars(self.config), "dtype": self.args.dtype, **roofs, **self.info,
+                       "phase_seconds": dict(self.phases)},
+            "env": envmod.redact_paths(self.env),
+            "speed_probe": probe_summary(self.probe.samples),
+            **self.measured,
+            "rows": rows,
+        }
+
+    def write(self, status: str, **extra: Any) -> Path:
+        from dbench.bench.results import write_result
+
+        return write_result(self.json_path, {**self.document(status), **extra})
+
+    # --- the run ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Pinning, the environment, the result file reserved and first written (status running)."""
+        import torch
+
+        from dbench.bench import env as envmod
+        from dbench.bench.cli import UsageError
+
+        torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
+        try:
+            pinned = pin_cpus(self.args.pin_cores, self.args.pin_offset)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        self.stop.install(signal.SIGINT, signal.SIGTERM)
+        self.env = envmod.capture(self.device, {"pinned_cpu": pinned})
+        warn_env(self.env, self.console)
+        self.json_path = reserve(out_folder(self.args, self.env), self.scenario.name, self.device)
+        self.phase("start")  # imports (torch, the suite), pinning, environment capture
+
+    def execute(self) -> Finished:
+        """Every declared pass in order; the final document written whatever ends them."""
+        from dbench.bench.results import ResultWriteError
+
+        self.start()
+        status = "complete"
+        try:
+            self.write("running")
+            self.build()
+            for step in self.steps():
+                step()
+        except _Refused as exc:
+            self.write("failed", error=str(exc))
+            return Finished(EXIT_USAGE, self.json_path)
+        except ResultWriteError as exc:  # a checkpoint failed (full disk, folder read-only or gone)
+            self.stop.requested = True
+            return self.write_error(exc, self.document("failed"))
+        except KeyboardInterrupt:
+            status = "interrupted"
+        except BaseException as exc:  # a bug: keep what was measured, then show the traceback
+            if not self.stop.requested:
+                self.write("failed", error=f"{type(exc).__name__}: {exc}")
+                self.console.print(f"[red]run failed; what it measured is in {shown(self.json_path)}[/red]")
+                raise
+            status = "interrupted"  # a Ctrl-C inside code that re-raised it as another error
+        return self.finish(status)
+
+    def finish(self, status: str) -> Finished:
+        from dbench.bench.results import ResultWriteError, write_result
+
+        if status == "interrupted":
+            self.info["stop_reason"] = "interrupted"
+        self.stop.requested = True  # from here on a signal cannot cut the write short
+        doc = self.document(status)
+        try:
+            csv_path = write_result(self.json_path, doc)
+        except ResultWriteError as exc:
+            return self.write_error(exc, doc)
+        failed = any(r["status"] == "failed" for r in doc["rows"])
+        code = EXIT_INTERRUPTED if status == "interrupted" else EXIT_FAILED if failed else EXIT_OK
+        return Finished(code, self.json_path, doc, csv_path)
+
+    def write_error(self, exc: OSError, doc: dict[str, Any]) -> Finished:
+        """A result write failed mid-run: one line naming the file and why, one last try to write what
+        was measured (status failed; if that fails too, the file stays as its last complete write,
+        never a partial one); exit 1, or 2 when no round had run. Not gated (no document)."""
+        from dbench.bench.results import ResultWriteError, write_result
+
+        print(f"run.py: error: {exc}", file=sys.stderr)
+        rounds = self.info["rounds_done"]
+        try:
+            write_result(self.json_path, {**doc, "status": "failed", "error": str(exc)})
+            self.console.print(f"[red]stopped after {rounds} round(s); what was measured is in "
+                               f"{shown(self.json_path)} (status failed)[/red]")
+        except ResultWriteError as again:
+            print(f"run.py: error: the final result could not be written either ({again.strerror}); "
+                  f"{shown(self.json_path)} is left as its last complete write", file=sys.stderr)
+        return Finished(EXIT_FAILED if rounds else EXIT_USAGE, None)
+
+    # --- the passes ------------------------------------------------------------------------------
+    def build(self) -> None:
+        """The cases and their pre-flight checks (the native build's loading included)."""
+        from dbench.ops.native import NativeBuildMissing
+
+        try:
+            self.cases = self.scenario.build(self.sel)
+        except NativeBuildMissing as exc:
+            self.console.print(f"[red]error:[/red] {exc}")
+            raise _Refused(str(exc)) from None
+        if not any(c.runnable or c.error for c in self.cases) and not self.args.shard_child:
+            # The plan said something could run (check_selection); building found otherwise.
+            why = f"nothing selected can be timed on {self.device}: " + \
+                  ("; ".join(dict.fromkeys(str(c.na_reason) for c in self.cases)) or "no cases")
+            print(f"run.py: error: {why}", file=sys.stderr)
+            raise _Refused(why)
+        self.console.print(f"[bold]{self.scenario.name}[/bold]: {len(self.cases)} cases "
+                           f"({sum(c.runnable for c in self.cases)} timed) on {self.device}, "
+                           f"{self.config.rounds} rounds{' max' if self.config.adaptive else ''}")
+        self.phase("build")
+        if self.stop.signalled:  # a Ctrl-C that the build (an extension's import, a compile) caught and dropped
+            raise KeyboardInterrupt
+
+    def steps(self) -> list[Callable[[], None]]:
+        """The declared passes that apply on this device, in the order they are made."""
+        made = self.scenario.makes
+        steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds),
+                 (made(Pass.ROOFS) and not self.cuda, self.cpu_roofs),
+                 (made(Pass.GPU) and self.cuda and self.args.gpu_timer != "off", self.gpu_pass),
+                 (made(Pass.CPP_DRIVER) and not self.args.no_cpp, self.cpp_pass)]
+        return [step for wanted, step in steps if wanted]
+
+    def cpu_rounds(self) -> None:
+        from dbench.bench.runner import Throttled, run
+
+        # After a round, the result file with every finished round, at most every few seconds
+        # (summarising all rows is not free); the end of the run always writes it.
+        write_running = Throttled(lambda: self.write("running"), common.CHECKPOINT_SECONDS)
+        outcome = run(self.cases + [self.probe], self.config,
+                      on_round=lambda n: (self.info.update(rounds_done=n), write_running()))
+        self.info.update(stop_reason=outcome.stop_reason, seconds=round(outcome.seconds, 2),
+                         timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
+        self.phase("cpu_rounds")
+        if outcome.stop_reason == "interrupted":
+            raise KeyboardInterrupt
+
+    def cpu_roofs(self) -> None:
+        from dbench.bench.roofline import measure_roofs
+
+        self.measured["roofs"] = measure_roofs(self.device, self.case_dtypes())
+
+    def gpu_pass(self) -> None:
+        """The cases on the GPU (CUPTI or CUDA events), and the roofs with the same timer."""
+        from dbench.bench.gputimer import gpu_rows, make_gpu_timer
+        from dbench.bench.roofline import measure_roofs
+        from dbench.bench.runner import run_gpu
+
+        self.write("running")
+        timer = make_gpu_timer(self.device, prefer=self.args.gpu_timer)
+        if timer is not None:
+            try:
+                done, interrupted = run_gpu(self.cases, self.config, timer, self.args.gpu_rounds)
+                self.info["gpu_rounds_done"] = done
+                self.extra_rows.extend(gpu_rows(self.cases, timer))
+                if self.scenario.makes(Pass.ROOFS) and not interrupted:
+                    self.console.print("measuring the roofs (memcpy, copy kernel, cuBLAS)")
+                    self.measured["roofs"] = measure_roofs(self.device, self.case_dtypes(), timer)
+                self.env.update(timer.meta())
+            finally:
+                timer.close()
+            if interrupted:
+                raise KeyboardInterrupt
+        self.phase("gpu_pass")
+
+    def cpp_pass(self) -> None:
+        """The C++ driver times the boundary ops it was built with (ops with the C++ flavour)."""
+        from dbench.ops import OPS
+
+        ops = [op for op in self.sel.ops if OPS[op].boundary and OPS[op].has_flavour("cpp")]
+        if ops:
+            self.extra_rows.extend(cpp_section(self.device, ops, self.args, self.env, self.console, self.json_path))
+            self.phase("cpp_driver")
+
+    def case_dtypes(self) -> tuple[Any, ...]:
+        """The dtypes the timed cases use (their compute roofs are measured)."""
+        import torch
+
+        return tuple(getattr(torch, d) for d in dict.fromkeys(c.key["dtype"] for c in self.cases if c.runnable))

@@ -1,0 +1,65 @@
+"""The ways to run a scenario in several processes: in fresh processes one after another (--processes
+N, --ab A B; bench/processes.py) or in shards side by side (--gpus, --shards; bench/shard), each merged
+into one result file. `show` prints the merged tables (the command layer's renderer)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Sequence
+
+from dbench.bench.cli import UsageError
+from dbench.bench.passes import Pass
+
+from .common import Outcome
+from .device import out_folder, warn_env
+from .interrupts import reserve
+
+Show = Callable[[dict[str, Any], str], None]  # (document, note) -> printed
+
+
+def run_in_processes(scenario: Any, device: str, argv: Sequence[str] | None, args: Any, console: Any,
+                     options: list[str], show: Show) -> Outcome:
+    """--processes N / --ab A B: the scenario in fresh processes, one after another, merged into one file."""
+    from dbench.bench import env as envmod
+    from dbench.bench.processes import run_repeated
+
+    if scenario.makes(Pass.CUSTOM) or scenario.makes(Pass.ROOFS):
+        why = ("makes its own table" if scenario.makes(Pass.CUSTOM)
+               else "derives its rates from the roofs its process measures")
+        raise UsageError(f"argument {'--ab' if args.ab else '--processes'}: scenario {scenario.name} {why}; "
+                         "run it in one process")
+    env = envmod.capture(device)
+    warn_env(env, console)
+    label = f"{device.replace(':', '')}-{'ab' if args.ab else f'x{args.processes}'}"
+    json_path = reserve(out_folder(args, env), scenario.name, label)
+    code = run_repeated(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
+                        device=device, args=args, json_path=json_path, console=console, show=show,
+                        sides=getattr(args, "ab_sides", None))
+    return code, json_path
+
+
+def run_in_shards(scenario: Any, shard_devices: list[str], ops: Sequence[str], argv: Sequence[str] | None,
+                  args: Any, console: Any, options: list[str], show: Show) -> Outcome:
+    """--gpus / --shards: the selection split over processes side by side, merged into one file."""
+    from dbench.bench import env as envmod
+    from dbench.bench.shard import ShardUsageError, run_sharded
+    from dbench.ops import VARIANT_NAMES
+
+    if scenario.makes(Pass.CUSTOM):
+        raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
+    label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
+    env = envmod.capture(shard_devices[0])
+    warn_env(env, console)
+    json_path = reserve(out_folder(args, env), scenario.name, label)
+    try:
+        # --shard-child: each child times its share as given (this parent checked the whole selection).
+        child_argv = [*(sys.argv[1:] if argv is None else argv), "--shard-child"]
+        code = run_sharded(argv=child_argv, options=options, scenario=scenario, ops=tuple(ops),
+                           variants=args.variants or VARIANT_NAMES, devices=shard_devices, args=args,
+                           json_path=json_path, console=console,
+                           show=lambda rows, env, note: show({"scenario": scenario.name, "rows": rows, "env": env},
+                                                             note))
+    except ShardUsageError as exc:
+        json_path.unlink(missing_ok=True)  # refused before anything ran
+        raise UsageError(str(exc)) from None
+    return code, json_path
