@@ -5,7 +5,7 @@ anything heavy is imported or built: one line on stderr naming the option and
 what it accepts, exit status 2. Checks that need torch (is CUDA there, how
 many GPUs) come right after, in run.py, still before any work.
 
-The run defaults live here once (``DEFAULTS``: full run, ``--quick``);
+The run defaults (``DEFAULTS``, bench/defaults.py: full run, ``--quick``) fill the unset options;
 ``parse`` fills them into the namespace, so run.py, the runner's config and
 the sharded runs all read the same resolved values.
 """
@@ -21,16 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .atomic import folder_output_problem
+from .defaults import DEFAULTS
 
-# option -> (full run, --quick). The single source of the run defaults.
-DEFAULTS: dict[str, tuple[Any, Any]] = {
-    "rounds": (30, 6),
-    "block_ms": (10.0, 2.0),
-    "warmup_ms": (20.0, 5.0),  # not an option: warm-up per case after calibration
-    "gpu_rounds": (8, 3),
-    "cpp_repetitions": (9, 3),
-    "cpp_min_time": (0.1, 0.01),
-}
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 CACHE_STATES = ("warm", "cold")
 # Results go under the current folder, never into the checkout (whose results/ holds the committed

@@ -123,7 +123,7 @@ def gpu_timer_problem(context: Mapping[str, Any]) -> str | None:
 
 def driver_path() -> Path:
     """The driver executable: $DBENCH_CPP_DRIVER, else <build>/bench/cpp/dbench_cpp_driver."""
-    from dbench.ops.native import build_dir
+    from .native_build import build_dir
 
     override = os.environ.get("DBENCH_CPP_DRIVER")
     return Path(override).resolve() if override else build_dir() / "bench" / "cpp" / DRIVER_NAME

@@ -367,7 +367,7 @@ def redact_paths(value: Any) -> Any:
     import site
     import tempfile
 
-    from dbench.ops.native import build_dir
+    from .native_build import build_dir
 
     prefixes = [(str(build_dir()).rstrip("/") + "/", "<build>/"), (str(REPO_ROOT) + "/", "")]
     prefixes += [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]

@@ -65,7 +65,7 @@ def cupti_module() -> ModuleType:
     Importing it never touches CUPTI or the driver (libcupti is dlopen'ed by
     ``enable``), so this works on CPU-only machines.
     """
-    from dbench.ops.native import build_dir, built_extension, import_extension
+    from .native_build import build_dir, built_extension, import_extension
 
     path = built_extension("_dbench_cupti")
     if path is None:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .runner import Case
+from .case import Case
 from .stats import summarize
 
 LABEL_KEY = {"op": "(machine)", "variant": "speed_probe", "mode": "reference"}

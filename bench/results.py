@@ -23,7 +23,8 @@ from .atomic import write_atomic  # noqa: F401  (the one atomic writer; importab
 from .identity import case_identity
 from .rows import stat_row
 from .schema import VALIDATE_ENV
-from .runner import TIMER, Case
+from .case import Case
+from .runner import TIMER
 
 # The one reader of result documents, and the row contract it checks, live in bench/document.py
 # (standard library only, so a command refuses bad input before pandas or torch load).

@@ -85,7 +85,8 @@ def _fastest_seconds(fn: Callable[[], Any], calls: int, reps: int) -> float:
 
 def gpu_seconds(fn: Callable[[], Any], device: str, timer: Any, label: str, calls: int = 5, reps: int = 7) -> float:
     """Median GPU time of one call of `fn`, from `timer` (CUPTI busy time, or events), blocks of `calls`."""
-    from .runner import Case, time_block
+    from .case import Case
+    from .runner import time_block
 
     dev = torch.device(device)
     case = Case(key={"op": "roof", "variant": label, "mode": "measure"}, call=fn,

@@ -13,16 +13,13 @@ import gc
 import math
 import random
 import time
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 from . import stats
-from .cli import DEFAULTS
-from .identity import case_label
+from .case import Case, failure
+from .defaults import DEFAULTS
 from .gputimer import GpuTimer, nvtx_range
 
 TIMER = "perf_counter_ns"
@@ -33,43 +30,6 @@ COLD_BLOCKS_PER_ROUND = 10  # cold-cache cases: one-call blocks, each after an L
 # (results/h200/README.md); 10 ms blocks had repeated within 0.4 %.
 GPU_MIN_BLOCK_SECONDS = 0.01
 REFRESH_SECONDS = 0.25  # progress bars redraw at most this often (a redraw costs ~0.4 ms)
-
-
-@dataclass
-class Case:
-    """One row of a table: a callable doing exactly one call, or why there is none."""
-
-    key: dict[str, Any]
-    call: Callable[[], Any] | None
-    sync: Callable[[], None] = lambda: None
-    na_reason: str | None = None
-    error: str | None = None  # failed its pre-flight check, or raised while timed: no CPU row
-    gpu_error: str | None = None  # raised in the GPU pass: no GPU rows
-    # Cold-cache cases: timed in the GPU pass only, one call per block, `flush` (a write over more
-    # than the L2) run before each block, outside its window, so CUPTI never attributes it.
-    flush: Callable[[], None] | None = None
-    work: Any = None  # ops.contract.Work of one call, for the derived rates (kernel scenarios)
-    baseline: str | None = None  # label of the case it is paired with
-    # Entered around each block of calls, outside the timed loop (the mode's torch.no_grad() or
-    # torch.inference_mode(): ops/specs.py Mode); None: none.
-    context: Callable[[], AbstractContextManager[Any]] | None = None
-    block: int = 0
-    samples: list[float] = field(default_factory=list)  # microseconds per call, one per round
-
-    @property
-    def label(self) -> str:
-        return case_label(self.key)
-
-    @property
-    def runnable(self) -> bool:
-        return self.call is not None and self.na_reason is None and self.error is None
-
-
-def failure(phase: str, exc: BaseException) -> str:
-    """What a case's row says when it raised: where, the exception type and its first line."""
-    text = str(exc).strip()
-    first = text.splitlines()[0][:200] if text else ""
-    return f"raised {phase}: {type(exc).__name__}{': ' + first if first else ''}"
 
 
 @dataclass(frozen=True)
@@ -166,12 +126,46 @@ def warm_up(case: Case, config: RunConfig) -> None:
         time_block(case, max(1, case.block // 4))
 
 
-def _drop(case: Case, error: str, console: Console) -> None:
+class Reporter(Protocol):
+    """What a pass shows while it runs (bench/progress.py draws it on a terminal): tasks with a total,
+    advanced per block, redrawn between blocks, and a line per case that failed."""
+
+    def __enter__(self) -> Reporter: ...
+    def __exit__(self, *exc: Any) -> None: ...
+    def start(self, description: str, total: int) -> Any: ...
+    def advance(self, task: Any) -> None: ...
+    def refresh(self, force: bool = False) -> None: ...
+    def failed(self, label: str, error: str, where: str) -> None: ...
+
+
+class Silent:
+    """A Reporter that shows nothing (the default: a caller that wants bars passes one)."""
+
+    def __enter__(self) -> Silent:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def start(self, description: str, total: int) -> Any:
+        return None
+
+    def advance(self, task: Any) -> None:
+        return None
+
+    def refresh(self, force: bool = False) -> None:
+        return None
+
+    def failed(self, label: str, error: str, where: str) -> None:
+        return None
+
+
+def _drop(case: Case, error: str, reporter: Reporter) -> None:
     """A case that raised: it is FAILED with its error and timed no further; its samples go (a
     partial series would not pair with the other cases' rounds)."""
     case.error = error
     case.samples.clear()
-    console.print(f"[red]FAILED {case.label}[/red]: {error} (the other cases go on)")
+    reporter.failed(case.label, error, "the other cases go on")
 
 
 class Throttled:
@@ -188,19 +182,18 @@ class Throttled:
             self.fn()
 
 
-def _warm_all(cases: list[Case], config: RunConfig, overhead: float, progress: Progress, refresh: Throttled,
-              console: Console) -> list[Case]:
+def _warm_all(cases: list[Case], config: RunConfig, overhead: float, reporter: Reporter) -> list[Case]:
     """Each case's block sized and warmed up; the cases that did not raise."""
-    warm = progress.add_task("warm-up ", total=len(cases))
+    warm = reporter.start("warm-up ", len(cases))
     for case in cases:
         try:
             with nvtx_range(f"warm-up {case.label}"):
                 case.block = calibrate(case, config, overhead)
                 warm_up(case, config)
         except Exception as exc:  # noqa: BLE001  # one broken case must not end the run
-            _drop(case, failure("during warm-up", exc), console)
-        progress.advance(warm)
-        refresh()
+            _drop(case, failure("during warm-up", exc), reporter)
+        reporter.advance(warm)
+        reporter.refresh()
     return [c for c in cases if c.runnable]
 
 
@@ -209,7 +202,7 @@ def _converged(cases: list[Case], config: RunConfig) -> bool:
 
 
 def run(cases: list[Case], config: RunConfig, on_round: Callable[[int], None] | None = None,
-        console: Console | None = None) -> RunOutcome:
+        reporter: Reporter | None = None) -> RunOutcome:
     """Time every runnable case for config.rounds interleaved rounds.
 
     Ctrl-C (or SIGTERM turned into KeyboardInterrupt by the caller) stops after
@@ -220,19 +213,15 @@ def run(cases: list[Case], config: RunConfig, on_round: Callable[[int], None] | 
     rng = random.Random(config.seed)
     overhead = timer_overhead_ns()
     start = time.perf_counter()
-    console = console or Console(stderr=True, emoji=False)
     rounds_done, stop_reason = 0, "rounds"
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-    # auto_refresh off: rich's refresh thread would wake up inside timed blocks.
-    with Progress(*columns, console=console, transient=False, auto_refresh=False) as progress:
-        refresh = Throttled(progress.refresh)
+    with reporter or Silent() as shown:
         try:
-            runnable = _warm_all(runnable, config, overhead, progress, refresh, console)
+            runnable = _warm_all(runnable, config, overhead, shown)
             # What exists now lives through the rounds: moved out of the collector's reach, the
             # collection between rounds scans only what a round made (~0.15 s less per round).
             gc.collect()
             gc.freeze()
-            task = progress.add_task("rounds  ", total=config.rounds * len(runnable))
+            task = shown.start("rounds  ", config.rounds * len(runnable))
             for r in range(config.rounds):
                 gc.collect()
                 order = runnable[:]
@@ -242,12 +231,12 @@ def run(cases: list[Case], config: RunConfig, on_round: Callable[[int], None] | 
                         with nvtx_range(case.label):
                             elapsed = time_block(case, case.block)
                     except Exception as exc:  # noqa: BLE001
-                        _drop(case, failure(f"in round {r + 1}", exc), console)
+                        _drop(case, failure(f"in round {r + 1}", exc), shown)
                         continue
                     case.samples.append(elapsed / case.block / 1e3)
-                    progress.advance(task)
-                    refresh()
-                refresh(force=True)
+                    shown.advance(task)
+                    shown.refresh()
+                shown.refresh(force=True)
                 runnable = [c for c in runnable if c.runnable]
                 rounds_done = r + 1
                 if on_round:
@@ -272,7 +261,7 @@ def run_gpu(
     config: RunConfig,
     timer: GpuTimer,
     rounds: int,
-    console: Console | None = None,
+    reporter: Reporter | None = None,
 ) -> tuple[int, bool]:
     """GPU pass, after the CPU pass: the cases' blocks, interleaved, bracketed by `timer`, each
     lengthened to at least GPU_MIN_BLOCK_SECONDS (cold cases: one call each).
@@ -289,11 +278,8 @@ def run_gpu(
     calls = {c.label: c.block if c.flush is not None else c.block * scale for c in runnable}
     rng = random.Random(config.seed + 1)
     done, interrupted = 0, False
-    console = console or Console(stderr=True, emoji=False)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, auto_refresh=False) as progress:
-        refresh = Throttled(progress.refresh)
-        task = progress.add_task(f"gpu/{timer.name}", total=rounds * len(runnable))
+    with reporter or Silent() as shown:
+        task = shown.start(f"gpu/{timer.name}", rounds * len(runnable))
         try:
             for case in runnable:  # untimed: whatever enabling the timer costs lands here
                 try:
@@ -312,10 +298,10 @@ def run_gpu(
                                 time_block(case, calls[case.label], timer)
                     except Exception as exc:  # noqa: BLE001
                         case.gpu_error = failure(f"in GPU round {r + 1}", exc)
-                        console.print(f"[red]FAILED {case.label} (GPU pass)[/red]: {case.gpu_error}")
-                    progress.advance(task)
-                    refresh()
-                refresh(force=True)
+                        shown.failed(case.label, case.gpu_error, "GPU pass")
+                    shown.advance(task)
+                    shown.refresh()
+                shown.refresh(force=True)
                 timer.collect()
                 done = r + 1
         except KeyboardInterrupt:

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from dbench.bench.native_build import ROOT as REPO_ROOT, build_dir, built_extension, import_extension
 
-
-def build_dir() -> Path:
-    """The CMake build directory (override with DBENCH_BUILD_DIR)."""
-    return Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
+__all__ = ["REPO_ROOT", "NativeBuildMissing", "build_dir", "built_extension", "has_cuda_kernels", "import_extension",
+           "load_cpp_ops", "load_stable_ops", "raw"]
 
 
 class NativeBuildMissing(RuntimeError):
@@ -30,22 +26,6 @@ def _lib_path(name: str) -> Path:
             f"(bash scripts/setup.sh, or cmake -S . -B build && cmake --build build)"
         )
     return path
-
-
-def built_extension(name: str) -> Path | None:
-    """<build>/lib/<name>*.so (a Python extension module built by CMake), or None."""
-    lib_dir = build_dir() / "lib"
-    candidates = sorted(lib_dir.glob(f"{name}*.so")) if lib_dir.is_dir() else []
-    return candidates[0] if candidates else None
-
-
-def import_extension(name: str, path: Path) -> ModuleType:
-    """Import the extension module `name` from `path` (outside sys.path)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @functools.cache

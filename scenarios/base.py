@@ -13,7 +13,7 @@ from torch import Tensor
 
 from dbench.bench.identity import case_label, check_unique_labels
 from dbench.bench.passes import Pass
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 from dbench.ops.specs import needs_gradient
 

@@ -9,7 +9,7 @@ inference_mode), `function_raw` once one is.
 
 from __future__ import annotations
 
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 
 from . import DECLARATIONS

@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import InputSpec, OpContract
 
 from .base import Point, Selection, first_line

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from dbench.bench.identity import check_unique_labels
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import torch
 
 from dbench.bench.identity import check_unique_labels
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS

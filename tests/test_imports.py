@@ -102,3 +102,26 @@ def test_bench_imports_neither_scenarios_nor_analysis() -> None:
     allowed = {(m, t) for m, t in found for em, et in LAYER_EXCEPTIONS if m == em and t.startswith(et)}
     assert found - allowed == set(), sorted(found - allowed)
     assert allowed, "an exception that no longer happens: drop it from LAYER_EXCEPTIONS"
+
+
+# The timing core: what a case is, how it is timed and summarised, and how a row is named. It knows
+# no command line, no op, no orchestration and no terminal (the harness hands the runner a Reporter
+# that draws, bench/progress.py), so another front end can time cases with it as it is.
+CORE = ("case", "runner", "gputimer", "stats", "rows", "identity", "defaults", "native_build", "probe")
+NOT_IN_CORE = ("rich", "tabulate", "pandas", "matplotlib")
+
+
+def test_the_timing_core_imports_only_itself() -> None:
+    graph = import_graph(ROOT)
+    core = {f"dbench.bench.{name}" for name in CORE}
+    assert core <= graph.keys() and not graph["dbench.bench"]  # `from . import stats` runs the bare package
+    outside = {(m, t) for m in core for t in graph[m] if t not in core | {"dbench.bench"}}
+    assert not outside, sorted(outside)
+    third_party = []
+    for name in CORE:
+        path = ROOT / "bench" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            third_party += [f"{name}: {n}" for n in names if n.split(".")[0] in NOT_IN_CORE]
+    assert not third_party, third_party

@@ -209,13 +209,14 @@ class Run:
         return [step for wanted, step in steps if wanted]
 
     def cpu_rounds(self) -> None:
+        from dbench.bench.progress import RichProgress
         from dbench.bench.runner import Throttled, run
 
         # After a round, the result file with every finished round, at most every few seconds
         # (summarising all rows is not free); the end of the run always writes it.
         write_running = Throttled(lambda: self.write("running"), common.CHECKPOINT_SECONDS)
         outcome = run(self.cases + [self.probe], self.config,
-                      on_round=lambda n: (self.info.update(rounds_done=n), write_running()))
+                      on_round=lambda n: (self.info.update(rounds_done=n), write_running()), reporter=RichProgress())
         self.info.update(stop_reason=outcome.stop_reason, seconds=round(outcome.seconds, 2),
                          timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
         self.phase("cpu_rounds")
@@ -230,6 +231,7 @@ class Run:
     def gpu_pass(self) -> None:
         """The cases on the GPU (CUPTI or CUDA events), and the roofs with the same timer."""
         from dbench.bench.gputimer import gpu_rows, make_gpu_timer
+        from dbench.bench.progress import RichProgress
         from dbench.bench.roofline import measure_roofs
         from dbench.bench.runner import run_gpu
 
@@ -237,7 +239,8 @@ class Run:
         timer = make_gpu_timer(self.device, prefer=self.args.gpu_timer)
         if timer is not None:
             try:
-                done, interrupted = run_gpu(self.cases, self.config, timer, self.args.gpu_rounds)
+                done, interrupted = run_gpu(self.cases, self.config, timer, self.args.gpu_rounds,
+                                            reporter=RichProgress(eta=False))
                 self.info["gpu_rounds_done"] = done
                 self.extra_rows.extend(gpu_rows(self.cases, timer))
                 if self.scenario.makes(Pass.ROOFS) and not interrupted:

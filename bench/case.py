@@ -1,0 +1,47 @@
+"""A case: one row of a table, as the runner times it (a callable doing exactly one call, or why there
+is none), with its samples. The scenarios make them; the runner, the GPU pass and the rows read them."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .identity import case_label
+
+
+@dataclass
+class Case:
+    """One row of a table: a callable doing exactly one call, or why there is none."""
+
+    key: dict[str, Any]
+    call: Callable[[], Any] | None
+    sync: Callable[[], None] = lambda: None
+    na_reason: str | None = None
+    error: str | None = None  # failed its pre-flight check, or raised while timed: no CPU row
+    gpu_error: str | None = None  # raised in the GPU pass: no GPU rows
+    # Cold-cache cases: timed in the GPU pass only, one call per block, `flush` (a write over more
+    # than the L2) run before each block, outside its window, so CUPTI never attributes it.
+    flush: Callable[[], None] | None = None
+    work: Any = None  # ops.contract.Work of one call, for the derived rates (kernel scenarios)
+    baseline: str | None = None  # label of the case it is paired with
+    # Entered around each block of calls, outside the timed loop (the mode's torch.no_grad() or
+    # torch.inference_mode(): ops/specs.py Mode); None: none.
+    context: Callable[[], AbstractContextManager[Any]] | None = None
+    block: int = 0
+    samples: list[float] = field(default_factory=list)  # microseconds per call, one per round
+
+    @property
+    def label(self) -> str:
+        return case_label(self.key)
+
+    @property
+    def runnable(self) -> bool:
+        return self.call is not None and self.na_reason is None and self.error is None
+
+
+def failure(phase: str, exc: BaseException) -> str:
+    """What a case's row says when it raised: where, the exception type and its first line."""
+    text = str(exc).strip()
+    first = text.splitlines()[0][:200] if text else ""
+    return f"raised {phase}: {type(exc).__name__}{': ' + first if first else ''}"

@@ -1,0 +1,15 @@
+"""The run defaults, once: option -> (full run, --quick). Plain data of the timing core, which the
+command line (bench/cli.py) fills unset options from and the runner's RunConfig starts from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULTS: dict[str, tuple[Any, Any]] = {
+    "rounds": (30, 6),
+    "block_ms": (10.0, 2.0),
+    "warmup_ms": (20.0, 5.0),  # not an option: warm-up per case after calibration
+    "gpu_rounds": (8, 3),
+    "cpp_repetitions": (9, 3),
+    "cpp_min_time": (0.1, 0.01),
+}
