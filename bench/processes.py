@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .ab import Slot, abba, merge_ab, order_text
-from .process_merge import merge_processes
+from .ab import Slot, abba, order_text
+from .merging import AbPlan, Pairing, merge
 from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
 from .shard.plan import shard_cores
 from .shard.merge import empty_merge
@@ -241,14 +241,14 @@ class _Merger:
 
         docs = [read_doc(latest_result(c.out_dir)) for c in self.children]
         metas = self._metas(final)
+        ab = AbPlan(self.plan, (self.sides[0].spec, self.sides[1].spec), self.args.pairs) if self.sides else None
         if all(d is None for d in docs):
             merged = self._empty(metas)
         else:
-            merged = merge_ab(docs, metas, self.plan, (self.sides[0].spec, self.sides[1].spec), self.args.pairs) \
-                if self.sides else merge_processes(docs, metas)
-            merged["config"].update(rounds=self.args.rounds, seed=self.args.seed,
-                                    wall_seconds=round(sum(c.seconds for c in self.children), 2))
-            merged["env"]["command"] = self.command
+            merged = merge(docs, metas, Pairing.AB if ab else Pairing.PROCESSES, scenario=self.scenario,
+                           config={"rounds": self.args.rounds, "seed": self.args.seed,
+                                   "wall_seconds": round(sum(c.seconds for c in self.children), 2)},
+                           env={"command": self.command}, ab=ab)
         if not final:
             merged["status"] = "running"
             merged.pop("error", None)

@@ -336,3 +336,29 @@ def test_a_scenario_with_its_own_roofs_is_refused_before_any_work(tmp_path: Path
     proc = run_py("--scenario", "roofline", "--device", "cpu", "--processes", "2", "--out", str(tmp_path))
     assert proc.returncode == 2 and "argument --processes: scenario roofline" in proc.stderr, proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_one_merge_pairs_the_rows_as_it_is_told() -> None:
+    """bench/merging.py: shards are a union (each row its own shard's), processes the same rows over
+    processes, A/B the paired ratio over pairs; the parent's config and env are laid over each."""
+    from dbench.bench.ab import abba
+    from dbench.bench.merging import AbPlan, Pairing, merge
+
+    meta = [{"name": f"p{i}", "status": "complete"} for i in range(2)]
+    parent = {"config": {"wall_seconds": 9.0}, "env": {"command": "run.py x"}}
+    shards = merge([_doc([_row("raw", [1.0, 1.0, 1.0])], 1.0), _doc([_row("cpp", [2.0, 2.0, 2.0])], 1.0)], meta,
+                   Pairing.SHARDS, scenario="boundary", **parent)
+    assert sorted(r["variant"] for r in shards["rows"]) == ["cpp", "raw"] and shards["status"] == "complete"
+    assert shards["config"]["wall_seconds"] == 9.0 and shards["env"]["command"] == "run.py x"
+    processes = merge([_doc([_row("raw", [1.0, 1.0, 1.0])], 1.0), _doc([_row("raw", [3.0, 3.0, 3.0])], 1.0)], meta,
+                      Pairing.PROCESSES, scenario="boundary", **parent)
+    (row,) = processes["rows"]
+    assert row["process_medians"] == [1.0, 3.0] and row["median"] == 2.0
+    slots = abba(1)
+    docs = [_doc([_row("raw", [2.0 if s.side == "b" else 1.0] * 3)], 1.0) for s in slots]
+    ab = merge(docs, meta, Pairing.AB, scenario="boundary", ab=AbPlan(slots, ("a", "b"), 1), **parent)
+    assert ab["rows"][0]["ab_ratio_median"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="plan"):
+        merge(docs, meta, Pairing.AB, scenario="boundary", **parent)
+    nothing = merge([None, None], meta, Pairing.PROCESSES, scenario="boundary", **parent)
+    assert nothing["status"] == "failed" and "no process wrote a result" in nothing["error"]

@@ -19,7 +19,8 @@ from typing import Any, Callable
 from ..document import COMPANION_SUFFIXES
 from ..passes import Pass
 from .command import REPO_ROOT, shard_command
-from .merge import empty_merge, merge_results
+from ..merging import Pairing, merge
+from .merge import empty_merge
 from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds, variant_weights
 
 LOG_TAIL_LINES = 20
@@ -300,15 +301,13 @@ def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str],
         doc = empty_merge(scenario.name, "shard", meta, {"shards": n}, {"command": command, "shards": meta})
         return {**doc, "error": error} if error else doc
 
-    def merge() -> dict[str, Any]:
+    def merged_doc() -> dict[str, Any]:
         if all(d is None for d in docs):
             return empty()
-        doc = merge_results(docs, meta)
-        doc["config"]["wall_seconds"] = round(wall, 2)
-        doc["env"]["command"] = command
-        return doc
+        return merge(docs, meta, Pairing.SHARDS, scenario=scenario.name, config={"wall_seconds": round(wall, 2)},
+                     env={"command": command})
 
-    merged, csv_path = write_merged(json_path, merge, empty, console)
+    merged, csv_path = write_merged(json_path, merged_doc, empty, console)
     if csv_path is None:
         return 1 if merged["rows"] else 2
     if not merged["rows"]:
