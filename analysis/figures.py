@@ -1,6 +1,6 @@
 """Figures of result files (matplotlib, rendered headless with Agg).
 
-    python -m dbench.analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,roofline,history]
+    python -m dbench.analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,roofline,args,history]
 
 Each function takes the pandas frame of `analysis.load` (any set of runs) and returns a Figure;
 `scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
@@ -514,6 +514,41 @@ def fusion_chart(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+def args_chart(frame: pd.DataFrame) -> Figure:
+    """CPU µs per call against the number of arguments (log2 axis), one line per variant (dashed:
+    fwd_requires_grad), one panel per argument kind: the slope of a line is what one more argument
+    of that kind costs the variant."""
+    from matplotlib.lines import Line2D
+
+    from dbench.analysis.arity import args_rows
+
+    rows = _ok(args_rows(frame))
+    if rows.empty:
+        raise ValueError("no timed args rows in this frame")
+    kinds, variants = list(dict.fromkeys(rows["arg_kind"])), list(dict.fromkeys(rows["variant"]))
+    fig, axes = _panels(len(kinds), 10, width=4.2, cols=4)
+    for ax, kind in zip(axes, kinds):
+        g = rows[rows["arg_kind"] == kind]
+        for (variant, mode), line in g.groupby(["variant", "mode"], sort=False):
+            line = line.sort_values("arity")
+            ax.plot(line["arity"], line["median"], marker="o", ms=3, lw=1.3, color=f"C{variants.index(variant)}",
+                    ls="-" if mode == "inference" else "--")
+        ticks = sorted(g["arity"].astype(int).unique())
+        ax.set_xscale("log", base=2)
+        ax.set(yscale="log", xlabel="tensors (list: x0 + the list's)" if kind == "list" else "arguments",
+               ylabel="CPU µs per call")
+        ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=8)
+        ax.minorticks_off()
+        ax.set_title(kind, fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    handles = [Line2D([], [], color=f"C{i}", marker="o", ms=3) for i in range(len(variants))]
+    handles += [Line2D([], [], color=FLOOR, ls=ls) for ls in ("-", "--")]
+    fig.legend(handles, [*variants, "inference", "fwd_requires_grad"], loc="outside lower center",
+               ncols=min(2 * min(4, len(kinds)), len(handles)), frameon=False, fontsize=9)  # as wide as the panels
+    _titled(fig, "args: CPU time per call by the number and kind of arguments", frame)
+    return fig
+
+
 def _hour_minute() -> Any:
     from matplotlib.dates import DateFormatter
 
@@ -570,8 +605,10 @@ OP_FIGURES: dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]] = {
 }
 # ... and one of a whole result (all ops in one, against the run's roofs): kind -> function.
 WHOLE_FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {
-    "roofline": roofline_chart, "fusion": fusion_chart, "offsets": offsets_chart,
+    "roofline": roofline_chart, "fusion": fusion_chart, "offsets": offsets_chart, "args": args_chart,
 }
+# The whole-result figures drawn against the roofs their run measured (none without them).
+ROOF_FIGURES = ("roofline", "fusion", "offsets")
 KINDS = (*OP_FIGURES, *WHOLE_FIGURES, "history")
 
 
@@ -593,7 +630,7 @@ def scenario_figures(result: dict[str, Any] | pd.DataFrame, out_dir: Path, stem:
             make, metric = OP_FIGURES[kind]
             for op in _ops_with(frame, metric):
                 written += _drawn(partial(make, frame, op), Path(out_dir) / f"{stem}-{op}-{kind}.png", on_skip)
-        elif frame.attrs.get("roofs"):
+        elif kind not in ROOF_FIGURES or frame.attrs.get("roofs"):
             written += _drawn(partial(WHOLE_FIGURES[kind], frame), Path(out_dir) / f"{stem}-{kind}.png", on_skip)
     return written
 

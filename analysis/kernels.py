@@ -1,5 +1,6 @@
 """Tables of the kernel scenarios as data, and their console sink: the roofline (rates and % of roof
-by size) and the launch crossover (from which size a variant stops being launch-bound)."""
+by size) and the launch crossover (from which size a variant stops being launch-bound); TABLES also
+names the args scenario's (analysis/arity.py)."""
 
 from __future__ import annotations
 
@@ -415,7 +416,32 @@ class KernelTables(NamedTuple):
     print: Callable[[dict[str, Any], Console | None], None]
 
 
+def print_args(doc: dict[str, Any], console: Console | None = None) -> None:
+    from dbench.analysis.arity import args_grids, args_rows
+    from dbench.scenarios import DECLARATIONS
+
+    console = console or Console()
+    frame = pd.DataFrame(doc["rows"])
+    grids = args_grids(frame)
+    if not grids:
+        console.print("no args rows timed")
+    _print_grids(console, grids, doc)
+    rows = args_rows(frame)
+    for _, r in rows[rows["status"] == "n/a"].drop_duplicates(["variant", "mode"]).iterrows():
+        console.print(f"  [dim]{r['variant']}/{r['mode']}: {r['reason']}[/dim]", soft_wrap=True)
+    for _, r in rows[rows["status"] == "failed"].iterrows():
+        console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']}[/red]: {r['reason']}", soft_wrap=True)
+    console.print(f"[dim]{DECLARATIONS['args'].table_note}[/dim]", soft_wrap=True)
+
+
+def _args_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    from dbench.analysis.arity import args_grids
+
+    return args_grids(frame)
+
+
 TABLES: dict[str, KernelTables] = {
+    "args": KernelTables(_args_grids, print_args),
     "roofline": KernelTables(roofline_grids, print_roofline),
     "launch": KernelTables(launch_grid, print_launch),
     "offsets": KernelTables(offsets_grids, print_offsets),

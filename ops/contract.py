@@ -139,6 +139,8 @@ class OpContract:
     # Run the contract checks (opcheck, gradcheck, compile) before timing, in the run itself:
     # the shipped ops are checked by the test suite instead.
     runtime_checks: bool = False
+    # Tensor arguments that are lists (`Tensor[]`): name -> how many tensors make_inputs puts in each.
+    list_inputs: Mapping[str, int] | None = None
     # A fake given by the declaration (else derived from the output shape rules, or the reference).
     fake_fn: Callable[..., Any] | None = None
     backward_fake_fn: Callable[..., Any] | None = None
@@ -183,30 +185,39 @@ class OpContract:
         return self.input_shapes(shape) if self.input_shapes else (shape,) * len(self.tensor_args)
 
     def make_inputs(self, spec: InputSpec) -> Args:
-        """Random inputs: tensors in schema order, then scalars."""
+        """Random inputs: tensors (a list of them for a `Tensor[]` argument) in schema order, then scalars."""
         draw_on = torch.device(spec.device) if spec.on_device else torch.device("cpu")
         gen = torch.Generator(device=draw_on).manual_seed(spec.seed)
-        tensors = []
+        if spec.layout == "permuted" and not any(len(s) == 2 for s in self.shapes(spec.shape)):
+            raise ValueError("permuted layout needs 2-D inputs")
+        if spec.layout not in ("compact", "permuted"):
+            raise ValueError(f"unknown layout {spec.layout!r}")
+        lists = self.list_inputs or {}
+        args: list[Any] = []
         for arg, shape in zip(self.tensor_args, self.shapes(spec.shape)):
-            if spec.on_device:
-                t = torch.randn(shape, generator=gen, dtype=spec.dtype, device=draw_on)
+            grad = spec.requires_grad and arg in self.differentiable
+            if arg in lists:
+                args.append([self._draw(spec, shape, gen, draw_on, False) for _ in range(lists[arg])])
             else:
-                t = torch.randn(shape, generator=gen, dtype=torch.float64).to(spec.dtype)
-            if spec.layout == "permuted":
-                if not any(len(s) == 2 for s in self.shapes(spec.shape)):
-                    raise ValueError("permuted layout needs 2-D inputs")
-                if t.dim() == 2:
-                    t = t.t().contiguous().t()  # same values, column-major strides
-            elif spec.layout != "compact":
-                raise ValueError(f"unknown layout {spec.layout!r}")
-            t = t.to(spec.device)
-            if spec.requires_grad and arg in self.differentiable:
-                t.requires_grad_(True)
-            tensors.append(t)
-        return (*tensors, *self.scalars)
+                args.append(self._draw(spec, shape, gen, draw_on, grad))
+        return (*args, *self.scalars)
+
+    @staticmethod
+    def _draw(spec: InputSpec, shape: Shape, gen: torch.Generator, draw_on: torch.device, grad: bool) -> Tensor:
+        if spec.on_device:
+            t = torch.randn(shape, generator=gen, dtype=spec.dtype, device=draw_on)
+        else:
+            t = torch.randn(shape, generator=gen, dtype=torch.float64).to(spec.dtype)
+        if spec.layout == "permuted" and t.dim() == 2:
+            t = t.t().contiguous().t()  # same values, column-major strides
+        return t.to(spec.device).requires_grad_(grad)
 
     def tensors_of(self, args: Args) -> list[Tensor]:
-        return [a for a in args[: len(self.tensor_args)]]
+        """The tensor arguments, a `Tensor[]` argument's tensors in its place."""
+        flat: list[Tensor] = []
+        for a in args[: len(self.tensor_args)]:
+            flat.extend(a if isinstance(a, (list, tuple)) else (a,))
+        return flat
 
     def grad_inputs(self, args: Args) -> list[Tensor]:
         return [a for a, n in zip(args, self.tensor_args) if n in self.differentiable and a.requires_grad]
@@ -244,8 +255,12 @@ class OpContract:
         return first.shape
 
     def reference_fp64(self, args: Args) -> Any:
-        tensors = [t.detach().to(torch.float64) for t in self.tensors_of(args)]
-        return self.reference(*tensors, *args[len(self.tensor_args):])
+        def fp64(t: Tensor) -> Tensor:
+            return t.detach().to(torch.float64)
+
+        n = len(self.tensor_args)
+        tensors = [[fp64(t) for t in a] if isinstance(a, (list, tuple)) else fp64(a) for a in args[:n]]
+        return self.reference(*tensors, *args[n:])
 
     def backward_fake(self, *args: Any) -> Any:
         """The backward kernel's metadata-only output."""

@@ -20,7 +20,6 @@ from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from torch import Tensor
 
 from .contract import Args, OpContract, OpKernels, Shape, Work
 from .specs import USER_OP_NAMES
@@ -49,6 +48,9 @@ class Op:
     forward: Callable[..., Any]
     inputs: Sequence[str] = ("x",)
     scalars: Mapping[str, Any] = field(default_factory=dict)
+    # Inputs that are lists of tensors (`Tensor[]` in the schema): name -> how many tensors the
+    # inputs the suite makes put in it. Not differentiable, not saved.
+    lists: Mapping[str, int] = field(default_factory=dict)
     outputs: Sequence[str] = ("out",)
     # Input shapes from one shape (--shape): default, every input has that shape.
     shapes: Callable[[Shape], Sequence[Shape]] | None = None
@@ -67,7 +69,8 @@ class Op:
     registered: Any = None  # torch.ops.ns.name (packet or overload): the `registered` row
     native: Callable[..., Any] | None = None  # PyTorch code of the same semantics: the `aten` row
     triton: bool = False  # the launchers call Triton kernels (through wrap_triton): a triton_op row
-    schema: str | None = None  # "(Tensor x, float eps) -> Tensor"; default: generated
+    # "(Tensor x, float eps) -> Tensor"; default: generated. `Tensor(a!) x` declares that the op writes x.
+    schema: str | None = None
     backward_schema: str | None = None
     description: str = ""
 
@@ -91,7 +94,8 @@ def _returns(n: int) -> str:
 
 def _schemas(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -> dict[str, str]:
     scalars = [f"{_scalar_type(op.name, n, v)} {n}" for n, v in op.scalars.items()]
-    fwd = op.schema or "(" + ", ".join([*(f"Tensor {n}" for n in op.inputs), *scalars]) + ") -> " + _returns(len(op.outputs))
+    tensors = [f"Tensor[] {n}" if n in op.lists else f"Tensor {n}" for n in op.inputs]
+    fwd = op.schema or "(" + ", ".join([*tensors, *scalars]) + ") -> " + _returns(len(op.outputs))
     schemas = {op.name: fwd}
     if op.backward is not None:
         grads = [f"Tensor grad_{n}" for n in diff_out]
@@ -142,7 +146,21 @@ def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _check(not missing or op.backward_fake is not None, op.name,
                f"the backward's fake cannot be derived: differentiable input(s) {missing} not saved "
                "(save them or give backward_fake=)")
+    _check_lists(op, diff_in)
     return diff_in, diff_out
+
+
+def _check_lists(op: Op, diff_in: Sequence[str]) -> None:
+    """A `Tensor[]` input is passed as it is: no gradient flows to it and nothing of it is saved (the
+    backward formula returns one tensor per differentiable input, save_for_backward takes tensors)."""
+    for n, length in op.lists.items():
+        _check(n in op.inputs, op.name, f"list input {n!r} is not one of the inputs {list(op.inputs)}")
+        _check(isinstance(length, int) and not isinstance(length, bool) and length >= 0, op.name,
+               f"list input {n!r}: its length must be a whole number >= 0, got {length!r}")
+        _check(n not in diff_in, op.name, f"list input {n!r} cannot be differentiable")
+        _check(n not in op.saves, op.name, f"list input {n!r} cannot be saved for the backward")
+    _check(op.inputs[0] not in op.lists, op.name,
+           "the first input must be a tensor (its shape, dtype and device are the call's)")
 
 
 def _saver(op: Op) -> Callable[[Any, Args, Any], None]:
@@ -166,15 +184,21 @@ def _backward_formula(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -
     positions = [op.inputs.index(n) for n in diff_in]
     out_index = [tuple(op.outputs).index(n) for n in diff_out]
     n_args = len(op.inputs) + len(op.scalars)
+    lists = [op.inputs.index(n) for n in op.lists]
 
-    def backward(ctx: Any, grad: Any, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Any, grad: Any, kernels: OpKernels) -> tuple[Any, ...]:
         assert kernels.bwd is not None
         grads = tuple(grad) if isinstance(grad, tuple) else (grad,)
         if len(grads) != len(diff_out):  # autograd passes every output's gradient
             grads = tuple(grads[i] for i in out_index)
         got = kernels.bwd(*grads, *ctx.saved_tensors, *ctx.scalars)
         got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
-        result: list[Tensor | None] = [None] * n_args
+        result: list[Any] = [None] * n_args
+        for pos in lists:
+            # A Tensor[] input gets a None per tensor where the autograd wrapper sees its tensors
+            # (custom_op's register_autograd: needs_input_grad holds a list), one None where it does not.
+            need = ctx.needs_input_grad[pos]
+            result[pos] = [None] * len(need) if isinstance(need, (list, tuple)) else None
         for pos, g in zip(positions, got):
             result[pos] = g
         return tuple(result)
@@ -213,7 +237,10 @@ def contract_of(op: Op, origin: str) -> OpContract:
     launchers = {op.name: op.forward, **({backward_op: op.backward} if backward_op else {})}
     flavours = set(_BASE_FLAVOURS)
     if op.backward is not None:
-        flavours |= {"custom_op_autograd", "autograd_key_py"}
+        flavours.add("autograd_key_py")
+        # custom_op's register_autograd refuses an op that writes to an input (a non-functional schema).
+        if not torch._C.parse_schema(op.name + schemas[op.name]).is_mutable:
+            flavours.add("custom_op_autograd")
     if op.triton:
         flavours.add("triton_op")
     if op.registered is not None:
@@ -225,6 +252,7 @@ def contract_of(op: Op, origin: str) -> OpContract:
         name=op.name,
         tensor_args=tuple(op.inputs),
         scalars=tuple(op.scalars.values()),
+        list_inputs=dict(op.lists) or None,
         differentiable=diff_in,
         reference=op.reference,  # type: ignore[arg-type]
         save=_saver(op),

@@ -14,6 +14,7 @@ from typing import Any
 from dbench.bench.passes import Pass
 from dbench.ops.specs import MODES
 
+from .arity import ARGS_OPS
 from .declaration import Declaration
 
 _KERNEL_PASSES = (Pass.CPU_ROUNDS, Pass.GPU, Pass.ROOFS)
@@ -36,6 +37,21 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         table_note="Δ = median of per-round paired differences vs raw (inference, no_grad, inference_mode) or "
                    "function_raw (fwd_requires_grad, fwd_bwd), in the same mode.",
         figures=("cpu", "ratio", "launch"),
+    ),
+    Declaration(
+        "args", "per-call CPU cost of each Python registration variant by the number and kind of its arguments",
+        # No GPU pass: the one kernel is the same at every arity, only the CPU side grows.
+        passes=(Pass.CPU_ROUNDS,), modes=("inference", "fwd_requires_grad"), ops=ARGS_OPS,
+        # --quick: the contract checks of ~30 ops take a minute or more; 15 rounds (not 6) add ~20 s
+        # and give the slopes' bootstrap over rounds enough rounds to resample.
+        defaults={"rounds": (30, 15)},
+        # The variants a dbench.Op declaration generates (the C++ ones are built for the shipped ops' schemas only).
+        variants=("raw", "define_impl", "custom_op", "custom_op_autograd", "autograd_key_py", "function_raw",
+                  "function_define_impl", "function_custom_op", "nested_define_impl", "nested_custom_op"),
+        table_note="µs/arg = least-squares slope of the medians against the arity (arguments, or tensors in the "
+                   "list), [95 % CI] from a bootstrap over rounds; r² of that line: well below 1, the cost is not "
+                   "linear in the arity (or does not grow at all).",
+        tables="args", figures=("args",),
     ),
     Declaration(
         "compile", "each boundary eager, inside torch.compile(fullgraph=True), and replayed from a CUDA graph",

@@ -306,6 +306,20 @@ def first_line(exc: BaseException, limit: int = 200) -> str:
     return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
 
 
+def _registered(variant: str, op: str, device: str) -> tuple[Variant | None, str | None]:
+    """The variant, or why registering it failed (a user's schema torch refuses: a FAILED row, not a
+    crash; a missing native build still stops the run, which names it)."""
+    from dbench.ops import get_variant
+    from dbench.ops.native import NativeBuildMissing
+
+    try:
+        return get_variant(variant, op, device), None
+    except NativeBuildMissing:
+        raise
+    except Exception as exc:  # noqa: BLE001  # the registration's own error is the finding
+        return None, f"registering {variant} failed: {first_line(exc)}"
+
+
 def case_grid(
     sel: Selection,
     scenario: str,
@@ -324,7 +338,7 @@ def case_grid(
     cannot run (the case is n/a with that reason); fill(case, variant, contract, mode, spec) makes
     the case callable or says why not.
     """
-    from dbench.ops import OPS, get_variant
+    from dbench.ops import OPS
     from dbench.ops.variants import has_variant
 
     cases = []
@@ -339,7 +353,7 @@ def case_grid(
         for name in sel.variants:
             if not has_variant(name, op):
                 continue
-            variant = get_variant(name, op, sel.device)
+            variant, failed = _registered(name, op, sel.device)
             for point in axis_points(axes, sel, op):
                 for mode in modes:
                     spec = InputSpec(shape(contract, point), sel.dtype, sel.device,
@@ -348,8 +362,9 @@ def case_grid(
                     base = baseline(op, name, mode)
                     base_label = case_label({**key, "variant": base[0], "mode": base[1]}) if base else None
                     case = Case(key=key, call=None, sync=sync, baseline=base_label)
-                    case.na_reason = skip(contract, variant, mode, point)
-                    if case.na_reason is None:
+                    case.na_reason = skip(contract, variant, mode, point) if variant is not None else None
+                    case.error = failed
+                    if case.na_reason is None and variant is not None:
                         fill(case, variant, contract, mode, spec)
                     cases.append(case)
     check_unique_labels(c.key for c in cases)

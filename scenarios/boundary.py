@@ -20,12 +20,14 @@ from .base import Scenario, Selection, case_grid, grid_plan, make_call, mode_con
 BASELINE = {m.value: "function_raw" if m.records_graph else "raw" for m in Mode}
 
 
-def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
+def paired_with(op: str, variant: str, mode: str) -> tuple[str, str] | None:
+    """The case a boundary-style case is paired with: its mode's floor, same op (and axis point)."""
     base = BASELINE[mode]
     return (base, mode) if variant != base else None
 
 
-def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
+def fill_case(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
+    """One call of the variant in the mode, after its pre-flight checks (n/a or FAILED otherwise)."""
     case.na_reason = variant.na_reason(mode)
     case.context = mode_context(mode)
     if case.na_reason is None:
@@ -35,7 +37,7 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
 
 
 def build(sel: Selection) -> list[Case]:
-    return case_grid(sel, "boundary", sel.modes_of(MODES), _baseline, _fill,
+    return case_grid(sel, "boundary", sel.modes_of(MODES), paired_with, fill_case,
                      requires_grad=lambda m: Mode(m).inputs_require_grad)
 
 

@@ -25,22 +25,25 @@ def test_every_declared_scenario_has_its_module_and_the_module_uses_the_declarat
 
 
 def test_what_a_declaration_names_exists() -> None:
-    from dbench.analysis.figures import KINDS, OP_FIGURES, WHOLE_FIGURES
+    from dbench.analysis.figures import KINDS, OP_FIGURES, ROOF_FIGURES, WHOLE_FIGURES
     from dbench.analysis.kernels import TABLES
     from dbench.bench.cli import DEFAULTS
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios.arity import ARGS_OPS
 
     for d in DECLARATIONS.values():
         assert set(d.figures) <= set(OP_FIGURES) | set(WHOLE_FIGURES), d.name
         assert set(d.figures) <= set(KINDS)
         assert d.tables is None or d.tables in TABLES, d.name
-        assert set(d.ops or ()) | set(d.default_ops or ()) <= set(OP_NAMES), d.name
+        # the shipped ops, or the ones the args scenario declares for itself
+        assert set(d.ops or ()) | set(d.default_ops or ()) <= set(OP_NAMES) | set(ARGS_OPS), d.name
         if d.variants is None:  # the variant factory's names
             assert SCENARIOS[d.name].variants is None and set(VARIANT_NAMES)
         assert set(d.defaults) | set(d.cuda_defaults) <= set(DEFAULTS), d.name
         assert all(len(v) == 2 for v in (*d.defaults.values(), *d.cuda_defaults.values())), d.name
-        # the whole-result figures are drawn against the run's roofs: only a scenario measuring them has one
-        assert not set(d.figures) & set(WHOLE_FIGURES) or d.makes(Pass.ROOFS), d.name
+        # the roof figures are drawn against the run's roofs: only a scenario measuring them has one
+        assert set(ROOF_FIGURES) <= set(WHOLE_FIGURES)
+        assert not set(d.figures) & set(ROOF_FIGURES) or d.makes(Pass.ROOFS), d.name
 
 
 def test_the_declarations_are_read_without_torch() -> None:

@@ -1,0 +1,129 @@
+"""`args`: what each registration variant costs per argument, by the kind of argument.
+
+One op per argument kind and arity (scenarios/arity.py names them), each declared like any user's
+op (dbench.Op): the first argument is the tensor the one shared kernel reads (it returns a copy of
+it), the others ride along, so only the boundary grows with the arity. Kinds: `tensor` (n tensors),
+`optional` (`Tensor?`, given tensors), `list` (one `Tensor[]` of n - 1 tensors), `mutable` (n tensors,
+the last declared `Tensor(a!)`), and `float`, `int`, `bool`, `str` (n - 1 scalars). Every variant the
+declaration generates is checked (opcheck, gradcheck, a fullgraph compile) before it is timed, and
+paired with its mode's floor at the same op, as in the boundary scenario. Only the first tensor is
+differentiable: in fwd_requires_grad the others are inputs that need no gradient (masks, indices,
+buffers), so a slope there is what an argument costs a recorded call, not another autograd edge.
+
+The table (analysis/arity.py) fits the cost per extra argument of each variant and kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import json
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from dbench.bench.identity import check_unique_labels
+from dbench.bench.runner import Case
+from dbench.ops import Mode
+from dbench.ops.contract import OpContract
+from dbench.ops.declare import Op, contract_of, register
+
+from . import DECLARATIONS
+from .arity import ARG_KINDS, ARITIES, arities, kind_and_arity, op_name
+from .base import Axis, Planned, Scenario, Selection, case_grid, grid_plan
+from .boundary import BASELINE, fill_case, paired_with
+
+MODES: tuple[str, ...] = DECLARATIONS["args"].modes
+SHAPE = (16,)  # one dimension: opcheck has one layout to try, not two
+SCALARS: dict[str, Any] = {"float": 0.5, "int": 1, "bool": True, "str": "a"}
+
+
+def kernel(x0: Tensor, *rest: Any) -> Tensor:
+    """The one kernel every op shares: it reads the first tensor and ignores the rest."""
+    return x0.clone()
+
+
+def kernel_backward(grad: Tensor, *scalars: Any) -> Tensor:
+    return grad.clone()
+
+
+def kernel_fake(x0: Tensor, *rest: Any) -> Tensor:
+    return torch.empty_like(x0)
+
+
+def backward_fake(grad: Tensor, *scalars: Any) -> Tensor:
+    return torch.empty_like(grad)
+
+
+def _signature(kind: str, names: tuple[str, ...]) -> str | None:
+    """The schema of the kinds a generated one cannot say (None: the generated one)."""
+    if kind == "optional":
+        return "(" + ", ".join(["Tensor x0", *(f"Tensor? {n}" for n in names[1:])]) + ") -> Tensor"
+    if kind == "mutable":
+        return "(" + ", ".join([*(f"Tensor {n}" for n in names[:-1]), f"Tensor(a!) {names[-1]}"]) + ") -> Tensor"
+    return None
+
+
+def declare(kind: str, arity: int) -> Op:
+    """The op of `kind` with `arity` arguments (tensors, for the list), as a user would declare it."""
+    if kind in SCALARS:
+        kw: dict[str, Any] = {"inputs": ("x0",), "scalars": {f"s{i}": SCALARS[kind] for i in range(1, arity)}}
+    elif kind == "list":
+        kw = {"inputs": ("x0", "xs"), "lists": {"xs": arity - 1}}
+    else:
+        names = tuple(f"x{i}" for i in range(arity))
+        kw = {"inputs": names, "schema": _signature(kind, names)}
+    return Op(name=op_name(kind, arity), forward=kernel, **kw, differentiable=("x0",), backward=kernel_backward,
+              backward_fake=backward_fake, fake=kernel_fake, reference=kernel, shape=SHAPE,
+              dtypes=(torch.float32, torch.float64),
+              description=f"{arity} argument(s) of kind {kind}; the kernel copies the first tensor")
+
+
+def _origin(contract: OpContract) -> str:
+    """module:name@digest of its schemas and the shared kernel's source: a changed op is a new case."""
+    text = json.dumps(dict(contract.schemas or {}), sort_keys=True)
+    text += "".join(inspect.getsource(f) for f in (kernel, kernel_backward))
+    return f"{__name__}:{contract.name}@{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+@functools.cache
+def contract(name: str) -> OpContract:
+    made = contract_of(declare(*kind_and_arity(name)), origin="")
+    return dataclasses.replace(made, origin=_origin(made))
+
+
+def selected(sel: Selection) -> tuple[str, ...]:
+    """The selection's ops to time (--quick: QUICK_ARITIES' unless --ops names them). Every op it names
+    is registered in the catalogue (a dict entry each; their variants are made when first asked for):
+    the run looks up each op of the selection."""
+    register([contract(n) for n in sel.ops])
+    if sel.explicit_ops:
+        return sel.ops
+    return tuple(n for n in sel.ops if kind_and_arity(n)[1] in arities(kind_and_arity(n)[0], sel.quick))
+
+
+def plan(sel: Selection) -> list[Planned]:
+    return grid_plan(dataclasses.replace(sel, ops=selected(sel)), sel.modes_of(MODES))
+
+
+def build(sel: Selection) -> list[Case]:
+    cases: list[Case] = []
+    for op in selected(sel):
+        kind, arity = kind_and_arity(op)
+        cases += case_grid(dataclasses.replace(sel, ops=(op,)), "args", sel.modes_of(MODES), paired_with, fill_case,
+                           requires_grad=lambda m: Mode(m).inputs_require_grad,
+                           axes=(Axis("arg_kind", (kind,)), Axis("arity", (arity,))))
+    check_unique_labels(c.key for c in cases)
+    return cases
+
+
+SCENARIO = Scenario(
+    DECLARATIONS["args"],
+    build=build,
+    plan=plan,
+    axes=(Axis("arg_kind", ARG_KINDS), Axis("arity", ARITIES)),
+    baseline_variants=tuple(dict.fromkeys(BASELINE[m] for m in MODES)),
+)

@@ -1,0 +1,167 @@
+"""The args scenario: its ops are dbench.Op declarations with the schemas they claim (a `Tensor(a!)`
+declared and honoured), a --quick CPU run gives rows for every kind and arity, the slope fit
+recovers a known slope, a registration that fails is a FAILED row, and bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dbench.analysis.arity import args_fits, args_grids, fit_slope
+from dbench.ops.catalog import OPS
+from dbench.ops.contract import InputSpec
+from dbench.ops.specs import USER_OP_NAMES
+from dbench.ops.variants import get_variant, has_variant
+from dbench.scenarios import DECLARATIONS
+from dbench.scenarios.arity import ARG_KINDS, QUICK_ARITIES, arities, op_name
+from dbench.scenarios.args import build, selected
+from dbench.scenarios.base import Selection, preflight
+
+VARIANTS: tuple[str, ...] = DECLARATIONS["args"].variants or ()
+
+
+@pytest.fixture
+def catalogue() -> Iterator[None]:
+    """The catalogue as it was: the generated ops do not leak into other tests' op lists."""
+    before, names = dict(OPS), list(USER_OP_NAMES)
+    yield
+    OPS.clear()
+    OPS.update(before)
+    USER_OP_NAMES[:] = names
+
+
+def _registered(*names: str) -> None:
+    selected(Selection(ops=names, variants=VARIANTS, device="cpu", explicit_ops=True))
+
+
+def _schema(variant: str, name: str) -> Any:
+    fn = get_variant(variant, name).fn
+    return getattr(fn, "_opoverload", fn)._schema
+
+
+@pytest.mark.parametrize(("kind", "types"), [
+    ("tensor", ["Tensor"] * 8), ("optional", ["Tensor"] + ["Optional[Tensor]"] * 7), ("list", ["Tensor", "List[Tensor]"]),
+    ("mutable", ["Tensor"] * 8), ("float", ["Tensor"] + ["float"] * 7), ("int", ["Tensor"] + ["int"] * 7),
+    ("bool", ["Tensor"] + ["bool"] * 7), ("str", ["Tensor"] + ["str"] * 7),
+])
+def test_each_op_has_the_schema_it_claims(kind: str, types: list[str], catalogue: None) -> None:
+    name = op_name(kind, 8)
+    _registered(name)
+    for variant in ("define_impl", "custom_op"):
+        schema = _schema(variant, name)
+        assert [str(a.type) for a in schema.arguments] == types, (variant, str(schema))
+        written = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        assert written == (["x7"] if kind == "mutable" else [])
+    assert len(OPS[name].make_inputs(InputSpec((16,)))[1]) == 7 if kind == "list" else True
+
+
+def test_the_mutable_argument_is_declared_and_its_checks_pass(catalogue: None) -> None:
+    name = op_name("mutable", 4)
+    _registered(name)
+    contract = OPS[name]
+    # register_autograd refuses a non-functional op: no such variant, not a crash
+    assert not has_variant("custom_op_autograd", name) and has_variant("autograd_key_py", name)
+    for variant in ("custom_op", "define_impl", "nested_custom_op"):
+        assert preflight(get_variant(variant, name), contract, "inference", InputSpec((16,))) is None, variant
+    args = contract.make_inputs(InputSpec((16,)))
+    before = args[-1]._version
+    get_variant("custom_op", name).fn(*args)
+    assert args[-1]._version == before + 1  # custom_op bumps what the schema says it writes
+
+
+def test_a_registration_that_raises_is_a_failed_row(catalogue: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dbench.ops
+
+    real = dbench.ops.get_variant
+
+    def refusing(variant: str, op: str, device: str = "cpu") -> Any:
+        if variant == "custom_op":
+            raise RuntimeError("schema refused\nsecond line")
+        return real(variant, op, device)
+
+    monkeypatch.setattr(dbench.ops, "get_variant", refusing)
+    cases = build(Selection(ops=(op_name("int", 2),), variants=("raw", "custom_op"), device="cpu",
+                            explicit_ops=True, modes=("inference",)))
+    by_variant = {c.key["variant"]: c for c in cases}
+    assert by_variant["custom_op"].error == "registering custom_op failed: schema refused"
+    assert by_variant["raw"].runnable
+
+
+def test_a_quick_cpu_run_has_rows_for_every_kind_and_arity(tmp_path: Path, catalogue: None, run_main: Any) -> None:
+    code = run_main.main(["--scenario", "args", "--quick", "--device", "cpu", "--no-pin", "--rounds", "3",
+                          "--block-ms", "0.2", "--variants", "raw,function_raw", "--out", str(tmp_path), "--plot"])
+    assert code == 0
+    (path,) = tmp_path.glob("args-*.json")
+    rows = json.loads(path.read_text())["rows"]
+    timed = {(r["arg_kind"], r["arity"], r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
+    for kind in ARG_KINDS:
+        assert arities(kind, quick=True) == tuple(n for n in QUICK_ARITIES if n >= (2 if kind == "mutable" else 1))
+        for n in arities(kind, quick=True):
+            assert {(kind, n, "raw", "inference"), (kind, n, "function_raw", "fwd_requires_grad"),
+                    (kind, n, "function_raw", "inference")} <= timed
+    assert all(r["axes"] == ["arg_kind", "arity"] and r["op"] == op_name(r["arg_kind"], r["arity"]) for r in rows)
+    assert all(r["op_source"].startswith(f"dbench.scenarios.args:{r['op']}@") for r in rows)
+    assert [p.name for p in tmp_path.glob("*.png")] == [f"{path.stem}-args.png"]
+
+
+def _synthetic(slope: float, intercept: float, rounds: int, seed: int = 1) -> pd.DataFrame:
+    """Rows of one variant and kind whose every round lies on a line, scaled by that round's speed."""
+    rng = np.random.default_rng(seed)
+    speed = 1 + 0.05 * rng.standard_normal(rounds)
+    rows = []
+    for n in (1, 2, 4, 8, 16, 32, 64):
+        noise = 1 + 0.01 * rng.standard_normal(rounds)
+        rows.append({"scenario": "args", "metric": "cpu_us", "op": op_name("tensor", n), "variant": "custom_op",
+                     "mode": "inference", "arg_kind": "tensor", "arity": n, "status": "ok",
+                     "samples": list((intercept + slope * n) * speed * noise)})
+    frame = pd.DataFrame(rows)
+    return frame.assign(median=[float(np.median(s)) for s in frame["samples"]])
+
+
+def test_the_fit_recovers_a_known_slope_with_a_ci_that_holds_it() -> None:
+    fits = args_fits(_synthetic(slope=1.5, intercept=20.0, rounds=30))
+    (fit,) = fits.itertuples()
+    assert fit.slope == pytest.approx(1.5, rel=0.03) and fit.ci_low < 1.5 < fit.ci_high
+    assert fit.ci_high - fit.ci_low < 0.2 and fit.r2 > 0.99 and fit.arities == [1, 2, 4, 8, 16, 32, 64]
+    assert args_fits(_synthetic(1.5, 20.0, 30)).equals(fits)  # the same table every time it is made
+    exact = fit_slope([1, 2, 3], np.array([[1.0] * 4, [3.0] * 4, [5.0] * 4]))
+    assert exact.slope == pytest.approx(2.0) and exact.ci_low == pytest.approx(2.0) == exact.ci_high
+
+
+def test_the_tables_give_every_arity_and_the_slope() -> None:
+    grids = dict(args_grids(_synthetic(slope=1.5, intercept=20.0, rounds=6)))
+    summary = grids["args inference: CPU µs per extra argument, by kind [95 % CI]"]
+    assert summary.loc["custom_op", "tensor"].startswith("1.5")
+    detail = grids["args tensor/inference: CPU µs per call by number of arguments"]
+    assert list(detail.columns) == ["1", "2", "4", "8", "16", "32", "64", "µs/arg [95 % CI]", "r²"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--modes", "fwd_bwd"], "argument --modes: unknown mode 'fwd_bwd'; valid modes: inference, fwd_requires_grad"),
+    (["--variants", "cpp"], "argument --variants: unknown variant 'cpp'"),
+    (["--ops", "args_tensor_3"], "argument --ops: unknown op 'args_tensor_3'"),
+])
+def test_bad_input_exits_2_with_one_line(argv: list[str], says: str, run_main: Any, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        run_main.main(["--scenario", "args", "--device", "cpu", "--out", str(tmp_path), *argv])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and says in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_the_ops_are_plain_declarations_of_one_kernel(catalogue: None) -> None:
+    _registered(op_name("tensor", 2), op_name("list", 2))
+    for name in (op_name("tensor", 2), op_name("list", 2)):
+        contract = OPS[name]
+        assert contract.launchers is not None and contract.runtime_checks and contract.differentiable == ("x0",)
+        args = contract.make_inputs(InputSpec((16,), requires_grad=True))
+        out = get_variant("function_custom_op", name).fn(*args)
+        (grad,) = torch.autograd.grad(out, args[0], torch.ones_like(out))
+        assert torch.equal(out, args[0]) and torch.equal(grad, torch.ones_like(grad))
