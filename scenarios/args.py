@@ -25,14 +25,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from dbench.bench.identity import check_unique_labels
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import Mode
 from dbench.ops.contract import OpContract
 from dbench.ops.declare import Op, contract_of, register
 
 from . import DECLARATIONS
-from .arity import ARG_KINDS, ARITIES, arities, kind_and_arity, op_name
+from .arity import arities, kind_and_arity, op_name
 from .base import Axis, Planned, Scenario, Selection, case_grid, grid_plan
 from .boundary import BASELINE, fill_case, paired_with
 
@@ -109,21 +108,20 @@ def plan(sel: Selection) -> list[Planned]:
     return grid_plan(dataclasses.replace(sel, ops=selected(sel)), sel.modes_of(MODES))
 
 
+# Each op is one kind at one arity: the axes take their one value from the op's name.
+AXES = (Axis("arg_kind", lambda sel, op: (kind_and_arity(op)[0],)),
+        Axis("arity", lambda sel, op: (kind_and_arity(op)[1],)))
+
+
 def build(sel: Selection) -> list[Case]:
-    cases: list[Case] = []
-    for op in selected(sel):
-        kind, arity = kind_and_arity(op)
-        cases += case_grid(dataclasses.replace(sel, ops=(op,)), "args", sel.modes_of(MODES), paired_with, fill_case,
-                           requires_grad=lambda m: Mode(m).inputs_require_grad,
-                           axes=(Axis("arg_kind", (kind,)), Axis("arity", (arity,))))
-    check_unique_labels(c.key for c in cases)
-    return cases
+    return case_grid(dataclasses.replace(sel, ops=selected(sel)), "args", sel.modes_of(MODES), paired_with,
+                     fill_case, requires_grad=lambda m: Mode(m).inputs_require_grad, axes=AXES)
 
 
 SCENARIO = Scenario(
     DECLARATIONS["args"],
     build=build,
     plan=plan,
-    axes=(Axis("arg_kind", ARG_KINDS), Axis("arity", ARITIES)),
+    axes=AXES,
     baseline_variants=tuple(dict.fromkeys(BASELINE[m] for m in MODES)),
 )
