@@ -767,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alpha-night", type=float,
                    help=f"false alarms a night may raise, shared by the rows judged (default {DEFAULT_ALPHA_NIGHT})")
     p.add_argument("--target", type=float, help="a class of rows gates when its median row flags this slowdown "
-                   f"with {POWER:.0%} power at tonight's design (default {DEFAULT_TARGET})")
+                   f"with {POWER:.0%}% power at tonight's design (default {DEFAULT_TARGET})")
     p.add_argument("--require", action="append", default=[], metavar="CLASS[,CLASS]",
                    help=f"classes that gate whatever they can detect: {', '.join(CLASSES)}")
     p.add_argument("--metric", choices=("auto", ABSOLUTE, RATIO), default="auto",

@@ -132,3 +132,13 @@ def test_source_digest_follows_code_not_results(tmp_path: Path) -> None:
     assert source_digest(tmp_path) == first  # results and docs do not count
     (tmp_path / "ops" / "k.cpp").write_text("int f(); // changed\n")
     assert source_digest(tmp_path) != first
+
+
+@pytest.mark.parametrize("command", sorted(__import__("dbench.main", fromlist=["COMMANDS"]).COMMANDS))
+def test_every_command_prints_its_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`dbench COMMAND --help` prints and exits 0 (argparse formats every help string only then)."""
+    from dbench.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0 and "usage" in capsys.readouterr().out
