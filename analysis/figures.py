@@ -1,6 +1,6 @@
 """Figures of result files (matplotlib, rendered headless with Agg).
 
-    python -m dbench.analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,roofline,args,history]
+    python -m dbench.analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,regions,roofline,args,history]
 
 Each function takes the pandas frame of `analysis.load` (any set of runs) and returns a Figure;
 `scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
@@ -549,6 +549,65 @@ def args_chart(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+def regions_chart(frame: pd.DataFrame, op: str) -> Figure:
+    """CPU µs per op against the chain length N (log2), one line per variant (cheapest eager first), one
+    panel per mode with timed rows, on one y scale; a variant whose compiled chain breaks the graph is
+    dashed, and its break-even N (from which compiling or capturing beats eager:
+    analysis.kernels.break_even) is marked ▼."""
+    from dbench.analysis.kernels import break_even, regions_frame
+
+    data = regions_frame(frame[frame["op"] == op])
+    data = data[data["status"] == "ok"]
+    if data.empty:
+        raise ValueError(f"no timed regions rows for op {op!r}")
+    modes = list(dict.fromkeys(data["mode"]))
+    variants = list(data[data["mode"] == modes[0]].groupby("variant", sort=False)["per_op"].max().sort_values().index)
+    variants += [v for v in dict.fromkeys(data["variant"]) if v not in variants]
+    styles = {v: (f"C{i % 10}", "os^D"[i // 10 % 4]) for i, v in enumerate(variants)}  # colour, marker
+    found = break_even(frame[frame["op"] == op])
+    fig, axes = _panels(len(modes), 14, width=5.6)
+    for ax, mode in zip(axes, modes):
+        _regions_panel(ax, data[data["mode"] == mode], found[found["mode"] == mode] if len(found) else found, styles)
+        na = len(set(frame[(frame["op"] == op) & (frame["mode"] == mode) & (frame["status"] != "ok")]["variant"]))
+        ax.set_title(mode + (f"  ({na} variant{'s' if na > 1 else ''} n/a or failed)" if na else ""), fontsize=10,
+                     loc="left")
+        ax.set_ylim(data["per_op"].min() / 1.6, data["per_op"].max() * 1.4)  # one scale: panels compare; room for ▼
+    handles = {label: h for ax in axes for h, label in zip(*ax.get_legend_handles_labels())}
+    shown = [v for v in variants if v in handles]  # cheapest eager first, as the colours go
+    fig.legend([handles[v] for v in shown], shown, loc="outside lower center", ncols=min(6, len(shown)),
+               frameon=False, fontsize=8)
+    skipped = [m for m in dict.fromkeys(frame.loc[frame["op"] == op, "mode"]) if m not in modes]
+    _titled(fig, f"{op}: CPU µs per op inside a chain of N calls; dashed: the compiled chain breaks the graph; "
+            f"▼ break-even N" + (f"; {', '.join(skipped)}: n/a here" if skipped else ""), frame)
+    return fig
+
+
+def _regions_panel(ax: Axes, rows: pd.DataFrame, found: pd.DataFrame, styles: dict[str, tuple[str, str]]) -> None:
+    import pandas as pd
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    broken = set(rows.loc[rows["graph_breaks"].fillna(0) > 0, "variant"])
+    marks = found.set_index("variant")["break_even_n"] if "break_even_n" in found else pd.Series(dtype=float)
+    for variant, line in rows.groupby("variant", sort=False):
+        line = line.sort_values("length")
+        color, marker = styles[variant]
+        ax.plot(line["length"], line["per_op"], marker=marker, ms=4, lw=1.4, color=color,
+                ls="--" if variant in broken else "-", label=variant)
+        at = marks.get(variant)
+        if at is not None and not pd.isna(at):
+            ax.plot([at], [line.set_index("length")["per_op"].get(at)], marker="v", ms=10, color=color,
+                    markeredgecolor="black", ls="none")
+    ticks = sorted(rows["length"].unique())
+    ax.set(xscale="log", yscale="log", xlabel="chain length N (calls)", ylabel="CPU µs per op (log)")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [f"{t:.0f}" for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
+    ax.grid(True, which="major", alpha=0.3)
+
+
 def _hour_minute() -> Any:
     from matplotlib.dates import DateFormatter
 
@@ -602,6 +661,7 @@ def _ops_with(frame: pd.DataFrame, metric: str) -> list[str]:
 OP_FIGURES: dict[str, tuple[Callable[[pd.DataFrame, str], Figure], str]] = {
     "cpu": (boundary_chart, "cpu_us"), "ratio": (ratio_chart, "cpu_us"), "launch": (launch_chart, "gpu_us"),
     "compile": (compile_chart, "cpu_us"), "crossover": (crossover_chart, "gpu_us"),
+    "regions": (regions_chart, "cpu_us"),
 }
 # ... and one of a whole result (all ops in one, against the run's roofs): kind -> function.
 WHOLE_FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {

@@ -1,6 +1,7 @@
 """Tables of the kernel scenarios as data, and their console sink: the roofline (rates and % of roof
-by size) and the launch crossover (from which size a variant stops being launch-bound); TABLES also
-names the args scenario's (analysis/arity.py)."""
+by size), the launch crossover (from which size a variant stops being launch-bound), offsets,
+fusion, and regions (µs per op in a chain of N, and from which N compiling or capturing pays back);
+TABLES also names the args scenario's (analysis/arity.py)."""
 
 from __future__ import annotations
 
@@ -408,6 +409,126 @@ def print_fusion(doc: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"  [red]FAILED {r['variant']} k={r['k']} size={r['size']}[/red]: {r['reason']}", soft_wrap=True)
 
 
+# ---------------------------------------------------------------- regions
+
+REGION_COLUMNS = ["op", "variant", "mode", "length", "status", "reason", "median", "ratio_median", "graph_breaks",
+                  "graphs", "first_call_s", "graph_break_reason"]
+
+
+def regions_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One line per case of a regions result (CPU time): µs per chain call (median), µs per op (÷ N),
+    the per-round paired ratio to the same variant eager, and what compiling or capturing it took."""
+    rows = frame[(frame["scenario"] == "regions") & (frame["metric"] == "cpu_us")].reindex(columns=REGION_COLUMNS)
+    for col in ("length", "median", "ratio_median", "graph_breaks", "graphs", "first_call_s"):
+        rows[col] = pd.to_numeric(rows[col], errors="coerce")
+    return rows.assign(per_op=rows["median"] / rows["length"]).reset_index(drop=True)
+
+
+def _pays_back(timed: pd.DataFrame, eager: pd.Series, n_max: float) -> dict[str, Any]:
+    """One variant in one mode (its timed rows by n) against its eager medians by n: the break-even N
+    (from which the paired ratio to eager stays below 1) and, at n_max, the ratio, the µs saved per
+    chain call and the calls that pay the first call back (inf: nothing is saved)."""
+    eager = eager.reindex(timed.index)
+    ratio = timed["ratio_median"].fillna(timed["median"] / eager)  # unpaired only where rounds differ
+    tail = (ratio < 1)[::-1].cummin()[::-1]
+    saved = eager.get(n_max, math.nan) - timed["median"].get(n_max, math.nan)
+    first = timed["first_call_s"].get(n_max, math.nan)
+    return {"break_even_n": tail[tail].index.min() if tail.any() else math.nan,
+            "compared": bool(ratio.notna().any()), "ratio": ratio.get(n_max, math.nan), "saved_us": saved,
+            "first_call_s": first,
+            "payback_calls": first * 1e6 / saved if saved > 0 else math.inf if saved == saved else math.nan}
+
+
+def break_even(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per op x variant x mode other than eager: _pays_back's numbers at the op's largest N (n_max),
+    the graph breaks at each N, and the first break's reason; `status` says why a variant has none."""
+    data = regions_frame(frame)
+    ok = data[data["status"] == "ok"]
+    out = []
+    for (op, variant, mode), g in data[data["mode"] != "eager"].groupby(["op", "variant", "mode"], sort=False):
+        timed = g[g["status"] == "ok"].set_index("length").sort_index()
+        rec: dict[str, Any] = {"op": op, "variant": variant, "mode": mode,
+                               "n_max": ok[ok["op"] == op]["length"].max()}
+        if timed.empty:
+            first = g.iloc[0]
+            out.append({**rec, "status": f"{first['status']}: {first['reason']}"})
+            continue
+        eager = ok[(ok["op"] == op) & (ok["variant"] == variant) & (ok["mode"] == "eager")]
+        eager = eager.set_index("length")["median"]
+        breaks = timed["graph_breaks"].dropna()  # none for cudagraph: it compiles nothing
+        reasons = timed["graph_break_reason"].dropna()
+        out.append({**rec, "status": "ok", **_pays_back(timed, eager, rec["n_max"]),
+                    "graph_breaks": ", ".join(f"{b:.0f}" for b in breaks) if breaks.any() else "0" if len(breaks) else "",
+                    "graph_break_reason": reasons.iloc[0] if len(reasons) else None})
+    return pd.DataFrame(out)
+
+
+def _per_op_cell(r: pd.Series) -> str:
+    if r["status"] != "ok":
+        return "n/a" if r["status"] == "n/a" else "FAILED"
+    breaks = r["graph_breaks"]
+    return f"{r['per_op']:.2f}" + (f" ({breaks:.0f} break{'s' if breaks > 1 else ''})" if breaks > 0 else "")
+
+
+def _break_even_cells(r: pd.Series) -> list[str]:
+    if r["status"] != "ok":
+        return [r["status"], "", "", "", ""]
+    calls = r["payback_calls"]
+    reason = r["graph_break_reason"]
+    why = reason.split(" Explanation:")[0][:60] if isinstance(reason, str) else ""
+    return [r["graph_breaks"] + (f": {why}" if why else ""),
+            f"{r['break_even_n']:.0f}" if not pd.isna(r["break_even_n"]) else
+            "not reached" if r["compared"] else "no eager rows",
+            "" if pd.isna(r["ratio"]) else f"{r['ratio']:.2f}",
+            "" if pd.isna(r["first_call_s"]) else f"{r['first_call_s']:.2f}",
+            "never" if calls == math.inf else "" if pd.isna(calls) else f"{calls:,.0f}"]
+
+
+def regions_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Per op: per mode, µs per op by N (variant x N); per mode other than eager, break-even N and the
+    first call's cost (a mode with no timed row, such as cudagraph on a CPU, has neither)."""
+    data, found = regions_frame(frame), break_even(frame)
+    out = []
+    for op, g in data.groupby("op", sort=False):
+        for mode, m in g.groupby("mode", sort=False):
+            if (m["status"] != "ok").all():
+                continue
+            grid = m.assign(cell=m.apply(_per_op_cell, axis=1), col=[f"N={n:.0f}" for n in m["length"]])
+            grid = grid.pivot_table(index="variant", columns="col", values="cell", aggfunc="first", sort=False)
+            out.append((f"regions {op}/{mode}: CPU µs per op (per chain call ÷ N)",
+                        grid.rename_axis(index="variant", columns=None).fillna("")))
+        for mode, b in found[found["op"] == op].groupby("mode", sort=False) if len(found) else ():
+            if (b["status"] != "ok").all():
+                continue
+            n = f"N={b['n_max'].iloc[0]:.0f}"
+            cols = ["graph breaks (each N)", "break-even N", f"÷ eager at {n}", f"first call s at {n}",
+                    f"calls to pay back at {n}"]
+            grid = pd.DataFrame([_break_even_cells(r) for _, r in b.iterrows()], columns=cols,
+                                index=pd.Index(b["variant"], name="variant"))
+            out.append((f"regions {op}: {mode} against eager, break-even and first-call cost", grid))
+    return out
+
+
+def print_regions(doc: dict[str, Any], console: Console | None = None) -> None:
+    from rich.markup import escape  # Dynamo's reasons quote code: `[]`, `{}`
+
+    console = console or Console()
+    frame = pd.DataFrame(doc["rows"])
+    _print_grids(console, regions_grids(frame), doc)
+    data = regions_frame(frame)
+    for mode, m in data.groupby("mode", sort=False):
+        if (m["status"] == "n/a").all():
+            console.print(f"  [dim]{mode}: n/a for every variant: {escape(str(m['reason'].iloc[0]))}[/dim]",
+                          soft_wrap=True)
+    broken = data[data["graph_break_reason"].notna()].drop_duplicates(["op", "variant"])
+    for _, r in broken.iterrows():
+        console.print(f"  [yellow]{r['op']}/{r['variant']} breaks the graph[/yellow]: "
+                      f"{escape(r['graph_break_reason'])}", soft_wrap=True)
+    for _, r in data[data["status"] == "failed"].iterrows():
+        console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']} at N={r['length']:.0f}[/red]: "
+                      f"{escape(str(r['reason']))}", soft_wrap=True)
+
+
 class KernelTables(NamedTuple):
     """One kind of kernel tables (a scenario's declaration names it: `tables`): the markdown grids of
     a result's rows, and the console printer of a result document."""
@@ -446,6 +567,7 @@ TABLES: dict[str, KernelTables] = {
     "launch": KernelTables(launch_grid, print_launch),
     "offsets": KernelTables(offsets_grids, print_offsets),
     "fusion": KernelTables(lambda frame: fusion_grids(frame, frame.attrs.get("roofs")), print_fusion),
+    "regions": KernelTables(regions_grids, print_regions),
 }
 
 

@@ -115,7 +115,9 @@ def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
     from dbench.analysis.table import tables
 
     found = tables(pd.DataFrame(document["rows"])) if document["rows"] else []
-    parts = [t.data.assign(source=name, op=t.op, driver=t.driver, metric=t.metric) for t in found]
+    # point: the axis values (and shape, dtype) of a table's cases, where a result has several (the
+    # regions chain length, the launch size): without it two cells of one variant and mode look alike.
+    parts = [t.data.assign(source=name, op=t.op, point=t.point, driver=t.driver, metric=t.metric) for t in found]
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["source"])
-    first = [c for c in ("source", "op", "driver", "metric", "variant", "mode") if c in frame.columns]
+    first = [c for c in ("source", "op", "point", "driver", "metric", "variant", "mode") if c in frame.columns]
     return frame[first + [c for c in frame.columns if c not in first]]

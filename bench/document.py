@@ -40,7 +40,7 @@ REQUIRED_ROW_FIELDS = (
     "median", "q1", "q3", "ci_low", "ci_high", "samples",
 )
 TEXT_FIELDS = ("scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer", "dtype",
-               "reason", "baseline", "delta_reason")
+               "reason", "baseline", "delta_reason", "graph_break_reason")
 # Numbers that must be positive in a timed row of a time metric (unit "us"): times and ratios of times.
 POSITIVE_FIELDS = ("median", "a_median", "ratio_median", "ab_ratio_median", "ab_floor_ratio_median")
 POSITIVE_LISTS = ("process_medians", "a_process_medians", "process_ratio_medians", "a_process_ratio_medians")
@@ -50,6 +50,7 @@ NUMBER_FIELDS = (
     "ratio_ci_low", "ratio_ci_high", "rel_iqr", "a_median", "ab_ratio_median", "ab_ratio_ci_low", "ab_ratio_ci_high",
     "ab_floor_ratio_median", "ab_floor_ratio_ci_low", "ab_floor_ratio_ci_high", "n", "block_calls", "ab_pairs",
     "bytes", "flops", "gbps", "tflops", "intensity", "roof_tflops", "pct_of_roof", "instructions", "target_us",
+    "graph_breaks", "graphs", "first_call_s",  # regions: what compiling (or capturing) a chain took
 )
 NUMBER_LISTS = ("samples", "a_samples", "process_medians", "a_process_medians", "process_ratio_medians",
                 "a_process_ratio_medians", "process_delta_medians", "process_n", "a_process_n")

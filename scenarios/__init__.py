@@ -60,6 +60,19 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         figures=("compile",),
     ),
     Declaration(
+        "regions", "a chain of N calls of each variant eager, compiled as one region, and replayed from one CUDA graph",
+        passes=(Pass.CPU_ROUNDS, Pass.GPU), modes=("eager", "compiled", "cudagraph"),
+        # Ops whose output feeds their next call (same shape as the first argument); mm's does not.
+        ops=("noop", "muladd", "l2norm"), default_ops=("muladd",),
+        # The run defaults (bench/cli.py DEFAULTS); --quick also takes chains of N = 1, 4, 16 only (a full
+        # run adds 64: scenarios/regions.py CHAIN_LENGTHS). Each variant is compiled once per N while
+        # the cases are built, outside the rounds: its first-call seconds.
+        table_note="µs per op = CPU µs per chain call / N. Break-even N: the smallest N from which the mode's "
+                   "per-round paired ratio to eager stays below 1. Calls to pay back: first-call seconds / "
+                   "(eager − mode µs per chain call), at the largest N.",
+        tables="regions", figures=("regions",),
+    ),
+    Declaration(
         "timer_validation", "CUPTI vs CUDA events vs do_bench on kernels from ~2 µs to 5 ms",
         passes=(Pass.CUSTOM,), requires_cuda=True,
     ),

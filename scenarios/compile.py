@@ -23,6 +23,7 @@ from .base import TOLERANCES, Scenario, Selection, case_grid, grid_plan
 
 MODES: tuple[str, ...] = DECLARATIONS["compile"].modes
 _uid = itertools.count()
+CUDA_GRAPHS_NEED_CUDA = "CUDA graphs need a CUDA device"
 
 
 def fresh_function(fn: Callable[..., Tensor], nargs: int) -> Callable[..., Tensor]:
@@ -36,7 +37,8 @@ def fresh_function(fn: Callable[..., Tensor], nargs: int) -> Callable[..., Tenso
     return namespace[name]
 
 
-def _first_line(exc: BaseException) -> str:
+def exception_line(exc: BaseException) -> str:
+    """An exception as a row's reason: its type and the first line of its message."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0][:180]}" if text else type(exc).__name__
 
@@ -53,7 +55,7 @@ def recompiles_on_repeat(compiled: Callable[..., Any], args: tuple[Any, ...]) ->
         with torch.compiler.set_stance("fail_on_recompile"):
             compiled(*args)
     except Exception as exc:  # noqa: BLE001
-        return f"recompiles when called again with the same inputs: {_first_line(exc)}"
+        return f"recompiles when called again with the same inputs: {exception_line(exc)}"
     return None
 
 
@@ -63,17 +65,18 @@ def _compiled_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[]
         compiled = torch.compile(wrapper, fullgraph=True, dynamic=False)
         out = compiled(*args)
     except Exception as exc:  # noqa: BLE001  # reported in the table, never dropped
-        return None, None, f"torch.compile(fullgraph=True) failed: {_first_line(exc)}"
+        return None, None, f"torch.compile(fullgraph=True) failed: {exception_line(exc)}"
     reason = recompiles_on_repeat(compiled, args)
     if reason is not None:
         return None, None, reason
     return (lambda: compiled(*args)), out, None
 
 
-def _cudagraph_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
-    fn = variant.fn
+def cudagraph_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Any, str | None]:
+    """`fn(*args)` captured into a CUDA graph after warm-up (its inputs and output are the graph's
+    static buffers): (replay, static output, None), or (None, None, why not)."""
     if not args[0].is_cuda:
-        return None, None, "CUDA graphs need a CUDA device"
+        return None, None, CUDA_GRAPHS_NEED_CUDA
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -88,7 +91,7 @@ def _cudagraph_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001
         torch.cuda.synchronize()
-        return None, None, f"CUDA graph capture failed: {_first_line(exc)}"
+        return None, None, f"CUDA graph capture failed: {exception_line(exc)}"
     return graph.replay, static_out, None
 
 
@@ -100,13 +103,17 @@ def _check(out: Tensor, contract: OpContract, args: tuple[Any, ...], dtype: torc
     return None
 
 
-def build(sel: Selection) -> list[Case]:
+def prepare_dynamo() -> None:
+    """A clean Dynamo before a scenario compiles its cases. Every variant compiles its own wrapper
+    (no recompiles, checked above), but torch 2.11 on the H200 reported FailOnRecompileLimitHit after
+    the eighth variant: the limits are raised so the count cannot cut the table short."""
     torch._dynamo.reset()
-    # Every variant compiles its own wrapper (no recompiles, checked above),
-    # but torch 2.11 on the H200 reported FailOnRecompileLimitHit after
-    # the eighth variant: raise the limit so the count cannot cut the table short.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4096)
     torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 4096)
+
+
+def build(sel: Selection) -> list[Case]:
+    prepare_dynamo()
     return case_grid(sel, "compile", sel.modes_of(MODES), _baseline, _fill)
 
 
@@ -125,7 +132,7 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
     elif mode == "compiled":
         call, out, reason = _compiled_call(variant, args)
     else:
-        call, out, reason = _cudagraph_call(variant, args)
+        call, out, reason = cudagraph_call(variant.fn, args)
     case.na_reason = reason
     if out is not None:
         case.error = _check(out, contract, args, spec.dtype)

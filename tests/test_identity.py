@@ -47,14 +47,16 @@ def test_labels_name_the_axes_and_must_be_unique() -> None:
 
 def test_axis_product_with_skips_and_pairing_at_the_same_point() -> None:
     axes = (Axis("size", (8, 64)), Axis("cache", ("warm", "cold")))
-    assert axis_points(axes) == [{"size": 8, "cache": "warm"}, {"size": 8, "cache": "cold"},
-                                 {"size": 64, "cache": "warm"}, {"size": 64, "cache": "cold"}]
-    assert axis_points(()) == [{}]
+    sel = Selection(ops=("muladd",), variants=("raw", "cpp"), device="cpu", dtype=torch.float32)
+    assert axis_points(axes, sel) == [{"size": 8, "cache": "warm"}, {"size": 8, "cache": "cold"},
+                                      {"size": 64, "cache": "warm"}, {"size": 64, "cache": "cold"}]
+    assert axis_points((), sel) == [{}]
+    by_op = (Axis("size", lambda s, op: (4,) if op == "mm" else (8, 64)),)  # values from the selection and op
+    assert axis_points(by_op, sel, "mm") == [{"size": 4}] and len(axis_points(by_op, sel, "muladd")) == 2
 
     def fill(case: Any, variant: Any, contract: Any, mode: str, spec: Any) -> None:
         case.call = make_call(variant, contract, mode, spec)
 
-    sel = Selection(ops=("muladd",), variants=("raw", "cpp"), device="cpu", dtype=torch.float32)
     cases = case_grid(sel, "toy", ("inference",), lambda op, v, mode: ("raw", mode) if v != "raw" else None, fill,
                       axes=axes, shape=lambda contract, point: (point["size"],),
                       skip=lambda contract, v, mode, point: "cold needs a GPU" if point["cache"] == "cold" else None)

@@ -37,6 +37,6 @@ def test_notebook_runs_and_rebuilds_the_tables_and_figures() -> None:
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     tables = [o for o in outputs if "text/markdown" in o.get("data", {})]
-    assert len(images) == 11 and len(tables) == 9
+    assert len(images) == 12 and len(tables) == 10
     assert any("| custom_op_autograd " in o["data"]["text/markdown"] for o in tables)
     assert any("µs per extra argument" in o["data"]["text/markdown"] for o in tables)  # the args scenario's
