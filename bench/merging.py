@@ -37,13 +37,9 @@ class AbPlan:
 
 
 def merge(docs: Sequence[Mapping[str, Any] | None], meta: Sequence[Mapping[str, Any]], pairing: Pairing, *,
-          scenario: str, config: Mapping[str, Any], env: Mapping[str, Any], ab: AbPlan | None = None) -> dict[str, Any]:
-    """The merged document. `config` and `env` are the parent's additions: with no child document
-    they make the failed document that names every child; otherwise they are laid over the merge's."""
-    from .shard.merge import empty_merge
-
-    if all(d is None for d in docs):
-        return empty_merge(scenario, pairing.value, meta, config, env)
+          config: Mapping[str, Any], env: Mapping[str, Any], ab: AbPlan | None = None) -> dict[str, Any]:
+    """The merged document, the parent's `config` and `env` laid over the merge's. At least one child
+    must have written a result (ValueError otherwise: the caller's empty document names every child)."""
     if pairing is Pairing.SHARDS:
         from .shard.merge import merge_results
 

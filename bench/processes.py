@@ -245,7 +245,7 @@ class _Merger:
         if all(d is None for d in docs):
             merged = self._empty(metas)
         else:
-            merged = merge(docs, metas, Pairing.AB if ab else Pairing.PROCESSES, scenario=self.scenario,
+            merged = merge(docs, metas, Pairing.AB if ab else Pairing.PROCESSES,
                            config={"rounds": self.args.rounds, "seed": self.args.seed,
                                    "wall_seconds": round(sum(c.seconds for c in self.children), 2)},
                            env={"command": self.command}, ab=ab)

@@ -26,14 +26,18 @@ _uid = itertools.count()
 CUDA_GRAPHS_NEED_CUDA = "CUDA graphs need a CUDA device"
 
 
-def fresh_function(fn: Callable[..., Tensor], nargs: int) -> Callable[..., Tensor]:
+def fresh_function(fn: Callable[..., Tensor], nargs: int, calls: int = 1) -> Callable[..., Tensor]:
     """A wrapper with its own code object, so every variant gets its own Dynamo
     cache entry (a shared code object would chain guards across variants and
-    inflate the compiled cost of later ones)."""
+    inflate the compiled cost of later ones). `calls` > 1: a chain of that many
+    calls as straight-line code, each output the next call's first argument (the
+    regions scenario: Dynamo breaks the graph at each call it cannot trace, where
+    a graph break inside a `for` loop would make it skip the whole frame)."""
     params = ", ".join(f"a{i}" for i in range(nargs))
     name = f"boundary_{next(_uid)}"
     namespace: dict[str, Any] = {"fn": fn}
-    exec(f"def {name}({params}):\n    return fn({params})\n", namespace)  # noqa: S102
+    body = f"    return fn({params})\n" if calls == 1 else f"    a0 = fn({params})\n" * calls + "    return a0\n"
+    exec(f"def {name}({params}):\n{body}", namespace)  # noqa: S102
     return namespace[name]
 
 

@@ -53,7 +53,7 @@ KERNEL_NAMES = {("noop", "forward"): "copy", ("muladd", "forward"): "muladd", ("
                 ("chain", "backward"): "chain_backward"}
 
 
-def sizes(sel: Selection) -> tuple[int, ...]:
+def sizes(sel: Selection, op: str = "") -> tuple[int, ...]:
     full = SIZES_CUDA if sel.device.startswith("cuda") else SIZES_CPU
     return full[::2] if sel.quick else full
 
@@ -66,7 +66,7 @@ def dtypes(sel: Selection) -> tuple[torch.dtype, ...]:
 # comes before the int64 one of the same point, which is checked against it bit for bit. The
 # past-INT32_MAX cases (index "auto", huge_cases) come on top of this grid.
 AXES = (Axis("dtype", lambda sel, op: tuple(str(d).removeprefix("torch.") for d in dtypes(sel))),
-        Axis("size", lambda sel, op: sizes(sel)), Axis("index", INDEXES))
+        Axis("size", sizes), Axis("index", INDEXES))
 
 
 def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -23,7 +23,6 @@ built, outside the rounds. Every chain's output is checked against the fp64 refe
 from __future__ import annotations
 
 import contextlib
-import itertools
 import time
 import warnings
 from collections import Counter
@@ -33,12 +32,13 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import Tensor
 
-from dbench.bench.runner import Case
+from dbench.bench.case import Case
 from dbench.ops import InputSpec, OpContract, Variant
 
 from . import DECLARATIONS
 from .base import TOLERANCES, Axis, Planned, Scenario, Selection, case_grid, grid_plan
-from .compile import CUDA_GRAPHS_NEED_CUDA, cudagraph_call, exception_line, prepare_dynamo, recompiles_on_repeat
+from .compile import (CUDA_GRAPHS_NEED_CUDA, cudagraph_call, exception_line, fresh_function, prepare_dynamo,
+                      recompiles_on_repeat)
 
 MODES: tuple[str, ...] = DECLARATIONS["regions"].modes
 CHAIN_LENGTHS = (1, 4, 16, 64)
@@ -46,7 +46,6 @@ QUICK_LENGTHS = (1, 4, 16)
 # The other tensor arguments are scaled to at most this magnitude, so that 64 calls of
 # x = x * b + c (muladd) contract instead of growing like |b|^64.
 BOUND = 0.9
-_uid = itertools.count()
 
 Call = Callable[[], Any]
 Built = tuple[Call | None, Any, str | None]  # (the timed call, one output, why there is none)
@@ -57,19 +56,6 @@ def lengths(sel: Selection, op: str = "") -> tuple[int, ...]:
 
 
 AXES = (Axis("length", lengths),)
-
-
-def chain_function(fn: Callable[..., Tensor], n: int, nargs: int) -> Callable[..., Tensor]:
-    """n calls of fn as straight-line code, each output the next call's first argument: a region as a
-    model's forward is written. Generated, so that every variant and n gets a code object of its own
-    (compile.fresh_function's reason: Dynamo caches never chain across variants), and so that Dynamo
-    breaks the graph at each call it cannot trace: a graph break inside a `for` loop makes it skip the
-    whole frame instead (torch 2.13), which would hide the breaks."""
-    params = ", ".join(f"a{i}" for i in range(nargs))
-    name = f"region_{n}_{next(_uid)}"
-    namespace: dict[str, Any] = {"fn": fn}
-    exec(f"def {name}({params}):\n" + f"    a0 = fn({params})\n" * n + "    return a0\n", namespace)  # noqa: S102
-    return namespace[name]
 
 
 def chain_inputs(contract: OpContract, spec: InputSpec) -> tuple[Any, ...]:
@@ -177,14 +163,18 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
         return
     n = case.key["length"]
     args = chain_inputs(contract, spec)
-    chain = chain_function(variant.fn, n, len(args))
+
+    def chain() -> Callable[..., Any]:  # a fresh code object each time (compile.fresh_function)
+        return fresh_function(variant.fn, len(args), calls=n)
+
     facts: dict[str, Any] = {}
     if mode == "eager":
-        built: Built = ((lambda: chain(*args)), chain(*args), None)
+        eager = chain()
+        built: Built = ((lambda: eager(*args)), eager(*args), None)
     elif mode == "compiled":
-        built, facts = compiled_region(lambda: chain_function(variant.fn, n, len(args)), args, case.sync)
+        built, facts = compiled_region(chain, args, case.sync)
     else:
-        built, facts = captured_region(chain, args)
+        built, facts = captured_region(chain(), args)
     case.key.update(facts)  # row fields beside the key's identity (bench/identity.py reads only the axes)
     call, out, case.na_reason = built
     if out is not None:
@@ -200,7 +190,7 @@ def warm_up_compiler(device: str) -> None:
     compiles first."""
     x = torch.ones(8, device=device)
     with cold_compile():
-        torch.compile(chain_function(torch.mul, 2, 2), fullgraph=True, dynamic=False)(x, x)
+        torch.compile(fresh_function(torch.mul, 2, calls=2), fullgraph=True, dynamic=False)(x, x)
 
 
 def build(sel: Selection) -> list[Case]:

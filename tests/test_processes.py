@@ -347,18 +347,18 @@ def test_one_merge_pairs_the_rows_as_it_is_told() -> None:
     meta = [{"name": f"p{i}", "status": "complete"} for i in range(2)]
     parent = {"config": {"wall_seconds": 9.0}, "env": {"command": "run.py x"}}
     shards = merge([_doc([_row("raw", [1.0, 1.0, 1.0])], 1.0), _doc([_row("cpp", [2.0, 2.0, 2.0])], 1.0)], meta,
-                   Pairing.SHARDS, scenario="boundary", **parent)
+                   Pairing.SHARDS, **parent)
     assert sorted(r["variant"] for r in shards["rows"]) == ["cpp", "raw"] and shards["status"] == "complete"
     assert shards["config"]["wall_seconds"] == 9.0 and shards["env"]["command"] == "run.py x"
     processes = merge([_doc([_row("raw", [1.0, 1.0, 1.0])], 1.0), _doc([_row("raw", [3.0, 3.0, 3.0])], 1.0)], meta,
-                      Pairing.PROCESSES, scenario="boundary", **parent)
+                      Pairing.PROCESSES, **parent)
     (row,) = processes["rows"]
     assert row["process_medians"] == [1.0, 3.0] and row["median"] == 2.0
     slots = abba(1)
     docs = [_doc([_row("raw", [2.0 if s.side == "b" else 1.0] * 3)], 1.0) for s in slots]
-    ab = merge(docs, meta, Pairing.AB, scenario="boundary", ab=AbPlan(slots, ("a", "b"), 1), **parent)
+    ab = merge(docs, meta, Pairing.AB, ab=AbPlan(slots, ("a", "b"), 1), **parent)
     assert ab["rows"][0]["ab_ratio_median"] == pytest.approx(2.0)
     with pytest.raises(ValueError, match="plan"):
-        merge(docs, meta, Pairing.AB, scenario="boundary", **parent)
-    nothing = merge([None, None], meta, Pairing.PROCESSES, scenario="boundary", **parent)
-    assert nothing["status"] == "failed" and "no process wrote a result" in nothing["error"]
+        merge(docs, meta, Pairing.AB, **parent)
+    with pytest.raises(ValueError, match="no process wrote a result"):  # the caller's empty document names them
+        merge([None, None], meta, Pairing.PROCESSES, **parent)

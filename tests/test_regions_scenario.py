@@ -16,9 +16,9 @@ import torch
 
 from dbench.analysis.kernels import break_even, regions_frame, regions_grids
 from dbench.scenarios.base import Selection
-from dbench.scenarios.compile import CUDA_GRAPHS_NEED_CUDA
+from dbench.scenarios.compile import CUDA_GRAPHS_NEED_CUDA, fresh_function
 from dbench.scenarios.regions import (
-    captured_region, chain_function, chain_inputs, check_chain, compiled_region, lengths, plan,
+    captured_region, chain_inputs, check_chain, compiled_region, lengths, plan,
 )
 from dbench.ops import InputSpec
 from dbench.ops.catalog import OPS
@@ -37,17 +37,17 @@ def test_a_chain_is_n_calls_each_fed_the_last_output_with_a_code_object_of_its_o
         calls.append(float(x[0]))
         return x * b + 1
 
-    chain = chain_function(step, 3, 2)
+    chain = fresh_function(step, 2, calls=3)
     out = chain(torch.ones(2), torch.full((2,), 2.0))
     assert calls == [1.0, 3.0, 7.0] and out.tolist() == [15.0, 15.0]
-    assert chain_function(step, 3, 2).__code__ is not chain.__code__
+    assert fresh_function(step, 2, calls=3).__code__ is not chain.__code__
 
 
 def test_the_chain_stays_bounded_and_is_checked_against_the_fp64_chain() -> None:
     contract = OPS["muladd"]
     args = chain_inputs(contract, InputSpec((4, 32)))
     assert all(float(a.abs().max()) <= 0.9 + 1e-6 for a in args[1:])
-    out = chain_function(contract.aten, 64, 3)(*args)
+    out = fresh_function(contract.aten, 3, calls=64)(*args)
     assert out.isfinite().all() and float(out.abs().max()) < 100
     assert check_chain(out, contract, args, 64) is None
     assert "chain of 64 differs" in (check_chain(out + 1e-2, contract, args, 64) or "")
@@ -59,7 +59,7 @@ def test_a_graph_break_is_counted_and_the_chain_still_compiled() -> None:
         return a * b
 
     args = (torch.ones(4), torch.full((4,), 0.5))
-    (call, out, reason), facts = compiled_region(lambda: chain_function(breaks, 3, 2), args, lambda: None)
+    (call, out, reason), facts = compiled_region(lambda: fresh_function(breaks, 2, calls=3), args, lambda: None)
     assert reason is None and call is not None and torch.equal(out, torch.full((4,), 0.125))
     assert facts["graph_breaks"] >= 3 and "graph_break()" in facts["graph_break_reason"]
     assert facts["first_call_s"] > 0
@@ -67,14 +67,14 @@ def test_a_graph_break_is_counted_and_the_chain_still_compiled() -> None:
 
 def test_a_clean_chain_has_one_graph_and_no_break() -> None:
     args = (torch.ones(4), torch.full((4,), 0.5))
-    (call, out, reason), facts = compiled_region(lambda: chain_function(torch.mul, 4, 2), args, lambda: None)
+    (call, out, reason), facts = compiled_region(lambda: fresh_function(torch.mul, 2, calls=4), args, lambda: None)
     assert reason is None and call is not None and torch.equal(call(), torch.full((4,), 0.0625))
     assert (facts["graph_breaks"], facts["graphs"], facts["graph_break_reason"]) == (0, 1, None)
 
 
 def test_cuda_graphs_are_na_on_the_cpu_in_the_plan_and_the_cases() -> None:
     args = (torch.ones(4), torch.ones(4))
-    (call, out, reason), facts = captured_region(chain_function(torch.mul, 2, 2), args)
+    (call, out, reason), facts = captured_region(fresh_function(torch.mul, 2, calls=2), args)
     assert (call, out, reason, facts) == (None, None, CUDA_GRAPHS_NEED_CUDA, {})
     sel = Selection(ops=("muladd",), variants=("cpp", "aten"), device="cpu", quick=True)
     planned = plan(sel)

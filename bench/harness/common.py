@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dbench.bench.native_build import ROOT  # the folder run.py lives in: the checkout, or the installed package's
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CHECKPOINT_SECONDS = 2.0  # the running result file is rewritten at most this often during the rounds
 Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
-
-# The folder run.py lives in: the checkout, or the installed package's folder.
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def shown(path: Path) -> Path:

@@ -7,8 +7,8 @@ import signal
 from typing import Any
 
 from .common import Outcome, shown
-from .device import out_folder
-from .interrupts import GracefulStop, reserve
+from .device import open_result
+from .interrupts import GracefulStop
 
 
 def run_custom(scenario: Any, device: str, args: Any, console: Any, stop: GracefulStop) -> Outcome:
@@ -16,8 +16,7 @@ def run_custom(scenario: Any, device: str, args: Any, console: Any, stop: Gracef
     from dbench.bench.results import write_result
 
     stop.install(signal.SIGINT, signal.SIGTERM)
-    env = envmod.capture(device)
-    json_path = reserve(out_folder(args, env), scenario.name, device)
+    env, json_path = open_result(scenario.name, device, device, args, console, warn=False)
     doc: dict[str, Any] = {"scenario": scenario.name, "status": "running", "config": {},
                            "env": envmod.redact_paths(env), "rows": []}
     write_result(json_path, doc)

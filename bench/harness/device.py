@@ -1,8 +1,10 @@
-"""The device a run times on, and the cores it is pinned to."""
+"""The device a run times on, the cores it is pinned to, and the environment and result file of a run
+on it."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from dbench.bench.cli import UsageError
@@ -56,7 +58,7 @@ def resolve_device(args: Any, in_process: bool = True) -> tuple[str, list[str]]:
     return device, shard_devices
 
 
-def out_folder(args: Any, env: dict[str, Any]) -> Any:
+def out_folder(args: Any, env: dict[str, Any]) -> Path:
     """--out, else <cwd>/dbench-results/<machine>/ (both absolute since parsing, bench/cli.py)."""
     from dbench.bench import env as envmod
 
@@ -69,3 +71,17 @@ def warn_env(env: dict[str, Any], console: Any) -> None:
 
     for line in envmod.warnings(env):
         console.print(f"[yellow]warning:[/yellow] {line}")
+
+
+def open_result(scenario: str, device: str, label: str, args: Any, console: Any,
+                extra: dict[str, Any] | None = None, warn: bool = True) -> tuple[dict[str, Any], Path]:
+    """The run's environment (with `extra`; its warnings printed unless `warn` is off) and its result
+    file, reserved in --out or the machine's default folder."""
+    from dbench.bench import env as envmod
+
+    from .interrupts import reserve
+
+    env = envmod.capture(device, extra) if extra else envmod.capture(device)
+    if warn:
+        warn_env(env, console)
+    return env, reserve(out_folder(args, env), scenario, label)

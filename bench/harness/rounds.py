@@ -21,8 +21,8 @@ from dbench.bench.passes import Pass
 from . import common
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
 from .cpp_pass import cpp_section
-from .device import out_folder, pin_cpus, warn_env
-from .interrupts import GracefulStop, reserve
+from .device import open_result, pin_cpus
+from .interrupts import GracefulStop
 
 
 class _Refused(Exception):
@@ -103,7 +103,6 @@ class Run:
         """Pinning, the environment, the result file reserved and first written (status running)."""
         import torch
 
-        from dbench.bench import env as envmod
         from dbench.bench.cli import UsageError
 
         torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
@@ -112,9 +111,8 @@ class Run:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         self.stop.install(signal.SIGINT, signal.SIGTERM)
-        self.env = envmod.capture(self.device, {"pinned_cpu": pinned})
-        warn_env(self.env, self.console)
-        self.json_path = reserve(out_folder(self.args, self.env), self.scenario.name, self.device)
+        self.env, self.json_path = open_result(self.scenario.name, self.device, self.device, self.args, self.console,
+                                               {"pinned_cpu": pinned})
         self.phase("start")  # imports (torch, the suite), pinning, environment capture
 
     def execute(self) -> Finished:

@@ -11,8 +11,7 @@ from dbench.bench.cli import UsageError
 from dbench.bench.passes import Pass
 
 from .common import Outcome
-from .device import out_folder, warn_env
-from .interrupts import reserve
+from .device import open_result
 
 Show = Callable[[dict[str, Any], str], None]  # (document, note) -> printed
 
@@ -20,7 +19,6 @@ Show = Callable[[dict[str, Any], str], None]  # (document, note) -> printed
 def run_in_processes(scenario: Any, device: str, argv: Sequence[str] | None, args: Any, console: Any,
                      options: list[str], show: Show) -> Outcome:
     """--processes N / --ab A B: the scenario in fresh processes, one after another, merged into one file."""
-    from dbench.bench import env as envmod
     from dbench.bench.processes import run_repeated
 
     if scenario.makes(Pass.CUSTOM) or scenario.makes(Pass.ROOFS):
@@ -28,10 +26,8 @@ def run_in_processes(scenario: Any, device: str, argv: Sequence[str] | None, arg
                else "derives its rates from the roofs its process measures")
         raise UsageError(f"argument {'--ab' if args.ab else '--processes'}: scenario {scenario.name} {why}; "
                          "run it in one process")
-    env = envmod.capture(device)
-    warn_env(env, console)
     label = f"{device.replace(':', '')}-{'ab' if args.ab else f'x{args.processes}'}"
-    json_path = reserve(out_folder(args, env), scenario.name, label)
+    _, json_path = open_result(scenario.name, device, label, args, console)
     code = run_repeated(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
                         device=device, args=args, json_path=json_path, console=console, show=show,
                         sides=getattr(args, "ab_sides", None))
@@ -41,16 +37,13 @@ def run_in_processes(scenario: Any, device: str, argv: Sequence[str] | None, arg
 def run_in_shards(scenario: Any, shard_devices: list[str], ops: Sequence[str], argv: Sequence[str] | None,
                   args: Any, console: Any, options: list[str], show: Show) -> Outcome:
     """--gpus / --shards: the selection split over processes side by side, merged into one file."""
-    from dbench.bench import env as envmod
     from dbench.bench.shard import ShardUsageError, run_sharded
     from dbench.ops import VARIANT_NAMES
 
     if scenario.makes(Pass.CUSTOM):
         raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
     label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
-    env = envmod.capture(shard_devices[0])
-    warn_env(env, console)
-    json_path = reserve(out_folder(args, env), scenario.name, label)
+    _, json_path = open_result(scenario.name, shard_devices[0], label, args, console)
     try:
         # --shard-child: each child times its share as given (this parent checked the whole selection).
         child_argv = [*(sys.argv[1:] if argv is None else argv), "--shard-child"]

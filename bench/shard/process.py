@@ -304,8 +304,7 @@ def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str],
     def merged_doc() -> dict[str, Any]:
         if all(d is None for d in docs):
             return empty()
-        return merge(docs, meta, Pairing.SHARDS, scenario=scenario.name, config={"wall_seconds": round(wall, 2)},
-                     env={"command": command})
+        return merge(docs, meta, Pairing.SHARDS, config={"wall_seconds": round(wall, 2)}, env={"command": command})
 
     merged, csv_path = write_merged(json_path, merged_doc, empty, console)
     if csv_path is None:
