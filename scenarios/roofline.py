@@ -138,7 +138,25 @@ def _declared_calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool
     outs = fwd(*args)
     contract.save(ctx, args, outs)
     grads, bwd, scalars = _grads_of(contract, outs, pool), contract.launcher(contract.backward_op or ""), ctx.scalars
-    return {"raw": lambda: bwd(*grads, *ctx.saved_tensors, *scalars)}
+    calls = {"raw": lambda: bwd(*grads, *ctx.saved_tensors, *scalars)}
+    if native:
+        calls["aten"] = _native_backward(contract, args, grads)
+    return calls
+
+
+def _native_backward(contract: OpContract, args: tuple[Any, ...], grads: list[torch.Tensor]) -> Callable[[], Any]:
+    """The backward of the op's native form through autograd, on one recorded graph: the gradients
+    the backward kernel computes, PyTorch's way."""
+    n = len(contract.tensor_args)
+    leaves = tuple(a.detach().requires_grad_(name in contract.differentiable)
+                   for a, name in zip(args[:n], contract.tensor_args))
+    outs = contract.differentiable_outputs(contract.aten(*leaves, *args[n:]))  # type: ignore[misc]
+    wrt = contract.grad_inputs(leaves)
+
+    def call() -> Any:
+        got = torch.autograd.grad(outs, wrt, grads, retain_graph=True)
+        return got if len(got) > 1 else got[0]
+    return call
 
 
 def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> Any:

@@ -196,8 +196,9 @@ def test_regions_on_the_cpu(tmp_path: Path) -> None:
             assert r["reason"] == CUDA_GRAPHS_NEED_CUDA
         if mode == "compiled":
             assert r["baseline"] == f"muladd/{variant}/eager[length={n}]" and r["first_call_s"] > 0
-            # raw (a pybind11 launcher) breaks the graph at every call; the registered ops trace whole
-            assert r["graph_breaks"] == (n if variant == "raw" else 0), (variant, n)
+            # raw (a pybind11 launcher) breaks the graph at every call; the registered ops trace whole.
+            # Dynamo counts a chain's breaks N (torch 2.13) or N + 1 (torch 2.11) times.
+            assert (n <= r["graph_breaks"] <= n + 1) if variant == "raw" else r["graph_breaks"] == 0, (variant, n)
             assert (r["graph_break_reason"] is not None) == (variant == "raw")
     assert "muladd/raw breaks the graph" in proc.stdout and "break-even N" in proc.stdout
     assert [p.name for p in tmp_path.glob("*.png")] == [f"{path.stem}-muladd-regions.png"]

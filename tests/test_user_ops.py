@@ -213,3 +213,21 @@ def test_list_names_the_loaded_ops(rmsnorm_file: Path, catalogue: None, run_main
     assert "user_rmsnorm" in out and "my_ops.py:user_rmsnorm@" in out
     for name in ("boundary", "roofline", "custom_op_autograd", "registered", "fwd_bwd"):
         assert name in out
+
+
+def test_roofline_of_an_op_with_a_native_form(tmp_path: Path, catalogue: None, run_main: Any,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The native form is timed beside the op's own kernels in both directions: its backward through
+    autograd, checked against the fp64 reference like the backward kernel."""
+    _write(tmp_path, "my_ops.py", RMSNORM.format(name="user_rmsnorm").replace(
+        "reference=reference,", "reference=reference, native=reference,"))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results"
+    code = run_main.main(["--scenario", "roofline", "--op", "my_ops.py:user_rmsnorm", "--device", "cpu", "--quick",
+                          "--rounds", "3", "--out", str(out)])
+    assert code == 0
+    (result,) = out.glob("roofline-*.json")
+    rows = json.loads(result.read_text())["rows"]
+    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
+    assert timed == {("raw", "forward"), ("aten", "forward"), ("raw", "backward"), ("aten", "backward")}
+    assert not [r for r in rows if r["status"] == "failed"]
