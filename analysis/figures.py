@@ -514,6 +514,16 @@ def fusion_chart(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+# Past matplotlib's ten colours: six more that none of them resembles (the boundary has 16 variants).
+EXTRA_COLORS = ("#000000", "#b8860b", "#000080", "#32cd32", "#ff00ff", "#008080")
+
+
+def variant_styles(variants: list[str]) -> dict[str, tuple[str, str]]:
+    """A colour and a marker per variant: the marker changes where the colours run out again."""
+    palette = [f"C{i}" for i in range(10)] + list(EXTRA_COLORS)
+    return {v: (palette[i % len(palette)], "os^D"[i // len(palette) % 4]) for i, v in enumerate(variants)}
+
+
 def args_chart(frame: pd.DataFrame) -> Figure:
     """CPU µs per call against the number of arguments (log2 axis), one line per variant (dashed:
     fwd_requires_grad), one panel per argument kind: the slope of a line is what one more argument
@@ -526,12 +536,14 @@ def args_chart(frame: pd.DataFrame) -> Figure:
     if rows.empty:
         raise ValueError("no timed args rows in this frame")
     kinds, variants = list(dict.fromkeys(rows["arg_kind"])), list(dict.fromkeys(rows["variant"]))
+    styles = variant_styles(variants)
     fig, axes = _panels(len(kinds), 10, width=4.2, cols=4)
     for ax, kind in zip(axes, kinds):
         g = rows[rows["arg_kind"] == kind]
         for (variant, mode), line in g.groupby(["variant", "mode"], sort=False):
             line = line.sort_values("arity")
-            ax.plot(line["arity"], line["median"], marker="o", ms=3, lw=1.3, color=f"C{variants.index(variant)}",
+            color, marker = styles[variant]
+            ax.plot(line["arity"], line["median"], marker=marker, ms=3, lw=1.3, color=color,
                     ls="-" if mode == "inference" else "--")
         ticks = sorted(g["arity"].astype(int).unique())
         ax.set_xscale("log", base=2)
@@ -541,7 +553,7 @@ def args_chart(frame: pd.DataFrame) -> Figure:
         ax.minorticks_off()
         ax.set_title(kind, fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
-    handles = [Line2D([], [], color=f"C{i}", marker="o", ms=3) for i in range(len(variants))]
+    handles = [Line2D([], [], color=styles[v][0], marker=styles[v][1], ms=3) for v in variants]
     handles += [Line2D([], [], color=FLOOR, ls=ls) for ls in ("-", "--")]
     fig.legend(handles, [*variants, "inference", "fwd_requires_grad"], loc="outside lower center",
                ncols=min(2 * min(4, len(kinds)), len(handles)), frameon=False, fontsize=9)  # as wide as the panels
@@ -563,7 +575,7 @@ def regions_chart(frame: pd.DataFrame, op: str) -> Figure:
     modes = list(dict.fromkeys(data["mode"]))
     variants = list(data[data["mode"] == modes[0]].groupby("variant", sort=False)["per_op"].max().sort_values().index)
     variants += [v for v in dict.fromkeys(data["variant"]) if v not in variants]
-    styles = {v: (f"C{i % 10}", "os^D"[i // 10 % 4]) for i, v in enumerate(variants)}  # colour, marker
+    styles = variant_styles(variants)
     found = break_even(frame[frame["op"] == op])
     fig, axes = _panels(len(modes), 14, width=5.6)
     for ax, mode in zip(axes, modes):

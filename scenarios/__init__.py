@@ -39,15 +39,17 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         figures=("cpu", "ratio", "launch"),
     ),
     Declaration(
-        "args", "per-call CPU cost of each Python registration variant by the number and kind of its arguments",
+        "args", "per-call CPU cost of each registration variant by the number and kind of its arguments",
         # No GPU pass: the one kernel is the same at every arity, only the CPU side grows.
         passes=(Pass.CPU_ROUNDS,), modes=("inference", "fwd_requires_grad"), ops=ARGS_OPS,
         # --quick: the contract checks of ~30 ops take a minute or more; 15 rounds (not 6) add ~20 s
         # and give the slopes' bootstrap over rounds enough rounds to resample.
         defaults={"rounds": (30, 15)},
-        # The variants a dbench.Op declaration generates (the C++ ones are built for the shipped ops' schemas only).
+        # The variants a dbench.Op declaration generates, and `registered`: the same op as a C++ TORCH_LIBRARY
+        # op with one boxed kernel, defined at run time (scenarios/args.py cpp_op).
         variants=("raw", "define_impl", "custom_op", "custom_op_autograd", "autograd_key_py", "function_raw",
-                  "function_define_impl", "function_custom_op", "nested_define_impl", "nested_custom_op"),
+                  "function_define_impl", "function_custom_op", "nested_define_impl", "nested_custom_op",
+                  "registered"),
         table_note="µs/arg = least-squares slope of the medians against the arity (arguments, or tensors in the "
                    "list), [95 % CI] from a bootstrap over rounds; r² of that line: well below 1, the cost is not "
                    "linear in the arity (or does not grow at all).",
@@ -62,8 +64,8 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     Declaration(
         "regions", "a chain of N calls of each variant eager, compiled as one region, and replayed from one CUDA graph",
         passes=(Pass.CPU_ROUNDS, Pass.GPU), modes=("eager", "compiled", "cudagraph"),
-        # Ops whose output feeds their next call (same shape as the first argument); mm's does not.
-        ops=("noop", "muladd", "l2norm"), default_ops=("muladd",),
+        # Any op whose first output can be its next call's first input (scenarios/regions.py chain_rule).
+        default_ops=("muladd",),
         # The run defaults (bench/cli.py DEFAULTS); --quick also takes chains of N = 1, 4, 16 only (a full
         # run adds 64: scenarios/regions.py CHAIN_LENGTHS). Each variant is compiled once per N while
         # the cases are built, outside the rounds: its first-call seconds.

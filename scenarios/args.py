@@ -10,6 +10,11 @@ paired with its mode's floor at the same op, as in the boundary scenario. Only t
 differentiable: in fwd_requires_grad the others are inputs that need no gradient (masks, indices,
 buffers), so a slope there is what an argument costs a recorded call, not another autograd edge.
 
+The variant `registered` is the same op as a C++ TORCH_LIBRARY op, defined while the run starts (its
+schema is only known then) with one boxed CPU/CUDA kernel that copies the first argument through the
+noop launcher (ops/csrc/runtime_library.cpp), its fake and autograd formula registered from Python,
+as a user with their own C++ op would: the C++ boundary's cost per argument beside the Python ones.
+
 The table (analysis/arity.py) fits the cost per extra argument of each variant and kind.
 """
 
@@ -88,9 +93,43 @@ def _origin(contract: OpContract) -> str:
     return f"{__name__}:{contract.name}@{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
+CPP_NAMESPACE = "dbench_args"
+
+
+_CPP_OPS: dict[str, Any] = {}  # a name is defined once per process: the dispatcher keeps it
+
+
+def cpp_op(made: OpContract) -> Any:
+    """`made` as a C++ op, torch.ops.dbench_args.<name>, with its fake and, where the op mutates
+    nothing (register_autograd refuses that), its autograd formula."""
+    from dbench.ops.flavour import Flavour, registered_backward
+    from dbench.ops.native import raw
+
+    if made.name in _CPP_OPS:
+        return _CPP_OPS[made.name]
+    qualname = f"{CPP_NAMESPACE}::{made.name}"
+    raw().define_copy_first_op(CPP_NAMESPACE, made.name, made.signature(made.name))
+    torch.library.register_fake(qualname)(kernel_fake)
+    op = getattr(getattr(torch.ops, CPP_NAMESPACE), made.name)
+    if not _writes(made):
+        torch.library.register_autograd(qualname, registered_backward(made, Flavour(op, made.launcher(made.backward_op))),
+                                        setup_context=made.save)
+    _CPP_OPS[made.name] = op
+    return op
+
+
 @functools.cache
 def contract(name: str) -> OpContract:
-    made = contract_of(declare(*kind_and_arity(name)), origin="")
+    """The op's contract; with its C++ op as `registered` where the native build is there (without it
+    the Python variants still run, and `registered` has no row)."""
+    from dbench.ops.native import NativeBuildMissing
+
+    op = declare(*kind_and_arity(name))
+    made = contract_of(op, origin="")
+    try:
+        made = contract_of(dataclasses.replace(op, registered=cpp_op(made)), origin="")
+    except NativeBuildMissing:
+        pass
     return dataclasses.replace(made, origin=_origin(made))
 
 
@@ -104,8 +143,23 @@ def selected(sel: Selection) -> tuple[str, ...]:
     return tuple(n for n in sel.ops if kind_and_arity(n)[1] in arities(kind_and_arity(n)[0], sel.quick))
 
 
+def _writes(contract: OpContract) -> bool:
+    return torch._C.parse_schema(contract.name + contract.signature(contract.name)).is_mutable
+
+
+def _na_reason(contract: OpContract, variant: str, mode: str) -> str | None:
+    """The C++ op of a mutable kind has no autograd formula: register_autograd refuses a schema that
+    writes to an input (the generated custom_op_autograd has no row for it either)."""
+    if variant == "registered" and Mode(mode).inputs_require_grad and _writes(contract):
+        return "a C++ op that writes to an input takes no register_autograd formula: no autograd row"
+    return None
+
+
 def plan(sel: Selection) -> list[Planned]:
-    return grid_plan(dataclasses.replace(sel, ops=selected(sel)), sel.modes_of(MODES))
+    from dbench.ops import OPS
+
+    planned = grid_plan(dataclasses.replace(sel, ops=selected(sel)), sel.modes_of(MODES))
+    return [dataclasses.replace(p, na_reason=p.na_reason or _na_reason(OPS[p.op], p.variant, p.mode)) for p in planned]
 
 
 # Each op is one kind at one arity: the axes take their one value from the op's name.
@@ -115,7 +169,8 @@ AXES = (Axis("arg_kind", lambda sel, op: (kind_and_arity(op)[0],)),
 
 def build(sel: Selection) -> list[Case]:
     return case_grid(dataclasses.replace(sel, ops=selected(sel)), "args", sel.modes_of(MODES), paired_with,
-                     fill_case, requires_grad=lambda m: Mode(m).inputs_require_grad, axes=AXES)
+                     fill_case, requires_grad=lambda m: Mode(m).inputs_require_grad, axes=AXES,
+                     skip=lambda contract, variant, mode, point: _na_reason(contract, variant.spec.name, mode))
 
 
 SCENARIO = Scenario(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
@@ -36,6 +36,9 @@ class Selection:
     explicit_ops: bool | None = None
     shape: tuple[int, ...] | None = None  # --shape: every op's inputs from this shape (else its own)
     modes: tuple[str, ...] | None = None  # --modes: these of the scenario's modes (None: all of them)
+    # Told each case's label as it is built and checked (a build can take minutes: contract checks,
+    # compiles); the run shows it. Not part of what was asked for.
+    on_case: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def modes_of(self, declared: tuple[str, ...]) -> tuple[str, ...]:
         """The scenario's modes this selection takes, in the scenario's order."""
@@ -365,6 +368,8 @@ def case_grid(
                     case.na_reason = skip(contract, variant, mode, point) if variant is not None else None
                     case.error = failed
                     if case.na_reason is None and variant is not None:
+                        if sel.on_case is not None:
+                            sel.on_case(case.label)
                         fill(case, variant, contract, mode, spec)
                     cases.append(case)
     check_unique_labels(c.key for c in cases)

@@ -26,17 +26,20 @@ _uid = itertools.count()
 CUDA_GRAPHS_NEED_CUDA = "CUDA graphs need a CUDA device"
 
 
-def fresh_function(fn: Callable[..., Tensor], nargs: int, calls: int = 1) -> Callable[..., Tensor]:
+def fresh_function(fn: Callable[..., Tensor], nargs: int, calls: int = 1, first_output: bool = False
+                   ) -> Callable[..., Tensor]:
     """A wrapper with its own code object, so every variant gets its own Dynamo
     cache entry (a shared code object would chain guards across variants and
     inflate the compiled cost of later ones). `calls` > 1: a chain of that many
     calls as straight-line code, each output the next call's first argument (the
     regions scenario: Dynamo breaks the graph at each call it cannot trace, where
-    a graph break inside a `for` loop would make it skip the whole frame)."""
+    a graph break inside a `for` loop would make it skip the whole frame). first_output: the chain
+    passes on the first of several outputs."""
     params = ", ".join(f"a{i}" for i in range(nargs))
     name = f"boundary_{next(_uid)}"
     namespace: dict[str, Any] = {"fn": fn}
-    body = f"    return fn({params})\n" if calls == 1 else f"    a0 = fn({params})\n" * calls + "    return a0\n"
+    pick = "[0]" if first_output else ""
+    body = f"    return fn({params}){pick}\n" if calls == 1 else f"    a0 = fn({params}){pick}\n" * calls + "    return a0\n"
     exec(f"def {name}({params}):\n{body}", namespace)  # noqa: S102
     return namespace[name]
 

@@ -4,7 +4,8 @@ compiling or capturing pays back.
 
 Cases: op x variant x mode x the axis `length` (N, the chain length: 1, 4, 16, 64; --quick 1, 4,
 16; not `n`, every row's count of samples), inference inputs. The chain is x = f(x, *rest) N times,
-the output of each call the first argument of the next. Modes:
+the output of each call (the first, of several) the first argument of the next: any op, a user's
+too, whose first output has its first input's shape and dtype (chain_rule; others are n/a). Modes:
 
 * `eager`: the chain called directly;
 * `compiled`: the chain inside torch.compile(fullgraph=True). A chain Dynamo cannot trace as one
@@ -23,6 +24,7 @@ built, outside the rounds. Every chain's output is checked against the fp64 refe
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import warnings
 from collections import Counter
@@ -58,6 +60,24 @@ def lengths(sel: Selection, op: str = "") -> tuple[int, ...]:
 AXES = (Axis("length", lengths),)
 
 
+def chain_rule(contract: OpContract) -> str | None:
+    """Why the op cannot be chained (None: it can): its first output must be able to stand in for its
+    first input. Asked of its fake on the boundary inputs (metadata only: no kernel runs)."""
+    args = contract.make_inputs(InputSpec(contract.boundary_shape))
+    first = args[0]
+    if not isinstance(first, Tensor):
+        return f"{contract.name}'s first argument is a list: no output can take its place in a chain"
+    try:
+        out = contract.outputs_of(contract.fake(*args))[0]
+    except Exception as exc:  # noqa: BLE001  # the op's own checks (boundary) say more; here: no chain
+        return f"{contract.name}'s fake failed on its boundary inputs ({exception_line(exc)}): no chain"
+    if out.shape != first.shape or out.dtype != first.dtype:
+        return (f"{contract.name}'s first output ({tuple(out.shape)}, {str(out.dtype).removeprefix('torch.')}) cannot "
+                f"be its next call's first input ({tuple(first.shape)}, {str(first.dtype).removeprefix('torch.')}): "
+                "no chain")
+    return None
+
+
 def chain_inputs(contract: OpContract, spec: InputSpec) -> tuple[Any, ...]:
     """The op's inputs, the tensors after the first scaled to magnitude <= BOUND (the chain stays
     bounded); scalars as they are."""
@@ -70,7 +90,7 @@ def chain_reference(contract: OpContract, args: tuple[Any, ...], n: int) -> Tens
     """The chain in float64, from the same inputs."""
     ref = list(args)
     for _ in range(n):
-        ref[0] = contract.reference_fp64(tuple(ref))
+        ref[0] = contract.outputs_of(contract.reference_fp64(tuple(ref)))[0]
     return ref[0]
 
 
@@ -152,9 +172,18 @@ def captured_region(chain: Callable[..., Any], args: tuple[Any, ...]) -> tuple[B
 
 # ---------------------------------------------------------------- the cases
 
-def mode_na_reason(mode: str, device: str) -> str | None:
-    """Why a mode has no cases on this device (the plan and the cases say the same)."""
-    return CUDA_GRAPHS_NEED_CUDA if mode == "cudagraph" and not device.startswith("cuda") else None
+def na_reason(contract: OpContract, mode: str, device: str) -> str | None:
+    """Why an op or a mode has no cases on this device (the plan and the cases say the same)."""
+    if mode == "cudagraph" and not device.startswith("cuda"):
+        return CUDA_GRAPHS_NEED_CUDA
+    return _chain_rule(contract.name, contract.origin)
+
+
+@functools.cache
+def _chain_rule(name: str, origin: str) -> str | None:  # once per op (its fake runs once)
+    from dbench.ops import OPS
+
+    return chain_rule(OPS[name])
 
 
 def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> None:
@@ -165,7 +194,7 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
     args = chain_inputs(contract, spec)
 
     def chain() -> Callable[..., Any]:  # a fresh code object each time (compile.fresh_function)
-        return fresh_function(variant.fn, len(args), calls=n)
+        return fresh_function(variant.fn, len(args), calls=n, first_output=contract.n_outputs > 1)
 
     facts: dict[str, Any] = {}
     if mode == "eager":
@@ -198,7 +227,7 @@ def build(sel: Selection) -> list[Case]:
     if "compiled" in sel.modes_of(MODES):
         warm_up_compiler(sel.device)
     return case_grid(sel, "regions", sel.modes_of(MODES), _baseline, _fill, axes=AXES,
-                     skip=lambda contract, variant, mode, point: mode_na_reason(mode, sel.device))
+                     skip=lambda contract, variant, mode, point: na_reason(contract, mode, sel.device))
 
 
 def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
@@ -206,9 +235,11 @@ def _baseline(op: str, variant: str, mode: str) -> tuple[str, str] | None:
 
 
 def plan(sel: Selection) -> list[Planned]:
-    """Every mode takes inference inputs; cudagraph needs a CUDA device."""
+    """Every mode takes inference inputs; cudagraph needs a CUDA device; an op must chain."""
+    from dbench.ops import OPS
+
     planned = grid_plan(sel, sel.modes_of(MODES), variant_mode=lambda mode: "inference")
-    return [replace(p, na_reason=p.na_reason or mode_na_reason(p.mode, sel.device)) for p in planned]
+    return [replace(p, na_reason=p.na_reason or na_reason(OPS[p.op], p.mode, sel.device)) for p in planned]
 
 
 SCENARIO = Scenario(

@@ -220,6 +220,8 @@ def build(sel: Selection) -> list[Case]:
                     cases.append(case)
                     if case.na_reason:
                         continue
+                    if sel.on_case is not None:
+                        sel.on_case(case.label)
                     args = pool.args(contract, shape, dtype)
                     if (size, mode) not in calls:
                         calls[(size, mode)] = _calls(contract, args, mode, pool, compiled)

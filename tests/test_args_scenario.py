@@ -20,7 +20,7 @@ from dbench.ops.specs import USER_OP_NAMES
 from dbench.ops.variants import get_variant, has_variant
 from dbench.scenarios import DECLARATIONS
 from dbench.scenarios.arity import ARG_KINDS, QUICK_ARITIES, arities, op_name
-from dbench.scenarios.args import build, selected
+from dbench.scenarios.args import _na_reason, build, selected
 from dbench.scenarios.base import Selection, preflight
 
 VARIANTS: tuple[str, ...] = DECLARATIONS["args"].variants or ()
@@ -165,3 +165,26 @@ def test_the_ops_are_plain_declarations_of_one_kernel(catalogue: None) -> None:
         out = get_variant("function_custom_op", name).fn(*args)
         (grad,) = torch.autograd.grad(out, args[0], torch.ones_like(out))
         assert torch.equal(out, args[0]) and torch.equal(grad, torch.ones_like(grad))
+
+
+@pytest.mark.parametrize("kind", ARG_KINDS)
+def test_the_registered_row_is_a_cpp_op_of_the_same_schema_that_passes_the_checks(kind: str, catalogue: None) -> None:
+    """`registered` is torch.ops.dbench_args.<name>: a C++ op with one boxed kernel defined at run time,
+    the schema the Python variants have, the first argument copied, the contract checks passed in
+    every mode it has (a kind that writes to an input has no autograd row, and says why)."""
+    name = op_name(kind, 4)
+    _registered(name)
+    contract = OPS[name]
+    variant = get_variant("registered", name)
+    assert variant.fn.name() == f"dbench_args::{name}"
+    assert str(variant.fn._schema) == f"dbench_args::{name}{contract.signature(name)}"
+    args = contract.make_inputs(InputSpec((16,)))
+    assert torch.equal(variant.fn(*args), args[0])
+    for mode in ("inference", "fwd_requires_grad"):
+        reason = _na_reason(contract, "registered", mode)
+        if kind == "mutable" and mode == "fwd_requires_grad":
+            assert reason is not None and "register_autograd" in reason
+            continue
+        assert reason is None
+        spec = InputSpec((16,), requires_grad=mode != "inference")
+        assert preflight(variant, contract, mode, spec) is None, (kind, mode)

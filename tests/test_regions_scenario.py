@@ -207,3 +207,29 @@ def test_regions_on_the_cpu(tmp_path: Path) -> None:
 def test_a_mode_regions_does_not_declare_exits_2(tmp_path: Path) -> None:
     proc = _run("--modes", "inference", out=tmp_path)
     assert proc.returncode == 2 and "unknown mode 'inference'; valid modes: eager, compiled, cudagraph" in proc.stderr
+
+
+def test_a_user_op_with_several_outputs_chains_its_first(tmp_path: Path) -> None:
+    """A user's RMSNorm (outputs y and rstd): each call's y is the next call's x, checked against the
+    fp64 chain of its reference; its raw form (plain PyTorch) traces whole."""
+    from tests.test_user_ops import RMSNORM
+
+    (tmp_path / "my_ops.py").write_text(RMSNORM.format(name="user_rmsnorm"))
+    out = tmp_path / "r"
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "regions", "--op", "my_ops.py:user_rmsnorm",
+                           "--variants", "raw,custom_op", "--device", "cpu", "--quick", "--no-pin", "--rounds", "3",
+                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (path,) = out.glob("*.json")
+    rows = [r for r in json.loads(path.read_text())["rows"] if r["metric"] == "cpu_us" and r["mode"] != "cudagraph"]
+    assert {(r["variant"], r["mode"], r["length"]) for r in rows} == {
+        (v, m, n) for v in ("raw", "custom_op") for m in ("eager", "compiled") for n in (1, 4, 16)}
+    assert all(r["status"] == "ok" and r["op"] == "user_rmsnorm" for r in rows), [r["reason"] for r in rows]
+    assert all(r["graph_breaks"] == 0 for r in rows if r["mode"] == "compiled")
+
+
+def test_an_op_that_cannot_chain_exits_2_saying_why(tmp_path: Path) -> None:
+    proc = _run("--ops", "mm", out=tmp_path)
+    assert proc.returncode == 2
+    assert "mm's first output ((64, 32), float32) cannot be its next call's first input ((64, 128), float32)" in proc.stderr
+    assert not list(tmp_path.glob("*.json"))

@@ -102,3 +102,15 @@ def test_the_cpp_pass_is_the_declarations_not_the_names() -> None:
     assert [n for n, d in DECLARATIONS.items() if d.makes(Pass.CPP_DRIVER)] == ["boundary"]
     assert [n for n, d in DECLARATIONS.items() if d.makes(Pass.CUSTOM)] == ["timer_validation"]
     assert {n for n, d in DECLARATIONS.items() if d.makes(Pass.ROOFS)} == {"roofline", "offsets", "fusion"}
+
+
+def test_a_build_names_each_case_it_checks_as_it_goes() -> None:
+    """The run shows which case is being built and checked (a build can take minutes): each case is
+    named once, in build order, before its checks."""
+    from dbench.scenarios.base import Selection
+
+    named: list[str] = []
+    sel = Selection(ops=("noop",), variants=("raw", "custom_op"), device="cpu", explicit_ops=True,
+                    modes=("inference", "fwd_requires_grad"), on_case=named.append)
+    cases = SCENARIOS["boundary"].build(sel)
+    assert named == [c.label for c in cases] and len(named) == 4

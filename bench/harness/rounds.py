@@ -9,6 +9,8 @@ The document is assembled in one place, `Run.document`, from what the passes lef
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import signal
 import sys
 import time
@@ -180,7 +182,11 @@ class Run:
         from dbench.ops.native import NativeBuildMissing
 
         try:
-            self.cases = self.scenario.build(self.sel)
+            with self.console.status("building the cases and checking their contracts") as status:
+                built = itertools.count(1)
+                sel = dataclasses.replace(self.sel, on_case=lambda label: status.update(
+                    f"building and checking case {next(built)}: {label}"))
+                self.cases = self.scenario.build(sel)
         except NativeBuildMissing as exc:
             self.console.print(f"[red]error:[/red] {exc}")
             raise _Refused(str(exc)) from None

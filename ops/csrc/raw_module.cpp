@@ -1,9 +1,10 @@
 // Variant `raw`: the launchers bound with pybind11, reached from Python with no
 // dispatcher in between. This is the floor every other boundary is measured
-// against.
+// against. Also: define_copy_first_op, which registers the args scenario's C++ ops at run time.
 #include <torch/extension.h>
 
 #include "launchers.h"
+#include "runtime_library.h"
 
 PYBIND11_MODULE(_dbench_raw, m) {
   m.doc() = "dbench launchers called directly (no dispatcher)";
@@ -47,4 +48,7 @@ PYBIND11_MODULE(_dbench_raw, m) {
   m.def("mm_kernel", &dbench::mm_kernel, "the kernel mm(a, b) runs ('wgmma', 'mma_sync', ..., or 'cpu')",
         pybind11::arg("a"), pybind11::arg("b"));
   m.def("has_cuda_kernels", &dbench::has_cuda_kernels);
+  m.def("define_copy_first_op", &dbench::define_copy_first_op,
+        "define ns::name(signature) with one boxed CPU/CUDA kernel copying its first argument",
+        pybind11::arg("ns"), pybind11::arg("name"), pybind11::arg("signature"));
 }
