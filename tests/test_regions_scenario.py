@@ -233,3 +233,20 @@ def test_an_op_that_cannot_chain_exits_2_saying_why(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "mm's first output ((64, 32), float32) cannot be its next call's first input ((64, 128), float32)" in proc.stderr
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_the_chain_rule_says_why_an_op_cannot_chain() -> None:
+    from dbench.ops.declare import Op, contract_of
+    from dbench.scenarios.regions import chain_rule
+
+    def rowsum(x: torch.Tensor) -> torch.Tensor:
+        return x.sum(-1)
+
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("no fake for you")
+
+    assert chain_rule(contract_of(Op(name="same", forward=torch.neg, reference=torch.neg), "t.py:same@0")) is None
+    assert "first output ((4,), float32) cannot be its next call's first input ((4, 32), float32)" in \
+        chain_rule(contract_of(Op(name="rowsum", forward=rowsum, reference=rowsum), "t.py:rowsum@0"))
+    assert "fake failed on its boundary inputs (ValueError: no fake for you)" in \
+        chain_rule(contract_of(Op(name="broken", forward=torch.neg, reference=torch.neg, fake=broken), "t.py:broken@0"))
