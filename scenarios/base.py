@@ -40,6 +40,11 @@ class Selection:
     # compiles); the run shows it. Not part of what was asked for.
     on_case: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
+    def building(self, label: str) -> None:
+        """Say that the case `label` is being built and checked (to on_case, when there is one)."""
+        if self.on_case is not None:
+            self.on_case(label)
+
     def modes_of(self, declared: tuple[str, ...]) -> tuple[str, ...]:
         """The scenario's modes this selection takes, in the scenario's order."""
         return tuple(m for m in declared if self.modes is None or m in self.modes)
@@ -368,8 +373,7 @@ def case_grid(
                     case.na_reason = skip(contract, variant, mode, point) if variant is not None else None
                     case.error = failed
                     if case.na_reason is None and variant is not None:
-                        if sel.on_case is not None:
-                            sel.on_case(case.label)
+                        sel.building(case.label)
                         fill(case, variant, contract, mode, spec)
                     cases.append(case)
     check_unique_labels(c.key for c in cases)

@@ -144,19 +144,24 @@ def _declared_calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool
     return calls
 
 
+def _leaves(contract: OpContract, tensors: Any) -> tuple[torch.Tensor, ...]:
+    """The op's tensor arguments as autograd leaves, a gradient wanted for its differentiable ones."""
+    return tuple(t.detach().requires_grad_(name in contract.differentiable)
+                 for t, name in zip(tensors, contract.tensor_args))
+
+
+def _one_or_all(grads: tuple[torch.Tensor, ...]) -> Any:
+    return grads if len(grads) > 1 else grads[0]
+
+
 def _native_backward(contract: OpContract, args: tuple[Any, ...], grads: list[torch.Tensor]) -> Callable[[], Any]:
     """The backward of the op's native form through autograd, on one recorded graph: the gradients
     the backward kernel computes, PyTorch's way."""
     n = len(contract.tensor_args)
-    leaves = tuple(a.detach().requires_grad_(name in contract.differentiable)
-                   for a, name in zip(args[:n], contract.tensor_args))
+    leaves = _leaves(contract, args[:n])
     outs = contract.differentiable_outputs(contract.aten(*leaves, *args[n:]))  # type: ignore[misc]
     wrt = contract.grad_inputs(leaves)
-
-    def call() -> Any:
-        got = torch.autograd.grad(outs, wrt, grads, retain_graph=True)
-        return got if len(got) > 1 else got[0]
-    return call
+    return lambda: _one_or_all(torch.autograd.grad(outs, wrt, grads, retain_graph=True))
 
 
 def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> Any:
@@ -179,13 +184,11 @@ def _declared_reference(contract: OpContract, args: tuple[Any, ...], mode: str, 
             if contract.n_outputs > 1 else outs.to(args[0].dtype)
     grads = _grads_of(contract, contract.launcher(contract.name)(*args), pool)
     n = len(contract.tensor_args)
-    a64 = [a.detach().double().requires_grad_(name in contract.differentiable)
-           for a, name in zip(args[:n], contract.tensor_args)]
+    a64 = _leaves(contract, [a.double() for a in args[:n]])
     ref = contract.differentiable_outputs(contract.reference(*a64, *args[n:]))
-    got = torch.autograd.grad(ref, contract.grad_inputs(tuple(a64)), [g.double() for g in grads])
+    got = torch.autograd.grad(ref, contract.grad_inputs(a64), [g.double() for g in grads])
     wrt = [a for a, name in zip(args[:n], contract.tensor_args) if name in contract.differentiable]
-    got = tuple(g.to(a.dtype) for g, a in zip(got, wrt))
-    return got if len(got) > 1 else got[0]
+    return _one_or_all(tuple(g.to(a.dtype) for g, a in zip(got, wrt)))
 
 
 def build(sel: Selection) -> list[Case]:
@@ -220,8 +223,7 @@ def build(sel: Selection) -> list[Case]:
                     cases.append(case)
                     if case.na_reason:
                         continue
-                    if sel.on_case is not None:
-                        sel.on_case(case.label)
+                    sel.building(case.label)
                     args = pool.args(contract, shape, dtype)
                     if (size, mode) not in calls:
                         calls[(size, mode)] = _calls(contract, args, mode, pool, compiled)
