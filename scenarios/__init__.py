@@ -46,10 +46,11 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         # and give the slopes' bootstrap over rounds enough rounds to resample.
         defaults={"rounds": (30, 15)},
         # The variants a dbench.Op declaration generates, and `registered`: the same op as a C++ TORCH_LIBRARY
-        # op with one boxed kernel, defined at run time (scenarios/args.py cpp_op).
+        # op with one boxed kernel, defined at run time (scenarios/args.py cpp_op), and `stable`: the same
+        # op behind the stable ABI (scenarios/args.py stable_op).
         variants=("raw", "define_impl", "custom_op", "custom_op_autograd", "autograd_key_py", "function_raw",
                   "function_define_impl", "function_custom_op", "nested_define_impl", "nested_custom_op",
-                  "registered"),
+                  "registered", "stable"),
         table_note="µs/arg = least-squares slope of the medians against the arity (arguments, or tensors in the "
                    "list), [95 % CI] from a bootstrap over rounds; r² of that line: well below 1, the cost is not "
                    "linear in the arity (or does not grow at all).",

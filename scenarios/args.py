@@ -14,6 +14,10 @@ The variant `registered` is the same op as a C++ TORCH_LIBRARY op, defined while
 schema is only known then) with one boxed CPU/CUDA kernel that copies the first argument through the
 noop launcher (ops/csrc/runtime_library.cpp), its fake and autograd formula registered from Python,
 as a user with their own C++ op would: the C++ boundary's cost per argument beside the Python ones.
+The variant `stable` is the same op once more as a stable-ABI op (torch.ops.dbench_stable.<name>, a
+boxed kernel per kind of argument in ops/csrc/stable_library.cpp that takes every argument off the
+stack as the stable ABI requires): what the stable ABI's conversion of each argument adds. Like the
+boundary scenario's `stable` row it has no autograd formula, so it has inference rows only.
 
 The table (analysis/arity.py) fits the cost per extra argument of each variant and kind.
 """
@@ -94,6 +98,10 @@ def _origin(contract: OpContract) -> str:
 
 
 CPP_NAMESPACE = "dbench_args"
+STABLE_NAMESPACE = "dbench_stable"  # the stable variant's ops: where ops/variants.py looks them up
+# The schema type of the arguments after the first, per kind: the stable kernel takes them off the stack.
+REST_TYPE = {"tensor": "Tensor", "mutable": "Tensor", "optional": "Tensor?", "list": "Tensor[]",
+             "float": "float", "int": "int", "bool": "bool", "str": "str"}
 
 
 _CPP_OPS: dict[str, Any] = {}  # a name is defined once per process: the dispatcher keeps it
@@ -118,16 +126,32 @@ def cpp_op(made: OpContract) -> Any:
     return op
 
 
+_STABLE_OPS: set[str] = set()
+
+
+def stable_op(made: OpContract) -> None:
+    """Defines `made` as a stable-ABI op, torch.ops.dbench_stable.<name> (once per process); the
+    stable variant registers its fake when it is built."""
+    from dbench.ops.native import define_stable_copy_first_op
+
+    if made.name not in _STABLE_OPS:
+        define_stable_copy_first_op(STABLE_NAMESPACE, made.name, made.signature(made.name),
+                                    REST_TYPE[kind_and_arity(made.name)[0]])
+        _STABLE_OPS.add(made.name)
+
+
 @functools.cache
 def contract(name: str) -> OpContract:
-    """The op's contract; with its C++ op as `registered` where the native build is there (without it
-    the Python variants still run, and `registered` has no row)."""
+    """The op's contract; with its C++ op as `registered` and its stable-ABI op as `stable` where the
+    native build is there (without it the Python variants still run, and those two have no rows)."""
     from dbench.ops.native import NativeBuildMissing
 
     op = declare(*kind_and_arity(name))
     made = contract_of(op, origin="")
     try:
         made = contract_of(dataclasses.replace(op, registered=cpp_op(made)), origin="")
+        stable_op(made)
+        made = dataclasses.replace(made, flavours=made.flavours | {"stable"})
     except NativeBuildMissing:
         pass
     return dataclasses.replace(made, origin=_origin(made))

@@ -188,3 +188,53 @@ def test_the_registered_row_is_a_cpp_op_of_the_same_schema_that_passes_the_check
         assert reason is None
         spec = InputSpec((16,), requires_grad=mode != "inference")
         assert preflight(variant, contract, mode, spec) is None, (kind, mode)
+
+
+@pytest.mark.parametrize("kind", ARG_KINDS)
+def test_the_stable_row_is_a_stable_abi_op_of_the_same_schema_that_passes_the_checks(kind: str,
+                                                                                      catalogue: None) -> None:
+    """`stable` is torch.ops.dbench_stable.<name>: a stable-ABI op with one boxed kernel per argument kind,
+    defined at run time, the schema the Python variants have, the first argument copied into a new
+    tensor, the checks passed in inference (it has no autograd formula, as in the boundary table)."""
+    name = op_name(kind, 4)
+    _registered(name)
+    contract = OPS[name]
+    variant = get_variant("stable", name)
+    assert variant.fn.name() == f"dbench_stable::{name}"
+    assert str(variant.fn._schema) == f"dbench_stable::{name}{contract.signature(name)}"
+    args = contract.make_inputs(InputSpec((16,)))
+    out = variant.fn(*args)
+    assert torch.equal(out, args[0]) and out.data_ptr() != args[0].data_ptr()
+    assert preflight(variant, contract, "inference", InputSpec((16,))) is None
+    assert not variant.spec.differentiable
+
+
+def test_a_stable_op_takes_every_argument_off_the_stack(catalogue: None) -> None:
+    """The stable ABI hands a boxed kernel its arguments to free. 200k calls with 15 str arguments each
+    (a kind whose stock conversion loses ~48 bytes per argument, pytorch/pytorch#191340: 140 MB here)
+    and as many with a Tensor[] of 15 leave the peak resident memory where it was."""
+    import resource
+
+    for kind in ("str", "list", "optional"):
+        name = op_name(kind, 16)
+        _registered(name)
+        fn = get_variant("stable", name).fn
+        args = OPS[name].make_inputs(InputSpec((16,)))
+        for _ in range(20_000):
+            fn(*args)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for _ in range(200_000):
+            fn(*args)
+        grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        assert grown_kib < 16 * 1024, (kind, grown_kib)
+
+
+def test_a_stable_op_is_defined_once_and_says_so(catalogue: None) -> None:
+    from dbench.ops.native import define_stable_copy_first_op
+
+    name = op_name("tensor", 2)
+    _registered(name)
+    with pytest.raises(RuntimeError, match=f"dbench_stable::{name} is already defined"):
+        define_stable_copy_first_op("dbench_stable", name, "(Tensor x0, Tensor x1) -> Tensor", "Tensor")
+    with pytest.raises(RuntimeError, match="no copy-first kernel for arguments of type 'Scalar'"):
+        define_stable_copy_first_op("dbench_stable", "args_never_defined", "(Tensor x0, Scalar s) -> Tensor", "Scalar")

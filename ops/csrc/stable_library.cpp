@@ -10,11 +10,19 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #endif
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <exception>
 #include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "../kernels/kernels.h"
 #include "message.h"
@@ -138,8 +146,91 @@ Tensor chain(Tensor x, int64_t k) { return Bodies::chain("dbench_stable::chain",
 
 std::string def(const schema::OpSchema& s) { return std::string(s.name) + s.signature; }
 
+// ---------------------------------------------------------------------------------------------
+// Ops defined while the process runs (the args scenario's generated schemas), the stable twin of
+// runtime_library.cpp: one boxed kernel per kind of the arguments after the first. A stable boxed
+// kernel owns its inputs (it must take each one off the stack, converting it to free it), and a
+// function pointer carries no state, so the kind that says how to take them is a template argument.
+using torch::stable::detail::StableLibrary;
+
+template <class Rest>
+void drop(StableIValue v) {
+  (void)torch::stable::detail::to<Rest>(v);  // converted and destroyed: frees what it owned
+}
+
+// Not to<std::string>: up to at least torch 2.13 its header copies the string out of a `new` one that
+// it never deletes, ~48 bytes lost per argument and call (pytorch/pytorch#191340), which a timing loop
+// of millions of calls would turn into gigabytes. The handle is what the stack owns: delete it.
+template <>
+void drop<std::string>(StableIValue v) {
+  StableApi::check(torch_delete_string(torch::stable::detail::to<StringHandle>(v)) == AOTI_TORCH_SUCCESS,
+                   "dbench_stable: could not free a str argument");
+}
+
+template <class Rest>
+void copy_first(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  StableApi::check(num_args >= 1 && num_outputs == 1, "dbench_stable: a copy-first op takes one or more ",
+                   "arguments and returns one tensor, got ", num_args, " and ", num_outputs);
+  Tensor first = torch::stable::detail::to<Tensor>(stack[0]);
+  for (uint64_t i = 1; i < num_args; ++i) {
+    drop<Rest>(stack[i]);
+  }
+  stack[0] = torch::stable::detail::from(Bodies::noop("dbench_stable::copy_first", first));
+}
+
+using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
+
+std::optional<BoxedKernel> kernel_for(std::string_view rest) {
+  if (rest == "Tensor") return &copy_first<Tensor>;
+  if (rest == "Tensor?") return &copy_first<std::optional<Tensor>>;
+  if (rest == "Tensor[]") return &copy_first<std::vector<Tensor>>;
+  if (rest == "float") return &copy_first<double>;
+  if (rest == "int") return &copy_first<int64_t>;
+  if (rest == "bool") return &copy_first<bool>;
+  if (rest == "str") return &copy_first<std::string>;
+  return std::nullopt;
+}
+
+// The libraries must outlive every call of their ops: deregistration happens in their destructors.
+std::vector<std::unique_ptr<StableLibrary>>& kept_libraries() {
+  static std::vector<std::unique_ptr<StableLibrary>> kept;
+  return kept;
+}
+
+void define_copy_first(const char* ns, const char* name, const char* signature, const char* rest) {
+  const std::optional<BoxedKernel> kernel = kernel_for(rest);
+  StableApi::check(kernel.has_value(), "dbench_stable: no copy-first kernel for arguments of type '", rest,
+                   "' (Tensor, Tensor?, Tensor[], float, int, bool, str)");
+  static std::mutex guard;
+  const std::lock_guard<std::mutex> lock(guard);
+  auto& kept = kept_libraries();
+  kept.push_back(std::make_unique<StableLibrary>(StableLibrary::Kind::FRAGMENT, ns, nullptr, __FILE__, __LINE__));
+  kept.back()->def((std::string(name) + signature).c_str());
+  for (const char* key : {"CPU", "CUDA"}) {
+    kept.push_back(std::make_unique<StableLibrary>(StableLibrary::Kind::IMPL, ns, key, __FILE__, __LINE__));
+    kept.back()->impl(name, *kernel);
+  }
+}
+
 }  // namespace
 }  // namespace dbench::stable_ops
+
+// For ctypes (ops/native.py define_stable_copy_first_op): defines ns::name with `signature`, every
+// argument after the first of type `rest`. Returns 0, or 1 with the reason in `error` (truncated to
+// error_size - 1 bytes): no exception crosses a C boundary.
+extern "C" __attribute__((visibility("default"))) int dbench_stable_define_copy_first(
+    const char* ns, const char* name, const char* signature, const char* rest, char* error, size_t error_size) {
+  try {
+    dbench::stable_ops::define_copy_first(ns, name, signature, rest);
+    return 0;
+  } catch (const std::exception& e) {
+    if (error_size > 0) {
+      std::strncpy(error, e.what(), error_size - 1);
+      error[error_size - 1] = '\0';
+    }
+    return 1;
+  }
+}
 
 STABLE_TORCH_LIBRARY(dbench_stable, m) {
   using namespace dbench;
