@@ -515,7 +515,7 @@ def fusion_chart(frame: pd.DataFrame) -> Figure:
 
 
 # Past matplotlib's ten colours: six more that none of them resembles (the boundary has 16 variants).
-EXTRA_COLORS = ("#000000", "#b8860b", "#000080", "#32cd32", "#ff00ff", "#008080")
+EXTRA_COLORS = ("#000000", "#000080", "#b8860b", "#32cd32", "#ff00ff", "#008080")
 
 
 def variant_styles(variants: list[str]) -> dict[str, tuple[str, str]]:
