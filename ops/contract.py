@@ -174,6 +174,10 @@ class OpContract:
         schema = str(getattr(torch.ops.dbench, op_name).default._schema)
         return schema[schema.index("(") :]
 
+    def written(self, op_name: str) -> tuple[str, ...]:
+        """The arguments op_name's schema declares written (`Tensor(a!) x`)."""
+        return written_arguments(op_name, self.signature(op_name))
+
     def outputs_of(self, out: Any) -> tuple[Tensor, ...]:
         """A call's outputs as a tuple (one output: a one-tuple)."""
         return tuple(out) if self.n_outputs > 1 else (out,)
@@ -271,3 +275,10 @@ class OpContract:
 
 def backward_fake(grad: Tensor, x: Tensor, *_: Any) -> Tensor:
     return x.new_empty(x.shape)
+
+
+def written_arguments(op_name: str, signature: str) -> tuple[str, ...]:
+    """The arguments a schema declares written (`Tensor(a!) x`): custom_op must be told the same, and
+    register_autograd refuses an op that has any."""
+    parsed = torch._C.parse_schema(op_name + signature)
+    return tuple(a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write)

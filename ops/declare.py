@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from .contract import Args, OpContract, OpKernels, Shape, Work
+from .contract import Args, OpContract, OpKernels, Shape, Work, written_arguments
 from .specs import USER_OP_NAMES
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -239,7 +239,7 @@ def contract_of(op: Op, origin: str) -> OpContract:
     if op.backward is not None:
         flavours.add("autograd_key_py")
         # custom_op's register_autograd refuses an op that writes to an input (a non-functional schema).
-        if not torch._C.parse_schema(op.name + schemas[op.name]).is_mutable:
+        if not written_arguments(op.name, schemas[op.name]):
             flavours.add("custom_op_autograd")
     if op.triton:
         flavours.add("triton_op")

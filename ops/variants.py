@@ -63,17 +63,11 @@ def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> F
     for op_name in _op_names(contract):
         schema = contract.signature(op_name)
         op = torch.library.custom_op(
-            f"{ns}::{op_name}", impls(op_name), mutates_args=_written(op_name, schema), schema=schema
+            f"{ns}::{op_name}", impls(op_name), mutates_args=contract.written(op_name), schema=schema
         )
         op.register_fake(_fake_for(contract, op_name))
         ops[op_name] = op
     return Flavour(ops[contract.name], ops.get(contract.backward_op or ""))
-
-
-def _written(op_name: str, schema: str) -> tuple[str, ...]:
-    """The arguments a schema declares written (`Tensor(a!) x`): custom_op must be told the same."""
-    parsed = torch._C.parse_schema(op_name + schema)
-    return tuple(a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write)
 
 
 @functools.cache

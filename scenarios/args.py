@@ -119,7 +119,7 @@ def cpp_op(made: OpContract) -> Any:
     raw().define_copy_first_op(CPP_NAMESPACE, made.name, made.signature(made.name))
     torch.library.register_fake(qualname)(kernel_fake)
     op = getattr(getattr(torch.ops, CPP_NAMESPACE), made.name)
-    if not _writes(made):
+    if not made.written(made.name):
         torch.library.register_autograd(qualname, registered_backward(made, Flavour(op, made.launcher(made.backward_op))),
                                         setup_context=made.save)
     _CPP_OPS[made.name] = op
@@ -167,14 +167,10 @@ def selected(sel: Selection) -> tuple[str, ...]:
     return tuple(n for n in sel.ops if kind_and_arity(n)[1] in arities(kind_and_arity(n)[0], sel.quick))
 
 
-def _writes(contract: OpContract) -> bool:
-    return torch._C.parse_schema(contract.name + contract.signature(contract.name)).is_mutable
-
-
 def _na_reason(contract: OpContract, variant: str, mode: str) -> str | None:
     """The C++ op of a mutable kind has no autograd formula: register_autograd refuses a schema that
     writes to an input (the generated custom_op_autograd has no row for it either)."""
-    if variant == "registered" and Mode(mode).inputs_require_grad and _writes(contract):
+    if variant == "registered" and Mode(mode).inputs_require_grad and contract.written(contract.name):
         return "a C++ op that writes to an input takes no register_autograd formula: no autograd row"
     return None
 

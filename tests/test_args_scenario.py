@@ -167,19 +167,27 @@ def test_the_ops_are_plain_declarations_of_one_kernel(catalogue: None) -> None:
         assert torch.equal(out, args[0]) and torch.equal(grad, torch.ones_like(grad))
 
 
+def _runtime_op(variant_name: str, namespace: str, kind: str) -> tuple[Any, Any, list[Any]]:
+    """The kind's 4-argument op as `variant_name`, checked to be namespace::<name> with the Python
+    variants' schema and to return a new tensor equal to its first argument."""
+    name = op_name(kind, 4)
+    _registered(name)
+    contract = OPS[name]
+    variant = get_variant(variant_name, name)
+    assert variant.fn.name() == f"{namespace}::{name}"
+    assert str(variant.fn._schema) == f"{namespace}::{name}{contract.signature(name)}"
+    args = contract.make_inputs(InputSpec((16,)))
+    out = variant.fn(*args)
+    assert torch.equal(out, args[0]) and out.data_ptr() != args[0].data_ptr()
+    return contract, variant, args
+
+
 @pytest.mark.parametrize("kind", ARG_KINDS)
 def test_the_registered_row_is_a_cpp_op_of_the_same_schema_that_passes_the_checks(kind: str, catalogue: None) -> None:
     """`registered` is torch.ops.dbench_args.<name>: a C++ op with one boxed kernel defined at run time,
     the schema the Python variants have, the first argument copied, the contract checks passed in
     every mode it has (a kind that writes to an input has no autograd row, and says why)."""
-    name = op_name(kind, 4)
-    _registered(name)
-    contract = OPS[name]
-    variant = get_variant("registered", name)
-    assert variant.fn.name() == f"dbench_args::{name}"
-    assert str(variant.fn._schema) == f"dbench_args::{name}{contract.signature(name)}"
-    args = contract.make_inputs(InputSpec((16,)))
-    assert torch.equal(variant.fn(*args), args[0])
+    contract, variant, args = _runtime_op("registered", "dbench_args", kind)
     for mode in ("inference", "fwd_requires_grad"):
         reason = _na_reason(contract, "registered", mode)
         if kind == "mutable" and mode == "fwd_requires_grad":
@@ -196,15 +204,7 @@ def test_the_stable_row_is_a_stable_abi_op_of_the_same_schema_that_passes_the_ch
     """`stable` is torch.ops.dbench_stable.<name>: a stable-ABI op with one boxed kernel per argument kind,
     defined at run time, the schema the Python variants have, the first argument copied into a new
     tensor, the checks passed in inference (it has no autograd formula, as in the boundary table)."""
-    name = op_name(kind, 4)
-    _registered(name)
-    contract = OPS[name]
-    variant = get_variant("stable", name)
-    assert variant.fn.name() == f"dbench_stable::{name}"
-    assert str(variant.fn._schema) == f"dbench_stable::{name}{contract.signature(name)}"
-    args = contract.make_inputs(InputSpec((16,)))
-    out = variant.fn(*args)
-    assert torch.equal(out, args[0]) and out.data_ptr() != args[0].data_ptr()
+    contract, variant, args = _runtime_op("stable", "dbench_stable", kind)
     assert preflight(variant, contract, "inference", InputSpec((16,))) is None
     assert not variant.spec.differentiable
 
