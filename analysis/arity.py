@@ -7,12 +7,14 @@ arity. Its CI comes from a bootstrap over rounds, not from linregress's standard
 times every arity once, interleaved, so resampling whole rounds keeps a slow round's arities
 together and measures what the timing noise does to the slope, while the standard error of four to
 seven medians would measure only how far they stray from a line (with two to five degrees of freedom).
+Beside it, the slope as a share of the call at the smallest arity (%/arg), from the same resamples:
+on a host whose speed state shifts between runs the µs figure moves with it, the share does not.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,12 +26,21 @@ SEED = 0  # the bootstrap's resamples: a result's table is the same every time i
 SLOPE_COLUMN = "µs/arg [95 % CI]"
 
 
+SHARE_COLUMN = "%/arg [95 % CI]"
+
+
 class Fit(NamedTuple):
     slope: float  # µs per extra argument
     ci_low: float
     ci_high: float
     intercept: float  # µs at arity 0, extrapolated
     r2: float  # of the line through the medians: well below 1, the cost is not linear in the arity
+    # The slope as a share of the median at the smallest arity (0.02: each argument adds 2 % of the
+    # one-argument call). An absolute slope moves with the host's speed as every µs figure does; a
+    # slope and the call it is a share of, timed in the same rounds, move together, and this does not.
+    share: float = math.nan
+    share_low: float = math.nan
+    share_high: float = math.nan
 
 
 def fit_slope(arities: Sequence[float], samples: np.ndarray, seed: int = SEED) -> Fit:
@@ -37,19 +48,27 @@ def fit_slope(arities: Sequence[float], samples: np.ndarray, seed: int = SEED) -
     with its bootstrap CI over rounds (NaN with fewer than 3 rounds)."""
     x = np.asarray(arities, dtype=float)
     samples = np.asarray(samples, dtype=float)
-    point = scipy.stats.linregress(x, np.median(samples, axis=1))
+    medians = np.median(samples, axis=1)
+    point = scipy.stats.linregress(x, medians)
     line = (float(point.intercept), float(point.rvalue) ** 2)
+    share = float(point.slope) / float(medians[np.argmin(x)])
     if samples.shape[1] < 3:
-        return Fit(float(point.slope), math.nan, math.nan, *line)
+        return Fit(float(point.slope), math.nan, math.nan, *line, share)
 
-    def slope(rounds: np.ndarray, axis: int = -1) -> np.ndarray:
-        medians = np.median(samples[:, rounds.astype(int)], axis=-1)  # arity x resample
-        return np.polyfit(x, medians.reshape(len(x), -1), 1)[0].reshape(rounds.shape[:-1])
+    def statistic(of_share: bool) -> Any:
+        def slope(rounds: np.ndarray, axis: int = -1) -> np.ndarray:
+            resampled = np.median(samples[:, rounds.astype(int)], axis=-1).reshape(len(x), -1)  # arity x resample
+            fitted = np.polyfit(x, resampled, 1)[0]
+            return (fitted / resampled[np.argmin(x)] if of_share else fitted).reshape(rounds.shape[:-1])
+        return slope
 
-    ci = scipy.stats.bootstrap((np.arange(samples.shape[1]),), slope, vectorized=True, n_resamples=RESAMPLES,
-                               confidence_level=CONFIDENCE, method="percentile",
-                               rng=np.random.default_rng(seed)).confidence_interval
-    return Fit(float(point.slope), float(ci.low), float(ci.high), *line)
+    # The same seed: both intervals come from the same resamples of rounds.
+    ci, share_ci = (scipy.stats.bootstrap((np.arange(samples.shape[1]),), statistic(of_share), vectorized=True,
+                                          n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+                                          rng=np.random.default_rng(seed)).confidence_interval
+                    for of_share in (False, True))
+    return Fit(float(point.slope), float(ci.low), float(ci.high), *line, share, float(share_ci.low),
+               float(share_ci.high))
 
 
 def args_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -92,16 +111,23 @@ def _shown(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[runs]
 
 
+def share_text(fit: pd.Series) -> str:
+    ci = "" if pd.isna(fit["share_low"]) else f" [{100 * fit['share_low']:.2f}, {100 * fit['share_high']:.2f}]"
+    return f"{100 * fit['share']:.2f}{ci}"
+
+
 def _slope_of(fits: pd.DataFrame, mode: str, variant: str, kind: str, column: str = "slope") -> str:
     found = fits[(fits["mode"] == mode) & (fits["variant"] == variant) & (fits["arg_kind"] == kind)]
     if not len(found):
         return ""
-    return slope_text(found.iloc[0]) if column == "slope" else f"{found.iloc[0][column]:.2f}"
+    text = {"slope": slope_text, "share": share_text}.get(column)
+    return text(found.iloc[0]) if text else f"{found.iloc[0][column]:.2f}"
 
 
 def args_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """Per mode, the µs per extra argument of each variant (rows) and kind (columns); then per mode
-    and kind, µs per call of each variant at each arity, and the fitted slope."""
+    and kind, µs per call of each variant at each arity, the fitted slope, and the slope as a share
+    of the call at the smallest arity."""
     rows, fits = _shown(args_rows(frame)), args_fits(frame)
     out = []
     for mode, g in rows.groupby("mode", sort=False):
@@ -115,6 +141,7 @@ def args_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         grid = grid[sorted(grid.columns)]
         grid.columns = [str(int(a)) for a in grid.columns]
         grid[SLOPE_COLUMN] = [_slope_of(fits, mode, v, kind) for v in grid.index]
+        grid[SHARE_COLUMN] = [_slope_of(fits, mode, v, kind, "share") for v in grid.index]
         grid["r²"] = [_slope_of(fits, mode, v, kind, "r2") for v in grid.index]
         out.append((f"args {kind}/{mode}: CPU µs per call by number of arguments", grid.rename_axis("variant")))
     return out

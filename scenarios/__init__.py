@@ -53,7 +53,8 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
                   "registered", "stable"),
         table_note="µs/arg = least-squares slope of the medians against the arity (arguments, or tensors in the "
                    "list), [95 % CI] from a bootstrap over rounds; r² of that line: well below 1, the cost is not "
-                   "linear in the arity (or does not grow at all).",
+                   "linear in the arity (or does not grow at all). %/arg = that slope as a share of the call at the "
+                   "smallest arity, from the same resamples: it holds where the host's speed moves µs between runs.",
         tables="args", figures=("args",),
     ),
     Declaration(

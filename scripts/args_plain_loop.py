@@ -73,30 +73,33 @@ def main() -> int:
 
     theirs = _scenario_slopes(args.result) if args.result else {}
     out = {"device": args.device, "torch": torch.__version__, "rounds": args.rounds, "variants": {}}
-    print("| variant | " + " | ".join(f"n={n}" for n in ARITIES) + " | loop µs/arg | scenario µs/arg | scenario/loop |")
-    print("|---" * (len(ARITIES) + 4) + "|")
+    print("| variant | " + " | ".join(f"n={n}" for n in ARITIES)
+          + " | loop µs/arg | scenario µs/arg | scenario/loop | loop %/arg | scenario %/arg |")
+    print("|---" * (len(ARITIES) + 6) + "|")
     for variant in VARIANTS:
         medians = [float(np.median(samples[variant, n])) for n in ARITIES]
         slope = float(np.polyfit(ARITIES, medians, 1)[0])
-        other = theirs.get(variant)
+        share = slope / medians[0]  # as a share of the one-argument call: what a host's speed state leaves alone
+        other, other_share = theirs.get(variant, (None, None))
         out["variants"][variant] = {"medians_us": dict(zip(map(str, ARITIES), medians)), "slope_us": slope,
-                                    "scenario_slope_us": other}
-        ratio = f"{other / slope:.3f}" if other is not None else "—"
+                                    "share": share, "scenario_slope_us": other, "scenario_share": other_share}
+        cells = ("—", "—", "—") if other is None else (f"{other:.4f}", f"{other / slope:.3f}", f"{100 * other_share:.2f}")
         print(f"| {variant} | " + " | ".join(f"{m:.2f}" for m in medians)
-              + f" | {slope:.4f} | {other if other is None else f'{other:.4f}'} | {ratio} |")
+              + f" | {slope:.4f} | {cells[0]} | {cells[1]} | {100 * share:.2f} | {cells[2]} |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 
-def _scenario_slopes(path: Path) -> dict[str, float]:
-    """The scenario's fitted µs per extra tensor argument, inference mode, per variant."""
+def _scenario_slopes(path: Path) -> dict[str, tuple[float, float]]:
+    """The scenario's fitted µs per extra tensor argument and its share of the one-argument call,
+    inference mode, per variant."""
     from dbench.analysis.arity import args_fits
     from dbench.analysis.load import load_results
 
     fits = args_fits(load_results([path]))
     fits = fits[(fits["mode"] == "inference") & (fits["arg_kind"] == "tensor")]
-    return {str(v): float(s) for v, s in zip(fits["variant"], fits["slope"])}
+    return {str(v): (float(s), float(f)) for v, s, f in zip(fits["variant"], fits["slope"], fits["share"])}
 
 
 if __name__ == "__main__":

@@ -139,7 +139,20 @@ def test_the_tables_give_every_arity_and_the_slope() -> None:
     summary = grids["args inference: CPU µs per extra argument, by kind [95 % CI]"]
     assert summary.loc["custom_op", "tensor"].startswith("1.5")
     detail = grids["args tensor/inference: CPU µs per call by number of arguments"]
-    assert list(detail.columns) == ["1", "2", "4", "8", "16", "32", "64", "µs/arg [95 % CI]", "r²"]
+    assert list(detail.columns) == ["1", "2", "4", "8", "16", "32", "64", "µs/arg [95 % CI]", "%/arg [95 % CI]", "r²"]
+    share = float(detail.loc["custom_op", "%/arg [95 % CI]"].split()[0])
+    assert share == pytest.approx(100 * 1.5 / 21.5, rel=0.03)  # 1.5 µs of the 21.5 at one argument
+
+
+def test_the_share_per_argument_holds_when_the_host_changes_speed_between_runs() -> None:
+    """The same op timed on a host 1.7x slower (every sample scaled): the slope in µs moves 1.7x, the
+    slope as a share of the one-argument call stays, CI and all."""
+    fast = _synthetic(slope=1.5, intercept=20.0, rounds=30)
+    slow = fast.assign(samples=[[1.7 * v for v in s] for s in fast["samples"]])
+    (a,), (b,) = args_fits(fast).itertuples(), args_fits(slow).itertuples()
+    assert b.slope == pytest.approx(1.7 * a.slope) and b.ci_high == pytest.approx(1.7 * a.ci_high)
+    assert a.share == pytest.approx(1.5 / 21.5, rel=0.03) and a.share_low < 1.5 / 21.5 < a.share_high
+    assert (b.share, b.share_low, b.share_high) == pytest.approx((a.share, a.share_low, a.share_high))
 
 
 @pytest.mark.parametrize(("argv", "says"), [
