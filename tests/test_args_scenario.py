@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from dbench.analysis.arity import args_fits, args_grids, fit_slope
+from dbench.analysis.load import load_results
 from dbench.ops.catalog import OPS
 from dbench.ops.contract import InputSpec
 from dbench.ops.specs import USER_OP_NAMES
@@ -251,3 +252,31 @@ def test_a_stable_op_is_defined_once_and_says_so(catalogue: None) -> None:
         define_stable_copy_first_op("dbench_stable", name, "(Tensor x0, Tensor x1) -> Tensor", "Tensor")
     with pytest.raises(RuntimeError, match="no copy-first kernel for arguments of type 'Scalar'"):
         define_stable_copy_first_op("dbench_stable", "args_never_defined", "(Tensor x0, Scalar s) -> Tensor", "Scalar")
+
+
+def test_the_plain_loop_times_the_same_ops_and_shows_the_scenarios_slopes_beside(tmp_path: Path) -> None:
+    """scripts/args_plain_loop.py, run as a user would from another folder: a median per variant and
+    arity, a slope and its share of the one-argument call, and beside them the slopes a result file holds."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    (result,) = (root / "results" / "cpu-intel-r-xeon-r-processor").glob("args-cpu-*.json")
+    out = tmp_path / "loop.json"
+    done = subprocess.run([sys.executable, str(root / "scripts" / "args_plain_loop.py"), "--rounds", "2",
+                           "--block-ms", "0.2", "--result", str(result), "--json", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[0].startswith("| variant | n=1 |")
+    loop = json.loads(out.read_text())["variants"]
+    fits = args_fits(load_results([result]))
+    fits = fits[(fits["mode"] == "inference") & (fits["arg_kind"] == "tensor")].set_index("variant")
+    assert set(loop) == {"define_impl", "custom_op", "registered", "stable"}
+    for variant, got in loop.items():
+        medians = [got["medians_us"][str(n)] for n in (1, 2, 4, 8, 16, 32, 64)]
+        assert all(m > 0 for m in medians) and got["share"] == pytest.approx(got["slope_us"] / medians[0])
+        if variant in fits.index:  # that result predates the stable row
+            assert got["scenario_slope_us"] == pytest.approx(fits.loc[variant, "slope"])
+            assert got["scenario_share"] == pytest.approx(fits.loc[variant, "share"])
+        else:
+            assert got["scenario_slope_us"] is None
