@@ -526,8 +526,8 @@ def variant_styles(variants: list[str]) -> dict[str, tuple[str, str]]:
 
 def args_chart(frame: pd.DataFrame) -> Figure:
     """CPU µs per call against the number of arguments (log2 axis), one line per variant (dashed:
-    fwd_requires_grad), one panel per argument kind: the slope of a line is what one more argument
-    of that kind costs the variant."""
+    fwd_requires_grad; squares: called from C++), one panel per argument kind: the slope of a line is
+    what one more argument of that kind costs the variant."""
     from matplotlib.lines import Line2D
 
     from dbench.analysis.arity import args_rows
@@ -537,6 +537,8 @@ def args_chart(frame: pd.DataFrame) -> Figure:
         raise ValueError("no timed args rows in this frame")
     kinds, variants = list(dict.fromkeys(rows["arg_kind"])), list(dict.fromkeys(rows["variant"]))
     styles = variant_styles(variants)
+    # The calls from C++ (the driver's rows) as squares, beside the circles of the calls from Python.
+    styles.update({v: (styles[v][0], "s") for v in set(rows.loc[rows["driver"] == "cpp", "variant"])})
     fig, axes = _panels(len(kinds), 10, width=4.2, cols=4)
     for ax, kind in zip(axes, kinds):
         g = rows[rows["arg_kind"] == kind]

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -74,6 +76,19 @@ CPP_MODES: tuple[str, ...] = ("inference", "no_grad", "inference_mode", "fwd_req
 BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op in the same mode (the forward-only modes)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
 
+@dataclass(frozen=True)
+class CppRequest:
+    """What a scenario asks of the C++ driver: its ops, the driver's own flags for them, the modes
+    the driver times for it, and fields each op's rows carry beyond the driver's key (a scenario's
+    axes, an op's source digest)."""
+
+    ops: tuple[str, ...]
+    scenario: str = "boundary"
+    driver_args: tuple[str, ...] = ()
+    modes: tuple[str, ...] = CPP_MODES
+    op_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
 class CppDriverMissing(RuntimeError):
     """The driver was not built here (no Google Benchmark): the section is skipped, and says so."""
 
@@ -99,10 +114,11 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-def failed_rows(ops: Iterable[str], device: str, reason: str, metric: str = "cpu_us") -> list[dict[str, Any]]:
+def failed_rows(ops: Iterable[str], device: str, reason: str, metric: str = "cpu_us",
+                scenario: str = "boundary") -> list[dict[str, Any]]:
     """One FAILED row per op for a driver run that produced nothing (the table lists it with its reason):
     metric cpu_us for the plain run, gpu_us for the GPU pass."""
-    key = {"scenario": "boundary", "variant": "cpp_driver", "mode": "inference", "device": device, "driver": "cpp"}
+    key = {"scenario": scenario, "variant": "cpp_driver", "mode": "inference", "device": device, "driver": "cpp"}
     timer = GPU_TIMER if metric == "gpu_us" else TIMER
     return [stat_row({**key, "op": op}, metric=metric, unit="us", timer=timer, samples=[], status="failed",
                      reason=reason) for op in ops]
@@ -183,14 +199,22 @@ def _ordered(cases: Mapping[tuple[str, str, str], Any]) -> list[tuple[str, str, 
     from dbench.ops.variants import MODES
 
     order = {k: i for i, k in enumerate(CPP_VARIANTS)}
-    op_order = list(OPS) + sorted({k[0] for k in cases} - set(OPS))
+    op_order = list(OPS) + sorted({k[0] for k in cases} - set(OPS), key=_natural)
     return sorted(cases, key=lambda k: (op_order.index(k[0]), order[k[1]], MODES.index(k[2])))
 
 
-def _row_key(op: str, kind: str, mode: str, device: str, context: Mapping[str, Any]) -> dict[str, Any]:
-    """The case key of a driver row: its CPU and GPU rows share it (bench.identity.case_identity)."""
-    return {"scenario": "boundary", "op": op, "variant": CPP_VARIANTS[kind][0], "mode": mode, "device": device,
-            "shape": _shape(context), "dtype": str(context.get("dbench_dtype", "float32")), "driver": "cpp"}
+def _natural(name: str) -> tuple[Any, ...]:
+    """'args_tensor_16' after 'args_tensor_2': the digits of a name compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _row_key(op: str, kind: str, mode: str, device: str, context: Mapping[str, Any],
+             op_keys: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The case key of a driver row: its CPU and GPU rows share it (bench.identity.case_identity); the
+    scenario is the one the driver says it ran, and `op_keys` adds the fields a scenario gives each op."""
+    return {"scenario": str(context.get("dbench_scenario", "boundary")), "op": op, "variant": CPP_VARIANTS[kind][0],
+            "mode": mode, "device": device, "shape": _shape(context),
+            "dtype": str(context.get("dbench_dtype", "float32")), **op_keys.get(op, {}), "driver": "cpp"}
 
 
 def _counter_samples(case: Mapping[str, Any], metric: str) -> tuple[list[float], str | None]:
@@ -237,7 +261,8 @@ def _gpu_rows(key: dict[str, Any], case: Mapping[str, Any], base: Mapping[str, A
     return rows
 
 
-def convert(document: Mapping[str, Any], device: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def convert(document: Mapping[str, Any], device: str | None = None,
+            op_keys: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Google Benchmark JSON (with per-repetition runs) -> (suite rows, context).
 
     A plain run gives cpu_us rows (real_time per call). A GPU pass CUPTI traced gives gpu_us and
@@ -257,7 +282,7 @@ def convert(document: Mapping[str, Any], device: str | None = None) -> tuple[lis
         case = cases[(op, kind, mode)]
         base = cases.get((op, BASELINE_KIND, mode)) if kind != BASELINE_KIND else None
         baseline = f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None
-        key = _row_key(op, kind, mode, device, context)
+        key = _row_key(op, kind, mode, device, context, op_keys or {})
         if state == GPU_PASS_OFF:
             rows.append(_cpu_row(key, case, base, baseline))
         elif state == GPU_PASS_TRACED:
@@ -274,6 +299,7 @@ def run_cpp_driver(
     timeout: float | None = None,
     gpu_timer: str = GPU_PASS_OFF,
     keep: Path | None = None,
+    op_keys: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the driver on ``device`` (cpu, cuda, cuda:N) and return (rows, context).
 
@@ -284,7 +310,8 @@ def run_cpp_driver(
     build type) plus the driver's ``dbench_*`` keys and the command line.
     ``gpu_timer="cupti"`` makes the run a GPU pass (``run_cpp_gpu_pass``). ``keep``: a path to
     keep Google Benchmark's own JSON at (written whole or not at all), for the tools that read that
-    format (google-benchmark's compare.py, Bencher, github-action-benchmark).
+    format (google-benchmark's compare.py, Bencher, github-action-benchmark). ``op_keys``: fields
+    each op's rows carry beyond the driver's key (``CppRequest.op_keys``).
     """
     if gpu_timer not in (GPU_PASS_OFF, GPU_PASS_TRACED):
         raise ValueError(f"gpu_timer must be {GPU_PASS_OFF!r} or {GPU_PASS_TRACED!r}, got {gpu_timer!r}")
@@ -302,7 +329,7 @@ def run_cpp_driver(
     text, tail = _driver_json(path, args, timeout)
     document = json.loads(text)
     try:
-        rows, context = convert(document)
+        rows, context = convert(document, op_keys=op_keys)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CppDriverFailed(f"C++ driver {path.name} wrote JSON this suite cannot read ({exc})", tail) from None
     context["dbench_command"] = [path.name, *args]
@@ -345,6 +372,7 @@ def run_cpp_gpu_pass(
     *,
     timeout: float | None = None,
     keep: Path | None = None,
+    op_keys: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The driver's GPU pass on a CUDA ``device``: (gpu_us and kernels_per_call rows, context).
 
@@ -357,4 +385,4 @@ def run_cpp_gpu_pass(
 
         min_time = GPU_MIN_BLOCK_SECONDS
     return run_cpp_driver(device, repetitions, min_time, extra_args, timeout=timeout, gpu_timer=GPU_PASS_TRACED,
-                          keep=keep)
+                          keep=keep, op_keys=op_keys)

@@ -40,11 +40,13 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     ),
     Declaration(
         "args", "per-call CPU cost of each registration variant by the number and kind of its arguments",
-        # No GPU pass: the one kernel is the same at every arity, only the CPU side grows.
-        passes=(Pass.CPU_ROUNDS,), modes=("inference", "fwd_requires_grad"), ops=ARGS_OPS,
+        # No GPU pass: the one kernel is the same at every arity, only the CPU side grows. The C++ pass:
+        # the same ops defined and called from C++ (typed and boxed; scenarios/args.py cpp_request).
+        passes=(Pass.CPU_ROUNDS, Pass.CPP_DRIVER), modes=("inference", "fwd_requires_grad"), ops=ARGS_OPS,
         # --quick: the contract checks of ~30 ops take a minute or more; 15 rounds (not 6) add ~20 s
-        # and give the slopes' bootstrap over rounds enough rounds to resample.
-        defaults={"rounds": (30, 15)},
+        # and give the slopes' bootstrap over rounds enough rounds to resample. The driver times four
+        # calls of each of up to 55 ops: shorter repetitions than the boundary's (~45 s in all, --quick ~5 s).
+        defaults={"rounds": (30, 15), "cpp_repetitions": (10, 5), "cpp_min_time": (0.02, 0.005)},
         # The variants a dbench.Op declaration generates, and `registered`: the same op as a C++ TORCH_LIBRARY
         # op with one boxed kernel, defined at run time (scenarios/args.py cpp_op), and `stable`: the same
         # op behind the stable ABI (scenarios/args.py stable_op).

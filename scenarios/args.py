@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from dbench.bench.case import Case
+from dbench.bench.cpp_results import CppRequest
 from dbench.ops import Mode
 from dbench.ops.contract import OpContract
 from dbench.ops.declare import Op, contract_of, register
@@ -193,10 +194,24 @@ def build(sel: Selection) -> list[Case]:
                      skip=lambda contract, variant, mode, point: _na_reason(contract, variant.spec.name, mode))
 
 
+def cpp_request(sel: Selection) -> CppRequest:
+    """The same ops called from C++: the driver defines each one as this file does (its C++ op and its
+    stable-ABI op, from the same schema) and times a typed and a boxed call of the first, a typed call
+    of the second, and the noop launcher on the first tensor (the C++ floor), in inference."""
+    ops = selected(sel)
+    specs = [f"--dbench_args_op={n}|{kind_and_arity(n)[1]}|{kind_and_arity(n)[0]}|{REST_TYPE[kind_and_arity(n)[0]]}|"
+             f"{contract(n).signature(n)}" for n in ops]
+    keys = {n: {"arg_kind": kind_and_arity(n)[0], "arity": kind_and_arity(n)[1], "axes": [a.name for a in AXES],
+                "op_source": contract(n).origin} for n in ops}
+    return CppRequest(ops, scenario="args", driver_args=(*specs, f"--dbench_args_shape={'x'.join(map(str, SHAPE))}"),
+                      modes=("inference",), op_keys=keys)
+
+
 SCENARIO = Scenario(
     DECLARATIONS["args"],
     build=build,
     plan=plan,
     axes=AXES,
     baseline_variants=tuple(dict.fromkeys(BASELINE[m] for m in MODES)),
+    cpp_request=cpp_request,
 )

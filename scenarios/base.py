@@ -14,6 +14,7 @@ from torch import Tensor
 from dbench.bench.identity import case_label, check_unique_labels
 from dbench.bench.passes import Pass
 from dbench.bench.case import Case
+from dbench.bench.cpp_results import CppRequest
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 from dbench.ops.specs import needs_gradient
 
@@ -109,11 +110,15 @@ class Scenario:
     # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
     custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
     custom_report: Callable[[list[dict[str, Any]], Any], int] | None = None
+    # A scenario that makes the C++ pass says what the driver times: cpp_request(sel) -> CppRequest.
+    cpp_request: Callable[[Selection], CppRequest] | None = None
 
     def __post_init__(self) -> None:
         custom = self.declaration.makes(Pass.CUSTOM)
         if custom != (self.custom_run is not None and self.custom_report is not None):
             raise ValueError(f"scenario {self.name}: custom_run and custom_report go with the custom pass, and only it")
+        if self.declaration.makes(Pass.CPP_DRIVER) != (self.cpp_request is not None):
+            raise ValueError(f"scenario {self.name}: cpp_request goes with the C++ pass, and only it")
 
     # What the declaration says, read where the scenario object is at hand.
     @property

@@ -10,6 +10,7 @@ inference_mode), `function_raw` once one is.
 from __future__ import annotations
 
 from dbench.bench.case import Case
+from dbench.bench.cpp_results import CppRequest
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 
 from . import DECLARATIONS
@@ -41,9 +42,17 @@ def build(sel: Selection) -> list[Case]:
                      requires_grad=lambda m: Mode(m).inputs_require_grad)
 
 
+def cpp_request(sel: Selection) -> CppRequest:
+    """The C++ driver times the selected ops it was built with: the shipped ops with a C++ flavour."""
+    from dbench.ops import OPS
+
+    return CppRequest(tuple(op for op in sel.ops if OPS[op].boundary and OPS[op].has_flavour("cpp")))
+
+
 SCENARIO = Scenario(
     DECLARATIONS["boundary"],
     build=build,
     plan=lambda sel: grid_plan(sel, sel.modes_of(MODES)),
     baseline_variants=tuple(dict.fromkeys(BASELINE.values())),
+    cpp_request=cpp_request,
 )

@@ -20,7 +20,7 @@ from dbench.ops.contract import InputSpec
 from dbench.ops.specs import USER_OP_NAMES
 from dbench.ops.variants import get_variant, has_variant
 from dbench.scenarios import DECLARATIONS
-from dbench.scenarios.arity import ARG_KINDS, QUICK_ARITIES, arities, op_name
+from dbench.scenarios.arity import ARG_KINDS, QUICK_ARITIES, arities, kind_and_arity, op_name
 from dbench.scenarios.args import _na_reason, build, selected
 from dbench.scenarios.base import Selection, preflight
 
@@ -98,7 +98,7 @@ def test_a_quick_cpu_run_has_rows_for_every_kind_and_arity(tmp_path: Path, catal
     code = run_main.main(["--scenario", "args", "--quick", "--device", "cpu", "--no-pin", "--rounds", "3",
                           "--block-ms", "0.2", "--variants", "raw,function_raw", "--out", str(tmp_path), "--plot"])
     assert code == 0
-    (path,) = tmp_path.glob("args-*.json")
+    (path,) = [p for p in tmp_path.glob("args-*.json") if ".gbench" not in p.name]  # not the driver's own JSON
     rows = json.loads(path.read_text())["rows"]
     timed = {(r["arg_kind"], r["arity"], r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
     for kind in ARG_KINDS:
@@ -109,6 +109,38 @@ def test_a_quick_cpu_run_has_rows_for_every_kind_and_arity(tmp_path: Path, catal
     assert all(r["axes"] == ["arg_kind", "arity"] and r["op"] == op_name(r["arg_kind"], r["arity"]) for r in rows)
     assert all(r["op_source"].startswith(f"dbench.scenarios.args:{r['op']}@") for r in rows)
     assert [p.name for p in tmp_path.glob("*.png")] == [f"{path.stem}-args.png"]
+    from dbench.bench.cpp_results import driver_path
+
+    if driver_path().is_file():  # the C++ pass: every quick op called from C++, fitted like the others
+        cpp = {(r["arg_kind"], r["arity"], r["variant"]) for r in rows if r["driver"] == "cpp" and r["status"] == "ok"}
+        assert cpp == {(k, n, v) for k in ARG_KINDS for n in arities(k, quick=True)
+                       for v in ("cpp_direct", "cpp_typed", "cpp_boxed", "cpp_stable_typed")}
+        fits = args_fits(load_results([path]))
+        assert set(fits.loc[fits["variant"] == "cpp_typed", "arg_kind"]) == set(ARG_KINDS)
+
+
+def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(catalogue: None) -> None:
+    """Every op of the scenario, defined in the C++ driver from the schema the Python side declares:
+    its typed and boxed calls, the stable op's typed call and the floor pass the driver's check (the
+    call returns a copy of the first tensor) and give rows keyed like the Python rows (axes, source)."""
+    from dbench.bench.cpp_results import driver_path, run_cpp_driver
+    from dbench.scenarios.args import cpp_request
+    from dbench.scenarios.arity import ARGS_OPS
+
+    if not driver_path().is_file():
+        pytest.skip("dbench_cpp_driver is not built (no Google Benchmark): tests/test_cpp_driver.py says why")
+    request = cpp_request(Selection(ops=ARGS_OPS, variants=VARIANTS, device="cpu", explicit_ops=True))
+    assert request.ops == ARGS_OPS and request.modes == ("inference",) and request.scenario == "args"
+    rows, context = run_cpp_driver("cpu", repetitions=1, min_time=0.0005, timeout=600,
+                                   extra_args=[*request.driver_args, "--dbench_no_pin"], op_keys=request.op_keys)
+    assert context["dbench_scenario"] == "args" and context["dbench_shape"] == "16"
+    assert [r["reason"] for r in rows if r["status"] != "ok"] == []
+    got = {(r["op"], r["variant"], r["mode"]) for r in rows}
+    assert got == {(op, v, "inference") for op in ARGS_OPS
+                   for v in ("cpp_direct", "cpp_typed", "cpp_boxed", "cpp_stable_typed")}
+    for r in rows:
+        assert (r["arg_kind"], r["arity"]) == kind_and_arity(r["op"]) and r["axes"] == ["arg_kind", "arity"]
+        assert r["op_source"] == OPS[r["op"]].origin and r["shape"] == [16] and r["scenario"] == "args"
 
 
 def _synthetic(slope: float, intercept: float, rounds: int, seed: int = 1) -> pd.DataFrame:

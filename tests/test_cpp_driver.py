@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 
 from dbench.bench import cpp_results
 from dbench.bench.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
+from dbench.bench.identity import case_identity
 from dbench.bench.results import REQUIRED_ROW_FIELDS
 from dbench.ops.native import build_dir
 
@@ -124,6 +126,36 @@ def test_convert_hand_written_json() -> None:
 def test_convert_uses_the_given_device() -> None:
     rows, _ = convert(HAND_WRITTEN, device="cuda:0")
     assert {r["device"] for r in rows} == {"cuda:0"}
+
+
+def test_convert_keys_rows_by_the_scenario_the_driver_ran_and_the_fields_it_is_given() -> None:
+    """The args scenario's driver rows: the scenario and shape the driver names in its context, and
+    each op's axes and source digest from the scenario (CppRequest.op_keys), in natural op order."""
+    doc = {"context": {**HAND_WRITTEN["context"], "dbench_scenario": "args", "dbench_shape": "16"},
+           "benchmarks": [_run(f"args_tensor_{n}/{kind}/inference", 0, 1.0 + n)
+                          for n in (16, 2) for kind in ("direct", "typed")]}
+    keys = {f"args_tensor_{n}": {"arg_kind": "tensor", "arity": n, "axes": ["arg_kind", "arity"],
+                                 "op_source": f"m:args_tensor_{n}@abc"} for n in (2, 16)}
+    rows, _ = convert(doc, op_keys=keys)
+    assert [(r["op"], r["variant"]) for r in rows] == [("args_tensor_2", "cpp_direct"), ("args_tensor_2", "cpp_typed"),
+                                                       ("args_tensor_16", "cpp_direct"), ("args_tensor_16", "cpp_typed")]
+    for r in rows:
+        assert (r["scenario"], r["shape"], r["driver"]) == ("args", [16], "cpp")
+        assert {k: r[k] for k in keys[r["op"]]} == keys[r["op"]]
+    assert case_identity(rows[0]) != case_identity({**rows[0], "op_source": "m:args_tensor_2@another"})
+    assert {r["scenario"] for r in convert(HAND_WRITTEN)[0]} == {"boundary"}  # a driver that names none
+
+
+def test_the_driver_refuses_a_malformed_args_op_before_any_work(driver: Path) -> None:
+    for flag, says in (("--dbench_args_op=args_tensor_2|two|tensor|Tensor|(Tensor x0, Tensor x1) -> Tensor",
+                        "bad --dbench_args_op 'args_tensor_2|two|tensor|Tensor|(Tensor x0, Tensor x1) -> Tensor': "
+                        "ARITY must be a positive integer, got 'two'"),
+                       ("--dbench_args_op=args_tensor_2|2|tensor", "expected NAME|ARITY|KIND|REST|SIGNATURE"),
+                       ("--dbench_args_op=args_x_2|2|x|Tensor|(Tensor x0, Tensor x1) -> Tensor", "KIND must be one of"),
+                       ("--dbench_args_shape=16x0", "bad --dbench_args_shape '16x0': a dimension must be a positive "
+                                                    "integer, got '0'")):
+        done = subprocess.run([str(driver), flag], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and says in done.stderr and "Benchmark" not in done.stdout, done.stderr
 
 
 def test_parse_name() -> None:
@@ -410,6 +442,7 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
 
     from rich.console import Console
 
+    from dbench.bench.cpp_results import CppRequest
     from dbench.bench.harness.cpp_pass import cpp_section
 
     args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5,
@@ -417,7 +450,7 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
     out = io.StringIO()
     env: dict[str, Any] = {}
     result = result or Path(tempfile.mkdtemp()) / "boundary-cuda0-x.json"
-    rows = cpp_section(device, ["muladd"], args, env, Console(file=out, width=300), result)
+    rows = cpp_section(device, CppRequest(("muladd",)), args, env, Console(file=out, width=300), result)
     return rows, env, out.getvalue()
 
 

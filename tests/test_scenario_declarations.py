@@ -98,8 +98,20 @@ def test_no_pass_is_chosen_by_a_scenarios_name() -> None:
 
 
 def test_the_cpp_pass_is_the_declarations_not_the_names() -> None:
-    """Only the scenarios that declare the C++ driver's pass get it (the boundary table today)."""
-    assert [n for n, d in DECLARATIONS.items() if d.makes(Pass.CPP_DRIVER)] == ["boundary"]
+    """Only the scenarios that declare the C++ driver's pass get it (the boundary and args tables today),
+    and each of them says what the driver times (Scenario.cpp_request); a declaration without the
+    pass cannot carry a request."""
+    import dataclasses
+
+    from dbench.scenarios.base import Scenario
+
+    cpp = [n for n, d in DECLARATIONS.items() if d.makes(Pass.CPP_DRIVER)]
+    assert cpp == ["boundary", "args"]
+    assert all(SCENARIOS[n].cpp_request is not None for n in cpp)
+    with pytest.raises(ValueError, match="cpp_request goes with the C\\+\\+ pass"):
+        Scenario(DECLARATIONS["launch"], build=SCENARIOS["launch"].build, cpp_request=SCENARIOS["args"].cpp_request)
+    with pytest.raises(ValueError, match="cpp_request goes with the C\\+\\+ pass"):
+        dataclasses.replace(SCENARIOS["boundary"], cpp_request=None)
     assert [n for n, d in DECLARATIONS.items() if d.makes(Pass.CUSTOM)] == ["timer_validation"]
     assert {n for n, d in DECLARATIONS.items() if d.makes(Pass.ROOFS)} == {"roofline", "offsets", "fusion"}
 

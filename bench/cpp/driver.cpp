@@ -1,4 +1,4 @@
-// dbench_cpp_driver: the boundary scenario called from C++, on Google Benchmark.
+// dbench_cpp_driver: the boundary (and args) scenario called from C++, on Google Benchmark.
 //
 // For each op (noop, muladd, l2norm; inputs (4, 32) float32 like the Python
 // scenario) it times one call of:
@@ -22,6 +22,9 @@
 // (forward, and gradients in fwd_bwd); a mismatch or an exception is reported
 // with SkipWithError ("error_occurred" in the JSON) and never timed.
 //
+// With --dbench_args_op (the args scenario) it times the generated ops of that
+// scenario instead, below ("The args scenario").
+//
 // Flags of this driver (parsed and removed before benchmark::Initialize):
 //   --dbench_device=cpu|cuda|cuda:N  (default: $DBENCH_DEVICE, else cpu)
 //   --dbench_min_time=SECONDS        min time per repetition, written in the
@@ -30,6 +33,8 @@
 //   --dbench_threads=N               at::set_num_threads (default 1, like run.py)
 //   --dbench_no_pin                  do not pin the process to one core
 //   --dbench_gpu_timer=cupti|off     cupti: the GPU pass (CUDA only, below); default off
+//   --dbench_args_op=NAME|ARITY|KIND|REST|SIGNATURE   (repeatable) an op of the args scenario
+//   --dbench_args_shape=D[xD...]     the args scenario's tensor shape (default 16)
 // Exit status: 0 ok, 1 bad --benchmark_* flag, 2 bad --dbench_* flag or set-up
 // failure (e.g. no CUDA), 3 no benchmark matched --benchmark_filter.
 // Defaults given to Google Benchmark (later flags on the command line win):
@@ -74,10 +79,12 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -87,6 +94,7 @@
 #include <vector>
 
 #include "launchers.h"
+#include "runtime_library.h"
 #include "schemas.h"
 
 #ifdef DBENCH_DRIVER_CUPTI
@@ -100,6 +108,11 @@
 #ifndef DBENCH_MIN_TIME_SUFFIX_S
 #define DBENCH_MIN_TIME_SUFFIX_S 0
 #endif
+
+// libdbench_stable.so (ops/csrc/stable_library.cpp): defines ns::name as a stable-ABI op whose
+// boxed kernel copies the first argument and frees the others, all of schema type `rest`.
+extern "C" int dbench_stable_define_copy_first(const char* ns, const char* name, const char* signature,
+                                               const char* rest, char* error, size_t error_size);
 
 namespace {
 
@@ -434,6 +447,236 @@ void register_op(const Config& cfg) {
 }
 
 // ---------------------------------------------------------------------------
+// The args scenario (scenarios/args.py): what a call costs by the number and kind of its arguments.
+// Each op comes on the command line as NAME|ARITY|KIND|REST|SIGNATURE (REST: the schema type of the
+// arguments after the first) and is defined here as the scenario defines it in Python:
+// dbench_args::NAME, a torch::Library fragment with one boxed kernel that copies the first argument
+// (ops/csrc/runtime_library.cpp), and dbench_stable::NAME, its stable-ABI twin. Neither has an
+// autograd formula in C++, so only inference is timed:
+//   NAME/direct/inference   the noop launcher on the first tensor (the floor: it does not grow)
+//   NAME/typed/inference    dbench_args::NAME through a TypedOperatorHandle
+//   NAME/boxed/inference    dbench_args::NAME through callBoxed on a Stack
+//   NAME/stable/inference   dbench_stable::NAME through a TypedOperatorHandle
+// A typed call needs its signature at compile time: one instantiation per kind and arity of
+// kArities. Every call goes through a std::function, the floor's too, so that indirection cancels.
+
+struct ArgsOp {
+  std::string name;
+  size_t arity = 0;
+  std::string kind;  // scenarios/arity.py ARG_KINDS
+  std::string rest;  // scenarios/args.py REST_TYPE
+  std::string signature;
+};
+
+constexpr std::array<size_t, 7> kArities{1, 2, 4, 8, 16, 32, 64};  // scenarios/arity.py ARITIES
+// The scalar arguments' values (scenarios/args.py SCALARS).
+constexpr double kFloatArg = 0.5;
+constexpr int64_t kIntArg = 1;
+constexpr bool kBoolArg = true;
+constexpr const char* kStrArg = "a";
+
+using Call = std::function<at::Tensor()>;
+
+template <class T, size_t>
+using Repeat = T;
+
+// An op's arguments, made once: the first tensor, the tensors after it (tensor, mutable, list and
+// optional kinds), and every argument as the boxed call pushes it.
+struct ArgsInputs {
+  at::Tensor x0;
+  Tensors rest;
+  std::vector<c10::IValue> boxed;
+};
+
+ArgsInputs args_inputs(const ArgsOp& op, const Config& cfg, const std::vector<int64_t>& shape) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(cfg.device);
+  ArgsInputs in;
+  in.x0 = at::randn(shape, opts);
+  in.boxed.emplace_back(in.x0);
+  const size_t n = op.arity - 1;
+  const bool tensors = op.kind == "tensor" || op.kind == "mutable" || op.kind == "optional" || op.kind == "list";
+  for (size_t i = 0; tensors && i < n; ++i) in.rest.push_back(at::randn(shape, opts));
+  if (op.kind == "list") {
+    c10::List<at::Tensor> list;
+    for (const auto& t : in.rest) list.push_back(t);
+    in.boxed.emplace_back(std::move(list));
+    return in;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tensors) {
+      in.boxed.emplace_back(in.rest[i]);
+    } else if (op.kind == "float") {
+      in.boxed.emplace_back(kFloatArg);
+    } else if (op.kind == "int") {
+      in.boxed.emplace_back(kIntArg);
+    } else if (op.kind == "bool") {
+      in.boxed.emplace_back(kBoolArg);
+    } else if (op.kind == "str") {
+      in.boxed.emplace_back(std::string(kStrArg));
+    } else {
+      throw std::runtime_error("unknown argument kind '" + op.kind + "'");
+    }
+  }
+  return in;
+}
+
+// A typed call with the arguments after the first all of type Rest, held as Stored.
+template <class Rest, class Stored, size_t... I>
+Call typed_call(const std::string& qualified, const at::Tensor& x0, std::vector<Stored> rest,
+                std::index_sequence<I...>) {
+  const auto h = typed_op<at::Tensor(const at::Tensor&, Repeat<Rest, I>...)>(qualified);
+  return [h, x0, rest = std::move(rest)] { return h.call(x0, rest[I]...); };
+}
+
+// The mutable kind: plain tensors, of which the last is declared Tensor(a!) (a non-const reference).
+template <size_t... I>
+Call typed_mutable_call(const std::string& qualified, const at::Tensor& x0, const Tensors& rest,
+                        std::index_sequence<I...>) {
+  const auto h = typed_op<at::Tensor(const at::Tensor&, Repeat<const at::Tensor&, I>..., at::Tensor&)>(qualified);
+  return [h, x0, rest, last = rest.back()]() mutable { return h.call(x0, rest[I]..., last); };
+}
+
+// make(std::integral_constant<size_t, N>) for the N of kArities equal to `arity`.
+template <class Make, size_t... K>
+Call for_arity(size_t arity, Make&& make, std::index_sequence<K...>) {
+  Call out;
+  const bool found = ((arity == kArities[K] ? (out = make(std::integral_constant<size_t, kArities[K]>{}), true)
+                                            : false) || ...);
+  if (!found) throw std::runtime_error("arity " + std::to_string(arity) + " is not one this driver was built for");
+  return out;
+}
+
+Call typed_args_call(const ArgsOp& op, const std::string& qualified, const ArgsInputs& in) {
+  if (op.kind == "list") {
+    const auto h = typed_op<at::Tensor(const at::Tensor&, at::TensorList)>(qualified);
+    return [h, x0 = in.x0, rest = in.rest] { return h.call(x0, rest); };
+  }
+  auto make = [&](auto n) -> Call {
+    constexpr size_t kRest = decltype(n)::value - 1;  // the arguments after the first
+    const auto seq = std::make_index_sequence<kRest>{};
+    if (op.kind == "tensor") return typed_call<const at::Tensor&>(qualified, in.x0, in.rest, seq);
+    if (op.kind == "optional") {
+      return typed_call<const std::optional<at::Tensor>&>(
+          qualified, in.x0, std::vector<std::optional<at::Tensor>>(in.rest.begin(), in.rest.end()), seq);
+    }
+    if (op.kind == "float") return typed_call<double>(qualified, in.x0, std::vector<double>(kRest, kFloatArg), seq);
+    if (op.kind == "int") return typed_call<int64_t>(qualified, in.x0, std::vector<int64_t>(kRest, kIntArg), seq);
+    if (op.kind == "bool") return typed_call<bool>(qualified, in.x0, std::vector<bool>(kRest, kBoolArg), seq);
+    if (op.kind == "str") {
+      return typed_call<c10::string_view>(qualified, in.x0, std::vector<std::string>(kRest, kStrArg), seq);
+    }
+    if (op.kind == "mutable") {
+      if constexpr (kRest >= 1) {
+        return typed_mutable_call(qualified, in.x0, in.rest, std::make_index_sequence<kRest - 1>{});
+      }
+      throw std::runtime_error("a mutable op takes two arguments or more");
+    }
+    throw std::runtime_error("unknown argument kind '" + op.kind + "'");
+  };
+  return for_arity(op.arity, make, std::make_index_sequence<kArities.size()>{});
+}
+
+// callBoxed consumes its arguments: the stack is refilled from the prepared values each call (a
+// Tensor[] is built once, as the tensors are; a caller that builds its list per call pays for that too).
+Call boxed_args_call(const std::string& qualified, const ArgsInputs& in) {
+  return [h = boxed_op(qualified), args = in.boxed, stack = torch::jit::Stack()]() mutable {
+    stack.clear();
+    stack.insert(stack.end(), args.begin(), args.end());
+    h.callBoxed(stack);
+    return std::move(stack.back()).toTensor();
+  };
+}
+
+// Defines dbench_args::NAME and dbench_stable::NAME; "" or why they could not be.
+std::string define_args_op(const ArgsOp& op) {
+  try {
+    dbench::define_copy_first_op("dbench_args", op.name, op.signature);
+  } catch (const std::exception& e) {
+    return "could not define dbench_args::" + op.name + ": " + e.what();
+  }
+  std::array<char, 512> error{};
+  if (dbench_stable_define_copy_first("dbench_stable", op.name.c_str(), op.signature.c_str(), op.rest.c_str(),
+                                      error.data(), error.size()) != 0) {
+    return "could not define dbench_stable::" + op.name + ": " + error.data();
+  }
+  return "";
+}
+
+void register_args_op(const ArgsOp& op, const Config& cfg, const std::vector<int64_t>& shape) {
+  const ArgsInputs in = args_inputs(op, cfg, shape);
+  const std::string defined = define_args_op(op);
+  const auto none = [] { return at::Tensor(); };
+  auto add_checked = [&](const std::string& kind, const std::function<Call()>& make) {
+    const std::string name = op.name + "/" + kind + "/inference";
+    Call call = none;
+    std::string err = defined;
+    if (err.empty()) {
+      err = preflight(name, [&] {
+        call = make();
+        expect_close(call(), in.x0, kind + " (a copy of the first argument)");
+      });
+    }
+    add(name, err, cfg.timing, err.empty() ? call : Call(none));
+  };
+  add_checked("direct", [&] { return Call([x0 = in.x0] { return dbench::noop(x0); }); });
+  add_checked("typed", [&] { return typed_args_call(op, "dbench_args::" + op.name, in); });
+  add_checked("boxed", [&] { return boxed_args_call("dbench_args::" + op.name, in); });
+  add_checked("stable", [&] { return typed_args_call(op, "dbench_stable::" + op.name, in); });
+}
+
+// A positive integer, or std::invalid_argument naming `what`.
+size_t positive(const std::string& text, const char* what) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value < 1) {
+    throw std::invalid_argument(std::string(what) + " must be a positive integer, got '" + text + "'");
+  }
+  return static_cast<size_t>(value);
+}
+
+// NAME|ARITY|KIND|REST|SIGNATURE; throws std::invalid_argument with what is wrong.
+ArgsOp parse_args_op(const std::string& spec) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (int i = 0; i < 4; ++i) {
+    const size_t bar = spec.find('|', start);
+    if (bar == std::string::npos) throw std::invalid_argument("expected NAME|ARITY|KIND|REST|SIGNATURE");
+    parts.push_back(spec.substr(start, bar - start));
+    start = bar + 1;
+  }
+  parts.push_back(spec.substr(start));
+  ArgsOp op{parts[0], positive(parts[1], "ARITY"), parts[2], parts[3], parts[4]};
+  if (op.name.empty() || op.signature.empty()) throw std::invalid_argument("NAME and SIGNATURE must not be empty");
+  const std::array<const char*, 8> kinds{"tensor", "optional", "list", "mutable", "float", "int", "bool", "str"};
+  if (std::find(kinds.begin(), kinds.end(), op.kind) == kinds.end()) {
+    throw std::invalid_argument("KIND must be one of tensor, optional, list, mutable, float, int, bool, str");
+  }
+  return op;
+}
+
+std::vector<int64_t> parse_shape(const std::string& text) {
+  std::vector<int64_t> shape;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t x = std::min(text.find('x', start), text.size());
+    shape.push_back(static_cast<int64_t>(positive(text.substr(start, x - start), "a dimension")));
+    start = x + 1;
+  }
+  return shape;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (const int64_t d : shape) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
 // Command line.
 
 struct Options {
@@ -442,6 +685,8 @@ struct Options {
   int threads = 1;
   bool pin = true;
   bool gpu_timer = false;  // --dbench_gpu_timer=cupti
+  std::vector<ArgsOp> args_ops;  // --dbench_args_op: the args scenario's ops instead of the boundary ones
+  std::vector<int64_t> args_shape{16};  // --dbench_args_shape (scenarios/args.py SHAPE)
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -473,10 +718,23 @@ Options parse_own_flags(int& argc, char** argv) {
         const std::string t = v;
         if (t != "cupti" && t != "off") usage_error("--dbench_gpu_timer must be cupti or off, got '" + t + "'");
         o.gpu_timer = t == "cupti";
+      } else if (const char* v = value("--dbench_args_op")) {
+        try {
+          o.args_ops.push_back(parse_args_op(v));
+        } catch (const std::logic_error& e) {
+          usage_error("bad --dbench_args_op '" + std::string(v) + "': " + e.what());
+        }
+      } else if (const char* v = value("--dbench_args_shape")) {
+        try {
+          o.args_shape = parse_shape(v);
+        } catch (const std::logic_error& e) {
+          usage_error("bad --dbench_args_shape '" + std::string(v) + "': " + e.what());
+        }
       } else if (a.rfind("--dbench_", 0) == 0) {
         usage_error("unknown flag " + a +
                     " (valid: --dbench_device=cpu|cuda|cuda:N, --dbench_min_time=SECONDS, "
-                    "--dbench_threads=N, --dbench_no_pin, --dbench_gpu_timer=cupti|off)");
+                    "--dbench_threads=N, --dbench_no_pin, --dbench_gpu_timer=cupti|off, "
+                    "--dbench_args_op=NAME|ARITY|KIND|REST|SIGNATURE, --dbench_args_shape=D[xD...])");
       } else {
         argv[out++] = argv[i];
       }
@@ -634,15 +892,21 @@ int main(int argc, char** argv) {
     } else {
       benchmark::AddCustomContext("dbench_gpu_timer", "off");
     }
-    register_op<NoopOp>(cfg);
-    register_op<MulAddOp>(cfg);
-    register_op<L2NormOp>(cfg);
+    const bool args = !opt.args_ops.empty();
+    if (args) {
+      for (const ArgsOp& op : opt.args_ops) register_args_op(op, cfg, opt.args_shape);
+    } else {
+      register_op<NoopOp>(cfg);
+      register_op<MulAddOp>(cfg);
+      register_op<L2NormOp>(cfg);
+    }
+    benchmark::AddCustomContext("dbench_scenario", args ? "args" : "boundary");
     benchmark::AddCustomContext("dbench_device", cfg.device.str());
     benchmark::AddCustomContext("dbench_torch", TORCH_VERSION);
     benchmark::AddCustomContext("dbench_benchmark_version", DBENCH_BENCHMARK_VERSION);
     benchmark::AddCustomContext("dbench_threads", std::to_string(at::get_num_threads()));
     benchmark::AddCustomContext("dbench_pinned_cpu", pinned >= 0 ? std::to_string(pinned) : "none");
-    benchmark::AddCustomContext("dbench_shape", std::to_string(kRows) + "x" + std::to_string(kCols));
+    benchmark::AddCustomContext("dbench_shape", shape_text(args ? opt.args_shape : std::vector<int64_t>{kRows, kCols}));
     benchmark::AddCustomContext("dbench_dtype", "float32");
   } catch (const std::exception& e) {
     std::cerr << "dbench_cpp_driver: set-up failed: " << e.what() << "\n";

@@ -4,33 +4,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from dbench.bench.cpp_results import CppRequest
 
 
-def cpp_section(device: str, ops: Sequence[str], args: Any, env: dict[str, Any],
-                console: Any, json_path: Path) -> list[dict[str, Any]]:
-    """The same ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
-    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path).
+def cpp_section(device: str, request: CppRequest, args: Any, env: dict[str, Any],
+                console: Any, json_path: Path, gpu: bool = True) -> list[dict[str, Any]]:
+    """The scenario's ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
+    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path). `gpu`: on a CUDA
+    device, also the driver's GPU pass (a scenario that makes a GPU pass).
 
     A driver that is not built is skipped (said on the console and in env); one that crashes,
     exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
     """
-    from dbench.bench.cpp_results import (CPP_MODES, CppDriverFailed, CppDriverMissing, failed_rows, gbench_path,
-                                          run_cpp_driver)
+    from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
 
-    modes = [m for m in CPP_MODES if args.modes is None or m in args.modes]
+    ops = request.ops
+    modes = [m for m in request.modes if args.modes is None or m in args.modes]
     if not modes:
-        why = f"--modes {','.join(args.modes)}: the driver times {', '.join(CPP_MODES)} only"
+        why = f"--modes {','.join(args.modes)}: the driver times {', '.join(request.modes)} only"
         console.print(f"C++ driver skipped: {why}")
         env["cpp_driver_context"] = {"skipped": why}
         return []
-    console.print(f"C++ driver: {', '.join(ops)} on {device}")
-    extra_args = [f"--benchmark_filter=^({'|'.join(ops)})/[^/]+/({'|'.join(modes)})(/|$)",
+    console.print(f"C++ driver: {_listed(ops)} on {device}")
+    extra_args = [*request.driver_args, f"--benchmark_filter=^({'|'.join(ops)})/[^/]+/({'|'.join(modes)})(/|$)",
                   *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
     try:
         rows, env["cpp_driver_context"] = run_cpp_driver(
             device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,
-            keep=gbench_path(json_path),
+            keep=gbench_path(json_path), op_keys=request.op_keys,
         )
     except CppDriverMissing as exc:
         console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
@@ -40,13 +44,17 @@ def cpp_section(device: str, ops: Sequence[str], args: Any, env: dict[str, Any],
         console.print(f"[red]C++ driver FAILED:[/red] {exc}")
         console.print(exc.output_tail, markup=False, highlight=False)
         env["cpp_driver_context"] = {"error": str(exc), "output_tail": exc.output_tail}
-        return failed_rows(ops, device, str(exc))
-    if device.startswith("cuda"):
-        rows += cpp_gpu_pass(device, ops, extra_args, args, env, console, json_path)
+        return failed_rows(ops, device, str(exc), scenario=request.scenario)
+    if gpu and device.startswith("cuda"):
+        rows += cpp_gpu_pass(device, request, extra_args, args, env, console, json_path)
     return rows
 
 
-def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: Any,
+def _listed(ops: Sequence[str], most: int = 6) -> str:
+    return ", ".join(ops) if len(ops) <= most else f"{', '.join(ops[:most])} and {len(ops) - most} more ops"
+
+
+def cpp_gpu_pass(device: str, request: CppRequest, extra_args: list[str], args: Any,
                  env: dict[str, Any], console: Any, json_path: Path) -> list[dict[str, Any]]:
     """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
     per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
@@ -59,12 +67,13 @@ def cpp_gpu_pass(device: str, ops: Sequence[str], extra_args: list[str], args: A
         return []
     try:
         rows, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=args.gpu_rounds,
-                                                               extra_args=extra_args, keep=gbench_path(json_path, gpu=True))
+                                                               extra_args=extra_args, keep=gbench_path(json_path, gpu=True),
+                                                               op_keys=request.op_keys)
     except CppDriverFailed as exc:
         console.print(f"[red]C++ driver GPU pass FAILED:[/red] {exc}")
         console.print(exc.output_tail, markup=False, highlight=False)
         env["cpp_driver_gpu_context"] = {"error": str(exc), "output_tail": exc.output_tail}
-        return failed_rows(ops, device, str(exc), metric="gpu_us")
+        return failed_rows(request.ops, device, str(exc), metric="gpu_us", scenario=request.scenario)
     problem = gpu_timer_problem(env["cpp_driver_gpu_context"])
     if problem:
         console.print(f"[yellow]warning:[/yellow] C++ driver: no GPU rows, CUPTI unavailable: {problem}")

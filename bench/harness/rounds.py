@@ -258,12 +258,12 @@ class Run:
         self.phase("gpu_pass")
 
     def cpp_pass(self) -> None:
-        """The C++ driver times the boundary ops it was built with (ops with the C++ flavour)."""
-        from dbench.ops import OPS
-
-        ops = [op for op in self.sel.ops if OPS[op].boundary and OPS[op].has_flavour("cpp")]
-        if ops:
-            self.extra_rows.extend(cpp_section(self.device, ops, self.args, self.env, self.console, self.json_path))
+        """The C++ driver times what the scenario asks of it (Scenario.cpp_request: its ops, the
+        driver's flags for them), with its GPU pass where the scenario makes one."""
+        request = self.scenario.cpp_request(self.sel) if self.scenario.cpp_request else None
+        if request is not None and request.ops:
+            self.extra_rows.extend(cpp_section(self.device, request, self.args, self.env, self.console,
+                                               self.json_path, gpu=self.scenario.makes(Pass.GPU)))
             self.phase("cpp_driver")
 
     def case_dtypes(self) -> tuple[Any, ...]:
