@@ -378,10 +378,13 @@ def roofline_chart(frame: pd.DataFrame) -> Figure:
     # Cache-resident points are not bounded by the memory roof: the roofline shows the others.
     ours = points[(points["variant"] == "raw") & (points["cache"] == "warm") & (points["flops"] > 0)
                   & (points["bound"] != "cache")]
-    # Cold cache (L2 flushed before each call): every byte comes from memory, so the roof applies at every size.
-    memory_ops = points[(points["op"] != "mm") & (points["cache"] == "cold")]
+    # The bandwidth panel: the ops bound by memory at their largest size (not a matrix product, which
+    # only its small sizes leave below the ridge). Cold cache (L2 flushed before each call): every
+    # byte comes from memory, so the roof applies at every size.
+    streaming = points[points["op"].isin(_memory_bound_ops(points))]
+    memory_ops = streaming[streaming["cache"] == "cold"]
     if memory_ops.empty:  # a CPU run, or one without cold-cache cases
-        memory_ops = points[(points["op"] != "mm") & (points["bound"] != "cache")]
+        memory_ops = streaming[streaming["bound"] != "cache"]
     panels = [(draw, data) for draw, data in ((_roofline_panel, ours), (_bandwidth_panel, memory_ops))
               if not data.empty]
     if not panels:
@@ -522,6 +525,12 @@ def variant_styles(variants: list[str]) -> dict[str, tuple[str, str]]:
     """A colour and a marker per variant: the marker changes where the colours run out again."""
     palette = [f"C{i}" for i in range(10)] + list(EXTRA_COLORS)
     return {v: (palette[i % len(palette)], "os^D"[i // len(palette) % 4]) for i, v in enumerate(variants)}
+
+
+def _memory_bound_ops(points: pd.DataFrame) -> set[str]:
+    """The ops whose rows at their largest size are bound by memory bandwidth (bytes over the roof)."""
+    largest = points[points["size"] == points.groupby("op")["size"].transform("max")]
+    return set(largest.loc[largest["bound"] == "memory", "op"])
 
 
 def args_chart(frame: pd.DataFrame) -> Figure:

@@ -34,9 +34,23 @@ def size_text(n: float, unit: str) -> str:
     return f"{n:g}"
 
 
-def size_label(op: str, size: float, dtype: str) -> str:
-    """A roofline row's size as tables show it: n³ and the dtype for mm, bytes per tensor otherwise."""
-    return f"{int(size)}³ {dtype}" if op == "mm" else size_text(float(size), "B")
+def sided(rows: pd.DataFrame) -> bool:
+    """Whether these roofline rows (one op's) are sized by their side n (n×n times n×n: the row field
+    size_axis), not bytes per tensor. Results from before that field: a shape of three equal sides."""
+    if "size_axis" in rows and (rows["size_axis"] == "side").any():
+        return True
+    shapes = rows["shape"] if "shape" in rows else pd.Series(dtype=object)
+    return bool(len(shapes)) and all(isinstance(s, (list, tuple)) and len(s) == 3 and set(s) == {n}
+                                     for s, n in zip(shapes, rows["size"]))
+
+
+def size_label(size: float, dtype: str, side: bool) -> str:
+    """A roofline row's size as tables show it: n³ and the dtype for a side, else bytes per tensor."""
+    return f"{int(size)}³ {dtype}" if side else size_text(float(size), "B")
+
+
+def size_heading(side: bool) -> str:
+    return "n (n×n×n)" if side else "size / tensor"
 
 
 def timed_metric(frame: pd.DataFrame) -> str:
@@ -55,7 +69,7 @@ def roofline_frame(frame: pd.DataFrame) -> pd.DataFrame:
     # A point above its roof is a counting or timing error: no rate is reported for it.
     rows.loc[rows["above_roof"], ["gbps", "tflops", "pct_of_roof"]] = math.nan
     cols = ["op", "mode", "variant", "cache", "size", "dtype", "status", "reason", "median", "gbps", "tflops",
-            "intensity", "bound", "pct_of_roof", "above_roof", "bytes", "flops"]
+            "intensity", "bound", "pct_of_roof", "above_roof", "bytes", "flops", "shape", "size_axis"]
     return rows.reindex(columns=cols).reset_index(drop=True)
 
 
@@ -96,17 +110,17 @@ def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
                               + (f", {sheet[name]:.0%} of the datasheet" if _number(sheet.get(name)) else "") + ")")
     titled = []
     for (op, mode, cache), g in frame.groupby(["op", "mode", "cache"], sort=False):
-        size_column = "n (n×n×n)" if op == "mm" else "size / tensor"
         if (g["status"] == "n/a").all():
             continue
+        side = sided(g)
         table = Table()
-        table.add_column(size_column, no_wrap=True)
+        table.add_column(size_heading(side), no_wrap=True)
         variants = list(dict.fromkeys(g["variant"]))
         for v in variants:
             table.add_column(v, justify="right", no_wrap=True)
         for size, line in g.groupby("size", sort=False):
             cells = {r["variant"]: _roof_cell(r) for _, r in line.iterrows()}
-            label = size_label(op, size, line["dtype"].iloc[0])
+            label = size_label(size, line["dtype"].iloc[0], side)
             table.add_row(label, *(cells.get(v, "") for v in variants))
         titled.append((f"roofline {op}/{mode}, {cache} cache — {where(doc.get('env', {}))}: time per call, "
                        "bandwidth, % of roof", table))
@@ -197,10 +211,11 @@ def roofline_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     for (op, mode, cache), g in data.groupby(["op", "mode", "cache"], sort=False):
         if (g["status"] == "n/a").all():
             continue
+        side = sided(g)
         g = g.assign(cell=g.apply(_roof_cell, axis=1),
-                     label=[size_label(op, v, d) for v, d in zip(g["size"], g["dtype"])])
+                     label=[size_label(v, d, side) for v, d in zip(g["size"], g["dtype"])])
         grid = g.pivot_table(index="label", columns="variant", values="cell", aggfunc="first", sort=False)
-        grid = grid.rename_axis(index="n (n×n×n)" if op == "mm" else "size / tensor", columns=None)
+        grid = grid.rename_axis(index=size_heading(side), columns=None)
         out.append((f"roofline {op}/{mode}, {cache} cache: time per call, rate, % of roof", grid.fillna("")))
     return out
 

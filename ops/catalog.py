@@ -147,6 +147,13 @@ def _mm_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | N
     return grad_a, grad_b
 
 
+def _mm_kernel(a: Tensor, b: Tensor) -> str:
+    """The kernel the launcher runs on these inputs (wgmma, mma_sync, ... or cpu)."""
+    from .native import raw
+
+    return str(raw().mm_kernel(a, b))
+
+
 def _mm_work(args: Args) -> Work:
     a, b = args
     (m, k), n = a.shape, b.shape[1]
@@ -168,6 +175,10 @@ MM = OpContract(
     boundary=False,  # a matrix product is not a boundary-cost row; time it with --ops mm
     aten=torch.mm,  # cuBLAS: the comparison row
     work=_mm_work,
+    size_axis="side",
+    gpu_dtype=torch.bfloat16,
+    no_compiled_reason="torch.compile lowers a lone mm to the same cuBLAS call as aten",
+    kernel_of=_mm_kernel,
 )
 
 CHAIN = OpContract(
@@ -187,6 +198,7 @@ CHAIN = OpContract(
     work=chain.work,
     backward_work=chain.backward_work,
     boundary=False,  # a kernel-level experiment (the fusion scenario); time its boundary with --ops chain
+    heaviest_scalars=(chain.MAX_LENGTH,),  # every step: the most arithmetic per element
 )
 
 OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM, MM, CHAIN)}

@@ -121,6 +121,18 @@ class OpContract:
     boundary: bool = True
     # Row-wise over the last dimension (l2norm): the kernel scenarios give it rows, not a flat tensor.
     rowwise: bool = False
+    # How the kernel scenarios size the op: "bytes" (the size axis is bytes per tensor) or "side" (a
+    # square matrix product, sized by its n: n x n times n x n).
+    size_axis: str = "bytes"
+    # The dtype the roofline times the op in on a GPU, where that is not the run's (mm: bfloat16, the
+    # dtype of its tensor cores).
+    gpu_dtype: torch.dtype | None = None
+    # Why the roofline makes no `compiled` row of the op (None: it makes one).
+    no_compiled_reason: str | None = None
+    # Which kernel the raw launcher picks for these inputs, recorded on its roofline rows (mm has several).
+    kernel_of: Callable[..., str] | None = None
+    # The scalars at which the kernel does the most work per element (the offsets scenario times it there).
+    heaviest_scalars: tuple[Any, ...] | None = None
     # --- what a user's op declares (ops/declare.py); the shipped ops keep the defaults ---
     # Launcher per op name (the forward's and the backward's); None: the suite's pybind launchers.
     launchers: Mapping[str, Callable[..., Any]] | None = None

@@ -56,6 +56,10 @@ class Op:
     shapes: Callable[[Shape], Sequence[Shape]] | None = None
     shape: Shape = (4, 32)
     rowwise: bool = False  # works on rows (the last dimension): sized scenarios give it rows of 256
+    # How the roofline sizes it: "bytes" per tensor, or "side": a square matrix product of side n,
+    # its shapes given (n, n, n) as (M, K, N).
+    size_axis: str = "bytes"
+    gpu_dtype: torch.dtype | None = None  # the dtype the roofline times it in on a GPU (else the run's)
     dtypes: Sequence[torch.dtype] = (torch.float32,)
     backward: Callable[..., Any] | None = None
     saves: Sequence[str] = ()
@@ -125,6 +129,7 @@ def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _check(bool(_NAME.match(n)), op.name, f"argument or output name {n!r} is not an identifier")
     _check(len(set(names)) == len(names), op.name, "input, scalar and output names must differ")
     _check(len(op.outputs) > 0, op.name, "declare at least one output")
+    _check(op.size_axis in ("bytes", "side"), op.name, f"size_axis must be 'bytes' or 'side', got {op.size_axis!r}")
     for d in op.dtypes:
         _check(isinstance(d, torch.dtype) and d.is_floating_point, op.name, f"dtype {d!r} is not a floating dtype")
     diff_in = tuple(op.differentiable if op.differentiable is not None else (op.inputs if op.backward else ()))
@@ -266,6 +271,8 @@ def contract_of(op: Op, origin: str) -> OpContract:
         backward_work=op.backward_work,
         dtypes=tuple(op.dtypes),
         rowwise=op.rowwise,
+        size_axis=op.size_axis,
+        gpu_dtype=op.gpu_dtype,
         input_shapes=(lambda s: tuple(tuple(x) for x in shapes(s))) if shapes else None,
         launchers=launchers,
         schemas=schemas,

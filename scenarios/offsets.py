@@ -44,7 +44,6 @@ MODES: tuple[str, ...] = DECLARATIONS["offsets"].modes
 SIZES_CUDA = (1 << 20, 16 << 20, 256 << 20, 1 << 30)  # bytes per tensor
 SIZES_CPU = (64 << 10, 1 << 20, 16 << 20)
 ROW = 1024
-CHAIN_LENGTH = 8  # the most arithmetic per element: where wider offsets would show first
 # The past-INT32_MAX run: one float32 tensor of this many elements per argument.
 HUGE_ELEMENTS = (1 << 31) + (1 << 20)
 HUGE_CHUNK = 1 << 30  # elements per compact chunk of the reference
@@ -70,8 +69,11 @@ AXES = (Axis("dtype", lambda sel, op: tuple(str(d).removeprefix("torch.") for d 
 
 
 def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The forward's arguments with the scenario's chain length."""
-    return (args[0], CHAIN_LENGTH) if contract.name == "chain" else args
+    """The forward's arguments, its scalars those at which the kernel does the most work per element
+    (chain: every step), where wider offsets would show first."""
+    if contract.heaviest_scalars is None:
+        return args
+    return (*args[:len(args) - len(contract.scalars)], *contract.heaviest_scalars)
 
 
 def launch(contract: OpContract, mode: str, index: str, args: tuple[Any, ...], grad: Tensor | None) -> Callable[[], Tensor]:
@@ -117,8 +119,8 @@ def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, t
         return {}
     width = 16 // tensors[0].element_size()
     vector = bool(raw().vector_path(tensors)) and (cols is None or cols % width == 0)
-    kernel, k, extra = KERNEL_NAMES[(contract.name, mode)], CHAIN_LENGTH, {}
-    if kernel == "l2norm":  # the row schedule auto takes (the forced-width launches take it too)
+    kernel, k, extra = KERNEL_NAMES[(contract.name, mode)], (contract.heaviest_scalars or (1,))[0], {}
+    if contract.rowwise and mode == "forward":  # the row schedule auto takes (the forced-width launches take it too)
         extra["row_path"] = raw().row_path(tensors)
         if extra["row_path"] == "warp":
             kernel, k = "l2norm_warp", warp_row_packs(cols or 1, width if vector else 1)

@@ -36,31 +36,32 @@ SIZES_CUDA = tuple(64 * 1024 * 4**k for k in range(9))  # 64 KiB .. 4 GiB per te
 SIZES_CPU = tuple(64 * 1024 * 4**k for k in range(7))  # 64 KiB .. 256 MiB
 ROW = 1024  # l2norm rows of 1024 elements
 DEFAULT_OPS: tuple[str, ...] = DECLARATIONS["roofline"].default_ops or ()
-# mm: `size` is the square problem's n (n x n times n x n), in bfloat16 on a GPU (its tensor cores;
-# the run's --dtype applies to the other ops) and in the run's dtype on the CPU.
-MM_SIZES_CUDA = (256, 512, 1024, 2048, 4096, 8192)
-MM_SIZES_CPU = (64, 128, 256, 512)
+# An op sized by its side (OpContract.size_axis "side": a square matrix product, n x n times n x n).
+SIDES_CUDA = (256, 512, 1024, 2048, 4096, 8192)
+SIDES_CPU = (64, 128, 256, 512)
 
 
 def sizes(sel: Selection, op: str = "") -> tuple[int, ...]:
     on_gpu = sel.device.startswith("cuda")
-    if op == "mm":
-        full = MM_SIZES_CUDA if on_gpu else MM_SIZES_CPU
+    if OPS[op].size_axis == "side":
+        full = SIDES_CUDA if on_gpu else SIDES_CPU
     else:
         full = SIZES_CUDA if on_gpu else SIZES_CPU
     return full[::2] if sel.quick else full
 
 
-# The cache state is the selection's (--cache); `size` is bytes per tensor, for mm the side n.
+# The cache state is the selection's (--cache); `size` is bytes per tensor, or the side n.
 AXES = (Axis("size", sizes), Axis("cache", lambda sel, op: tuple(sel.cache)))
 
 
 def op_dtype(sel: Selection, op: str) -> torch.dtype:
-    return torch.bfloat16 if op == "mm" and sel.device.startswith("cuda") else sel.dtype
+    """The run's dtype, or on a GPU the one the op declares for it (mm: bfloat16, its tensor cores)."""
+    gpu_dtype = OPS[op].gpu_dtype
+    return gpu_dtype if gpu_dtype is not None and sel.device.startswith("cuda") else sel.dtype
 
 
 def op_shape(contract: OpContract, size: int, dtype: torch.dtype) -> tuple[int, ...]:
-    if contract.name == "mm":
+    if contract.size_axis == "side":
         return (size, size, size)
     return shape_for(contract, elements_for(size, dtype), ROW)
 
@@ -76,8 +77,8 @@ def _skip(contract: OpContract, variant: str, mode: str, cache: str, device: str
         return "compiled rows are GPU-only here (Inductor's CPU build for every size would dominate the run)"
     if variant == "compiled" and mode == "backward":
         return "a compiled backward recomputes the forward: not the same work"
-    if variant == "compiled" and contract.name == "mm":
-        return "torch.compile lowers a lone mm to the same cuBLAS call as aten"
+    if variant == "compiled" and contract.no_compiled_reason:
+        return contract.no_compiled_reason
     return None
 
 
@@ -96,10 +97,10 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
         return _declared_calls(contract, args, mode, pool, compiled)
     if mode == "forward":
         launcher = getattr(raw(), contract.name)
-        if contract.name == "mm":  # the launcher's tensor-core kernel, the one the roofline is about
-            return {"raw": lambda: launcher(*args), "aten": lambda: torch.mm(*args)}
-        return {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args),  # type: ignore[misc]
-                "compiled": lambda: compiled(contract.name)(*args)}
+        calls = {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args)}  # type: ignore[misc]
+        if not contract.no_compiled_reason:
+            calls["compiled"] = lambda: compiled(contract.name)(*args)
+        return calls
     x, *scalars = args
     grad = pool.grad(tuple(x.shape))
     backward = getattr(raw(), contract.backward_op or "")
@@ -192,8 +193,6 @@ def _declared_reference(contract: OpContract, args: tuple[Any, ...], mode: str, 
 
 
 def build(sel: Selection) -> list[Case]:
-    from dbench.ops.native import raw as native_raw
-
     from .base import device_sync
 
     pool = InputPool(sel)
@@ -218,6 +217,8 @@ def build(sel: Selection) -> list[Case]:
             for mode in sel.modes_of(MODES):
                 for variant in sel.variants:
                     key = case_key("roofline", op, variant, mode, sel.device, shape, dtype, point)
+                    if contract.size_axis != "bytes":  # what `size` counts, for the tables (not identity)
+                        key["size_axis"] = contract.size_axis
                     case = Case(key=key, call=None, sync=sync)
                     case.na_reason = _skip(contract, variant, mode, cache, sel.device)
                     cases.append(case)
@@ -231,8 +232,8 @@ def build(sel: Selection) -> list[Case]:
                     work = contract.work if mode == "forward" else contract.backward_work
                     case.work = work(args) if work else None
                     case.flush = flush if cache == "cold" else None
-                    if contract.name == "mm" and variant == "raw":  # which of mm's kernels this row times
-                        key["kernel"] = native_raw().mm_kernel(*args)
+                    if contract.kernel_of is not None and variant == "raw":  # which of its kernels this row times
+                        key["kernel"] = contract.kernel_of(*args)
                     # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
                     expected = (lambda: _reference(contract, args, mode, pool)) \
                         if variant == "aten" or "aten" not in made else made["aten"]

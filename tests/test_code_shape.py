@@ -41,3 +41,27 @@ def test_no_function_is_longer_than_a_screen() -> None:
 def test_run_py_is_only_the_command() -> None:
     lines = (ROOT / "run.py").read_text().count("\n")
     assert lines <= MAX_RUN_PY_LINES, f"run.py has {lines} lines: the work belongs in dbench.bench.harness"
+
+
+def _op_name_comparisons(path: Path, names: frozenset[str]) -> list[str]:
+    """Comparisons (==, !=, in) with a shipped op's name: logic that treats one op apart."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        values = [e for s in sides for e in (s.elts if isinstance(s, (ast.Tuple, ast.List, ast.Set)) else [s])]
+        if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_logic_branches_on_a_shipped_ops_name() -> None:
+    """What makes an op different is a property of its contract (rowwise, size_axis, gpu_dtype,
+    no_compiled_reason, kernel_of, heaviest_scalars...), so that a user's op with the same property is
+    treated alike. Tables keyed by op name (markers, kernel names) are data, not comparisons."""
+    from dbench.ops.specs import OP_NAMES
+
+    files = [ROOT / "run.py", *(p for package in ("bench", "scenarios", "analysis")
+                                for p in (ROOT / package).rglob("*.py") if "notebooks" not in p.parts)]
+    assert [hit for f in files for hit in _op_name_comparisons(f, frozenset(OP_NAMES))] == []

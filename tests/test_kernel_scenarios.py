@@ -371,4 +371,5 @@ def test_an_axis_takes_its_values_by_device_quick_and_op() -> None:
         return roofline.AXES[0].values_for(sel, op)
 
     assert sizes("cuda", False, "noop") == roofline.SIZES_CUDA and sizes("cpu", False, "noop") == roofline.SIZES_CPU
-    assert sizes("cuda", False, "mm") == roofline.MM_SIZES_CUDA and sizes("cpu", True, "mm") == roofline.MM_SIZES_CPU[::2]
+    # mm is sized by its side (OpContract.size_axis), not by bytes per tensor.
+    assert sizes("cuda", False, "mm") == roofline.SIDES_CUDA and sizes("cpu", True, "mm") == roofline.SIDES_CPU[::2]

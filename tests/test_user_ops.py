@@ -215,6 +215,45 @@ def test_list_names_the_loaded_ops(rmsnorm_file: Path, catalogue: None, run_main
         assert name in out
 
 
+MATMUL = """
+import torch
+from dbench import Op, Work
+
+
+def work(args):
+    a, b = args
+    (m, k), n = a.shape, b.shape[1]
+    return Work((m * k + k * n) * a.element_size(), m * n * a.element_size(), 2 * m * n * k)
+
+
+{name} = Op(name="{name}", forward=torch.mm, inputs=("a", "b"), shapes=lambda s: [(s[0], s[1]), (s[1], s[2])],
+            shape=(16, 8, 4), reference=torch.mm, native=torch.mm, work=work, size_axis="side")
+"""
+
+
+def test_a_users_matrix_product_is_sized_by_its_side_in_the_roofline(tmp_path: Path, catalogue: None, run_main: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """size_axis="side": the roofline gives it n x n times n x n problems and tables them as n³, as the
+    suite's own mm, by the property and not by the op's name."""
+    from dbench.scenarios import roofline
+
+    _write(tmp_path, "my_ops.py", MATMUL.format(name="user_matmul"))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results"
+    code = run_main.main(["--scenario", "roofline", "--op", "my_ops.py:user_matmul", "--device", "cpu", "--quick",
+                          "--rounds", "3", "--modes", "forward", "--out", str(out)])
+    assert code == 0
+    (result,) = out.glob("roofline-*.json")
+    rows = [r for r in json.loads(result.read_text())["rows"] if r["metric"] == "cpu_us" and r["status"] == "ok"]
+    assert sorted({r["size"] for r in rows}) == list(roofline.SIDES_CPU[::2])
+    assert all(r["shape"] == [r["size"]] * 3 and r["size_axis"] == "side" and r["flops"] == 2 * r["size"] ** 3
+               for r in rows)
+    assert "n (n×n×n)" in capsys.readouterr().out
+    with pytest.raises(DeclarationError, match="size_axis must be 'bytes' or 'side'"):
+        contract_of(Op(name="bad_axis", forward=torch.mm, inputs=("a", "b"), size_axis="elements"), origin="")
+
+
 def test_roofline_of_an_op_with_a_native_form(tmp_path: Path, catalogue: None, run_main: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The native form is timed beside the op's own kernels in both directions: its backward through
