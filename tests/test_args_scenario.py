@@ -24,6 +24,8 @@ from dbench.scenarios.arity import ARG_KINDS, QUICK_ARITIES, arities, kind_and_a
 from dbench.scenarios.args import _na_reason, build, selected
 from dbench.scenarios.base import Selection, preflight
 
+from conftest import requires_cuda
+
 VARIANTS: tuple[str, ...] = DECLARATIONS["args"].variants or ()
 
 
@@ -119,7 +121,8 @@ def test_a_quick_cpu_run_has_rows_for_every_kind_and_arity(tmp_path: Path, catal
         assert set(fits.loc[fits["variant"] == "cpp_typed", "arg_kind"]) == set(ARG_KINDS)
 
 
-def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(catalogue: None) -> None:
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
+def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(device: str, catalogue: None) -> None:
     """Every op of the scenario, defined in the C++ driver from the schema the Python side declares:
     its typed and boxed calls, the stable op's typed call and the floor pass the driver's check (the
     call returns a copy of the first tensor) and give rows keyed like the Python rows (axes, source)."""
@@ -129,11 +132,12 @@ def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(catalogu
 
     if not driver_path().is_file():
         pytest.skip("dbench_cpp_driver is not built (no Google Benchmark): tests/test_cpp_driver.py says why")
-    request = cpp_request(Selection(ops=ARGS_OPS, variants=VARIANTS, device="cpu", explicit_ops=True))
+    request = cpp_request(Selection(ops=ARGS_OPS, variants=VARIANTS, device=device, explicit_ops=True))
     assert request.ops == ARGS_OPS and request.modes == ("inference",) and request.scenario == "args"
-    rows, context = run_cpp_driver("cpu", repetitions=1, min_time=0.0005, timeout=600,
+    rows, context = run_cpp_driver(device, repetitions=1, min_time=0.0005, timeout=600,
                                    extra_args=[*request.driver_args, "--dbench_no_pin"], op_keys=request.op_keys)
     assert context["dbench_scenario"] == "args" and context["dbench_shape"] == "16"
+    assert context["dbench_device"].startswith(device)
     assert [r["reason"] for r in rows if r["status"] != "ok"] == []
     got = {(r["op"], r["variant"], r["mode"]) for r in rows}
     assert got == {(op, v, "inference") for op in ARGS_OPS
