@@ -29,7 +29,7 @@ import functools
 import hashlib
 import inspect
 import json
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -105,7 +105,15 @@ REST_TYPE = {"tensor": "Tensor", "mutable": "Tensor", "optional": "Tensor?", "li
              "float": "float", "int": "int", "bool": "bool", "str": "str"}
 
 
-_CPP_OPS: dict[str, Any] = {}  # a name is defined once per process: the dispatcher keeps it
+_DEFINED: dict[str, Any] = {}  # qualified name -> its op: the dispatcher keeps a definition for the process
+
+
+def _once(namespace: str, name: str, define: Callable[[str], Any]) -> Any:
+    """define(qualified name), the first time that name is asked for in this process; its op after."""
+    qualname = f"{namespace}::{name}"
+    if qualname not in _DEFINED:
+        _DEFINED[qualname] = define(qualname)
+    return _DEFINED[qualname]
 
 
 def cpp_op(made: OpContract) -> Any:
@@ -114,20 +122,17 @@ def cpp_op(made: OpContract) -> Any:
     from dbench.ops.flavour import Flavour, registered_backward
     from dbench.ops.native import raw
 
-    if made.name in _CPP_OPS:
-        return _CPP_OPS[made.name]
-    qualname = f"{CPP_NAMESPACE}::{made.name}"
-    raw().define_copy_first_op(CPP_NAMESPACE, made.name, made.signature(made.name))
-    torch.library.register_fake(qualname)(kernel_fake)
-    op = getattr(getattr(torch.ops, CPP_NAMESPACE), made.name)
-    if not made.written(made.name):
-        torch.library.register_autograd(qualname, registered_backward(made, Flavour(op, made.launcher(made.backward_op))),
-                                        setup_context=made.save)
-    _CPP_OPS[made.name] = op
-    return op
+    def define(qualname: str) -> Any:
+        raw().define_copy_first_op(CPP_NAMESPACE, made.name, made.signature(made.name))
+        torch.library.register_fake(qualname)(kernel_fake)
+        op = getattr(getattr(torch.ops, CPP_NAMESPACE), made.name)
+        if not made.written(made.name):
+            torch.library.register_autograd(
+                qualname, registered_backward(made, Flavour(op, made.launcher(made.backward_op))),
+                setup_context=made.save)
+        return op
 
-
-_STABLE_OPS: set[str] = set()
+    return _once(CPP_NAMESPACE, made.name, define)
 
 
 def stable_op(made: OpContract) -> None:
@@ -135,10 +140,8 @@ def stable_op(made: OpContract) -> None:
     stable variant registers its fake when it is built."""
     from dbench.ops.native import define_stable_copy_first_op
 
-    if made.name not in _STABLE_OPS:
-        define_stable_copy_first_op(STABLE_NAMESPACE, made.name, made.signature(made.name),
-                                    REST_TYPE[kind_and_arity(made.name)[0]])
-        _STABLE_OPS.add(made.name)
+    _once(STABLE_NAMESPACE, made.name, lambda _: define_stable_copy_first_op(
+        STABLE_NAMESPACE, made.name, made.signature(made.name), REST_TYPE[kind_and_arity(made.name)[0]]))
 
 
 @functools.cache
