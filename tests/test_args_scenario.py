@@ -147,6 +147,20 @@ def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(device: 
         assert r["op_source"] == OPS[r["op"]].origin and r["shape"] == [16] and r["scenario"] == "args"
 
 
+def test_the_driver_passes_the_scalar_values_the_python_side_passes() -> None:
+    """The C++ driver's scalar arguments (bench/cpp/driver.cpp kFloatArg...) are scenarios/args.py
+    SCALARS: a str of another length, say, would be another boundary cost."""
+    import re
+
+    from dbench.scenarios.args import SCALARS
+
+    text = (Path(__file__).resolve().parent.parent / "bench" / "cpp" / "driver.cpp").read_text()
+    found = dict(re.findall(r"k(Float|Int|Bool|Str)Arg = (.+?);", text))
+    as_cpp = {"float": repr(SCALARS["float"]), "int": str(SCALARS["int"]), "bool": str(SCALARS["bool"]).lower(),
+              "str": f'"{SCALARS["str"]}"'}
+    assert {k.lower(): v for k, v in found.items()} == as_cpp
+
+
 def _synthetic(slope: float, intercept: float, rounds: int, seed: int = 1) -> pd.DataFrame:
     """Rows of one variant and kind whose every round lies on a line, scaled by that round's speed."""
     rng = np.random.default_rng(seed)
