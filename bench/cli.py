@@ -168,11 +168,12 @@ def _timing_options(p: Parser) -> None:
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
     p.add_argument("--gpu-rounds", type=positive_int, help="rounds of the GPU pass (default 8; --quick 3)")
     p.add_argument("--cpp-repetitions", type=positive_int,
-                   help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3)")
+                   help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3; args: 10, --quick 5)")
     p.add_argument("--cpp-min-time", type=positive_float,
-                   help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01)")
+                   help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01; args: 0.02, "
+                        "--quick 0.005)")
     p.add_argument("--no-cpp", action="store_true",
-                   help="boundary: skip the 'called from C++' section (Google Benchmark driver)")
+                   help="boundary, args: skip the 'called from C++' rows (Google Benchmark driver)")
     p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
                    help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
                         "outside the timed window); the state is part of each row's identity")
