@@ -7,7 +7,8 @@
 # `cpp` CUDA kernels wait NNN ns inside the kernel: DBENCH_INJECT_GPU_NS; the injected GPU rows
 # should be called regressions and nothing else). Each night leaves OUTDIR/NAME.json (the A/B
 # result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
-# and 0 otherwise, whatever the gate said (its verdicts are the data).
+# and 0 otherwise, whatever the gate said (its verdicts are the data). A night takes about 8 minutes:
+# where each command has a shorter limit, start it with scripts/detached.sh and wait for it there.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}

@@ -104,3 +104,39 @@ def test_gpu_validate_lists_its_steps_and_fails_when_one_did(tmp_path: Path) -> 
     assert len(steps) == 9  # setup, memcheck, 3 racecheck parts, bench, roofline, launch, mma_sync roofline
     racecheck = [c for c in _calls(tmp_path) if "racecheck" in c]
     assert len(racecheck) == 3 and all("--kernel-name kns=dbench" in c for c in racecheck)
+
+
+def _detached(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO_ROOT / "scripts" / "detached.sh"), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_a_detached_run_outlives_its_caller_and_gives_its_own_status(tmp_path: Path) -> None:
+    """Started from a caller whose whole process group is then killed (a command hitting its time limit),
+    the run goes on; `wait` says 75 while it runs, then its exit status and output; a second `start`
+    in the same folder is refused, so a retried call never starts it twice."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    caller = subprocess.Popen(["bash", "-c", f"bash {REPO_ROOT}/scripts/detached.sh start {run} -- "
+                               "bash -c 'sleep 2; echo done here; exit 3'; sleep 60"], start_new_session=True)
+    while not (run / "started").exists():
+        time.sleep(0.05)
+    os.killpg(caller.pid, signal.SIGKILL)
+    caller.wait()
+    early = _detached("wait", str(run), "0")
+    assert early.returncode == 75 and "still running" in early.stdout
+    again = _detached("start", str(run), "--", "true")
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    done = _detached("wait", str(run), "30")
+    assert done.returncode == 3 and "exit status 3" in done.stdout
+    assert (run / "out.log").read_text() == "done here\n" and (run / "rc").read_text().strip() == "3"
+
+
+@pytest.mark.parametrize("args", [["wait", "never-started", "1"], ["wait", "x", "soon"], ["start", "x", "true"],
+                                  ["run", "x"]])
+def test_detached_refuses_bad_use(tmp_path: Path, args: list[str]) -> None:
+    args = [str(tmp_path / a) if a in ("never-started", "x") else a for a in args]
+    got = _detached(*args)
+    assert got.returncode == 2 and ("usage" in got.stderr or "no run was started" in got.stderr)
