@@ -202,10 +202,13 @@ def cpp_request(sel: Selection) -> CppRequest:
     stable-ABI op, from the same schema) and times a typed and a boxed call of the first, a typed call
     of the second, and the noop launcher on the first tensor (the C++ floor), in inference."""
     ops = selected(sel)
-    specs = [f"--dbench_args_op={n}|{kind_and_arity(n)[1]}|{kind_and_arity(n)[0]}|{REST_TYPE[kind_and_arity(n)[0]]}|"
-             f"{contract(n).signature(n)}" for n in ops]
-    keys = {n: {"arg_kind": kind_and_arity(n)[0], "arity": kind_and_arity(n)[1], "axes": [a.name for a in AXES],
-                "op_source": contract(n).origin} for n in ops}
+    specs, keys = [], {}
+    for n in ops:
+        kind, arity = kind_and_arity(n)
+        specs.append(f"--dbench_args_op={n}|{arity}|{kind}|{REST_TYPE[kind]}|{contract(n).signature(n)}")
+        # The same axis fields as the Python rows (AXES), and the op's source digest.
+        keys[n] = {**{a.name: a.values_for(sel, n)[0] for a in AXES}, "axes": [a.name for a in AXES],
+                   "op_source": contract(n).origin}
     return CppRequest(ops, scenario="args", driver_args=(*specs, f"--dbench_args_shape={'x'.join(map(str, SHAPE))}"),
                       modes=("inference",), op_keys=keys)
 

@@ -260,8 +260,8 @@ class Run:
     def cpp_pass(self) -> None:
         """The C++ driver times what the scenario asks of it (Scenario.cpp_request: its ops, the
         driver's flags for them), with its GPU pass where the scenario makes one."""
-        request = self.scenario.cpp_request(self.sel) if self.scenario.cpp_request else None
-        if request is not None and request.ops:
+        request = self.scenario.cpp_request(self.sel)  # there is one: the scenario makes this pass
+        if request.ops:
             self.extra_rows.extend(cpp_section(self.device, request, self.args, self.env, self.console,
                                                self.json_path, gpu=self.scenario.makes(Pass.GPU)))
             self.phase("cpp_driver")
