@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable
 
 import torch
@@ -201,5 +202,17 @@ CHAIN = OpContract(
     heaviest_scalars=(chain.MAX_LENGTH,),  # every step: the most arithmetic per element
 )
 
-OPS: dict[str, OpContract] = {op.name: op for op in (NOOP, MULADD, L2NORM, MM, CHAIN)}
-assert tuple(OPS) == OP_NAMES, "ops/specs.py OP_NAMES must list the contracts above, in order"
+_DECLARED_HERE = {op.name: op for op in (NOOP, MULADD, L2NORM, MM, CHAIN)}
+
+
+def _own_module(name: str) -> OpContract:
+    """An op declared in a module of its own, ops/shipped/<name>.py, as its CONTRACT."""
+    module = importlib.import_module(f".shipped.{name}", __package__)
+    contract = module.CONTRACT
+    assert isinstance(contract, OpContract) and contract.name == name, f"ops/shipped/{name}.py must declare CONTRACT for {name!r}"
+    return contract
+
+
+# Every shipped op, in the order of ops/specs.py OP_NAMES (the one list of their names).
+OPS: dict[str, OpContract] = {name: _DECLARED_HERE.get(name) or _own_module(name) for name in OP_NAMES}
+assert set(_DECLARED_HERE) <= set(OPS), "ops/specs.py OP_NAMES must list every contract above"

@@ -1,7 +1,7 @@
 """The op contract: everything the variant factory needs to know about one op.
 
 A shipped op is declared once (ops/catalog.py): its schema lives in C++
-(ops/csrc/schemas.h) and is read back from the dispatcher, its kernels are the
+(ops/native/<op>.h) and is read back from the dispatcher, its kernels are the
 shared CPU/CUDA kernels behind the pybind launchers, and this contract adds the
 Python half: fake, saved tensors, backward formula, fp64 reference and inputs.
 A user's op (ops/declare.py) gives its launchers and schemas here instead.
@@ -133,10 +133,13 @@ class OpContract:
     kernel_of: Callable[..., str] | None = None
     # The scalars at which the kernel does the most work per element (the offsets scenario times it there).
     heaviest_scalars: tuple[Any, ...] | None = None
+    # The op's own Triton launchers by op name (forward, backward), made on first use (triton is
+    # imported then): the triton_op variant's. None: the launch shapes of ops/triton_ops.py.
+    triton_launchers: Callable[[], Mapping[str, Callable[..., Any]]] | None = None
     # --- what a user's op declares (ops/declare.py); the shipped ops keep the defaults ---
     # Launcher per op name (the forward's and the backward's); None: the suite's pybind launchers.
     launchers: Mapping[str, Callable[..., Any]] | None = None
-    # "(args) -> returns" per op name; None: read from the C++ declaration (ops/csrc/schemas.h).
+    # "(args) -> returns" per op name; None: read from the C++ declaration (ops/native/<op>.h).
     schemas: Mapping[str, str] | None = None
     # The forward's outputs, by name, and those that carry no gradient (a saved statistic).
     outputs: tuple[str, ...] = ("out",)

@@ -331,9 +331,12 @@ def _register(contract: OpContract, op_name: str, launcher: Callable[..., Tensor
 
 
 def triton_flavour(contract: OpContract) -> Any:
-    if contract.launchers is not None:  # a user's op: its own launchers call its Triton kernels
-        fwd = _register(contract, contract.name, contract.launcher(contract.name))
-        bwd = _register(contract, contract.backward_op, contract.launcher(contract.backward_op)) \
+    if contract.launchers is not None or contract.triton_launchers is not None:
+        # A user's op (its own launchers call its Triton kernels), or an op declaring its Triton launchers.
+        own = contract.triton_launchers() if contract.triton_launchers is not None else None
+        launcher = own.__getitem__ if own is not None else contract.launcher
+        fwd = _register(contract, contract.name, launcher(contract.name))
+        bwd = _register(contract, contract.backward_op, launcher(contract.backward_op)) \
             if contract.backward_op else None
         fl = Flavour(fwd, bwd)
         if contract.backward_op:

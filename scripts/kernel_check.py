@@ -11,8 +11,9 @@ paths and both row schedules (warp per row and block per row, forced, at the edg
 holds) and backward, the chain kernels (fused and one step at a time, forward
 and backward), every elementwise and row-wise kernel with forced int32 and int64 offsets, mm
 through both tensor-core kernels (mma.sync, with cp.async chunks and element-wise tile loads;
-wgmma where the build and the device have it) with edge tiles, the FMA kernel, and K = 0.
-Exits 1 on a wrong result.
+wgmma where the build and the device have it) with edge tiles, the FMA kernel, and K = 0; and every
+op sized in bytes from its declaration alone (forward and backward kernels against the fp64
+reference: an op added by its declaration is covered with no line here). Exits 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -228,13 +229,56 @@ def check_in_kernel_delay() -> list[str]:
     return failures
 
 
+# The declared ops' bounds against their fp64 reference (row sums over about a thousand elements).
+DECLARED_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4, torch.float64: 1e-10}
+
+
+def check_declared(raw) -> list[str]:
+    """Every shipped op sized in bytes (mm has its own check), from its declaration alone: the raw
+    launcher's forward and backward kernels on CUDA in every dtype, at the boundary shape and odd
+    ones, against the fp64 reference (the backward against autograd through it). An op added by
+    its declaration runs here, and under the sanitizer, with no line of its own."""
+    from dbench.ops.catalog import OPS
+    from dbench.ops.contract import InputSpec
+
+    failures = []
+    for contract in OPS.values():
+        if contract.size_axis != "bytes":
+            continue
+        fwd = contract.launcher(contract.name)
+        bwd = contract.launcher(contract.backward_op) if contract.backward_op else None
+        for dtype in ELEMENTWISE_DTYPES:
+            tol = DECLARED_TOLERANCE[dtype]
+            for shape in (contract.boundary_shape, (1, 1), (3, 1030), (257, 33)):
+                args = contract.make_inputs(InputSpec(shape=shape, dtype=dtype, device="cuda", seed=1))
+                what = f"{contract.name} {dtype} {shape}"
+                if not torch.allclose(fwd(*args).double(), contract.reference_fp64(args), rtol=tol, atol=tol):
+                    failures.append(f"{what}: forward")
+                if bwd is None:
+                    continue
+                n = len(contract.tensor_args)
+                leaves = [a.detach().double().requires_grad_(name in contract.differentiable)
+                          for a, name in zip(args[:n], contract.tensor_args)]
+                out = contract.reference(*leaves, *args[n:])
+                grad = torch.randn(out.shape, dtype=dtype, device="cuda")
+                wanted = [a for a in leaves if a.requires_grad]
+                want = torch.autograd.grad(out, wanted, grad.double())
+                got = bwd(grad, *args)
+                got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+                if len(got) != len(want) or not all(
+                        torch.allclose(g.double(), w, rtol=tol, atol=tol * max(1.0, w.abs().max().item()))
+                        for g, w in zip(got, want)):
+                    failures.append(f"{what}: backward")
+    return failures
+
+
 def check_mm_kernels(raw) -> list[str]:
     return [f for kernel in MM_KERNELS if _mm_kernel_runs(raw, kernel) for f in check_mm(raw, kernel)]
 
 
 # --only's names, in the order the checks run.
 CHECKS = {"elementwise": check_elementwise, "rows": check_row_schedules, "chain": check_chain_and_widths,
-          "delay": lambda raw: check_in_kernel_delay(), "mm": check_mm_kernels}
+          "delay": lambda raw: check_in_kernel_delay(), "mm": check_mm_kernels, "declared": check_declared}
 PARTS = tuple(CHECKS)
 
 

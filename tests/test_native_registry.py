@@ -69,3 +69,15 @@ def test_the_cpp_driver_times_each_boundary_op_in_every_kind(native: set[str]) -
     boundary = {op for op in _forward(native) if OPS[op].boundary}
     assert set(kinds) == boundary
     assert {op: k for op, k in kinds.items() if k != set(CPP_VARIANTS)} == {}
+
+
+def test_every_native_declaration_is_registered_and_nothing_else(native: set[str]) -> None:
+    """ops/native/<op>.h is the one native declaration of each op: the ops libdbench_ops.so defines
+    are exactly those headers (CMake collects them; a header it missed, or an op registered by hand
+    beside them, fails here)."""
+    from dbench.ops.native import REPO_ROOT
+
+    headers = {p.stem for p in (REPO_ROOT / "ops" / "native").glob("*.h")}
+    if not headers:
+        pytest.skip("no ops/native folder beside the installed package")
+    assert _forward(native) == headers

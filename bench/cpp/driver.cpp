@@ -1,8 +1,8 @@
 // dbench_cpp_driver: the boundary (and args) scenario called from C++, on Google Benchmark.
 //
-// For each op (noop, muladd, l2norm; inputs (4, 32) float32 like the Python
-// scenario) it times one call of:
-//   <op>/direct/inference            the launcher (dbench::<op>), no dispatcher
+// For each boundary op (the native declarations with kBoundary: ops/native/*.h; inputs (4, 32)
+// float32 like the Python scenario, scalars the declaration's kBoundaryScalars) it times one call of:
+//   <op>/direct/inference            the op's ATen launcher, no dispatcher
 //   <op>/typed/inference             dbench::<op> through a TypedOperatorHandle (unboxed)
 //   <op>/boxed/inference             dbench::<op> through callBoxed on a Stack
 //   <op>/stable/inference            dbench_stable::<op> (boxed TORCH_BOX kernel), typed call
@@ -18,9 +18,11 @@
 // The metric is wall-clock time per call (real_time), as in the Python runner.
 // CPU time would understate fwd_bwd on CUDA: the backward runs on autograd's
 // device thread while the caller waits (H200: real 45 us, cpu 15 us per call).
-// Each benchmark is first called once and checked against an ATen reference
-// (forward, and gradients in fwd_bwd); a mismatch or an exception is reported
-// with SkipWithError ("error_occurred" in the JSON) and never timed.
+// Each benchmark is first called once and checked: its output against the launcher's, and in
+// fwd_bwd its gradients against a float64 central difference of the launcher along a random
+// direction (the launcher itself is checked against the fp64 reference by the Python contract
+// checks); a mismatch or an exception is reported with SkipWithError ("error_occurred" in the
+// JSON) and never timed.
 //
 // With --dbench_args_op (the args scenario) it times the generated ops of that
 // scenario instead, below ("The args scenario").
@@ -68,7 +70,7 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/randn.h>
-#include <ATen/ops/rsqrt.h>
+#include <ATen/ops/randn_like.h>
 #include <ATen/ops/sum.h>
 #include <benchmark/benchmark.h>
 #include <c10/core/InferenceMode.h>
@@ -80,6 +82,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -94,8 +97,8 @@
 #include <vector>
 
 #include "launchers.h"
+#include "native_ops.h"
 #include "runtime_library.h"
-#include "schemas.h"
 
 #ifdef DBENCH_DRIVER_CUPTI
 #include "blocks.h"  // bench/cupti: the CUPTI collector's per-block figures
@@ -116,7 +119,6 @@ extern "C" int dbench_stable_define_copy_first(const char* ns, const char* name,
 
 namespace {
 
-constexpr double kL2NormEps = 1e-6;  // ops/catalog.py L2NORM_EPS
 constexpr int64_t kRows = 4, kCols = 32;  // OpContract.boundary_shape
 constexpr double kAtol = 1e-5, kRtol = 1e-5;  // scenarios/base.py TOLERANCES[float32]
 
@@ -173,50 +175,46 @@ c10::OperatorHandle boxed_op(const std::string& name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), "");
 }
 
-// Per-op traits: how to call the launcher, the typed handle, push a boxed
-// stack, and the ATen reference. `args` are the tensor inputs; scalars are
-// constants of the op.
-struct NoopOp {
-  static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kNoop;
-  using Sig = at::Tensor(const at::Tensor&);
-  static constexpr size_t kTensors = 1;
-  static at::Tensor direct(const Tensors& t) { return dbench::noop(t[0]); }
-  static at::Tensor typed(const c10::TypedOperatorHandle<Sig>& op, const Tensors& t) { return op.call(t[0]); }
-  static void push(torch::jit::Stack& s, const Tensors& t) { s.emplace_back(t[0]); }
-  static at::Tensor reference(const Tensors& t) { return at::mul(t[0], 1.0); }
-};
+// An op as the driver calls it, from its declaration: `t` are its tensor inputs, in order; its
+// scalar arguments are the declaration's kBoundaryScalars, in order.
+template <class Op, class A = typename Op::Args>
+struct Driven;
+template <class Op, class... K>
+struct Driven<Op, dbench::native::Args<K...>> {
+  using Sig = dbench::AtenSig<Op>;
+  static constexpr size_t kTensors = Op::Args::kTensors;
+  static constexpr std::array<bool, sizeof...(K)> kIsTensor{std::is_same_v<K, dbench::native::Tensor>...};
 
-struct MulAddOp {
-  static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kMulAdd;
-  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&);
-  static constexpr size_t kTensors = 3;
-  static at::Tensor direct(const Tensors& t) { return dbench::muladd(t[0], t[1], t[2]); }
+  static constexpr size_t tensors_before(size_t i) {
+    size_t n = 0;
+    for (size_t j = 0; j < i; ++j) n += kIsTensor[j] ? 1 : 0;
+    return n;
+  }
+  template <size_t I>
+  static decltype(auto) arg(const Tensors& t) {
+    if constexpr (kIsTensor[I]) {
+      return (t[tensors_before(I)]);
+    } else {
+      return std::get<I - tensors_before(I)>(Op::kBoundaryScalars);
+    }
+  }
+  template <class F, size_t... I>
+  static decltype(auto) apply(const Tensors& t, F&& f, std::index_sequence<I...>) {
+    return f(arg<I>(t)...);
+  }
+  template <class F>
+  static decltype(auto) apply(const Tensors& t, F&& f) {
+    return apply(t, std::forward<F>(f), std::index_sequence_for<K...>{});
+  }
+
+  static at::Tensor direct(const Tensors& t) {
+    return apply(t, [](const auto&... a) { return dbench::AtenLauncher<Op>::call(a...); });
+  }
   static at::Tensor typed(const c10::TypedOperatorHandle<Sig>& op, const Tensors& t) {
-    return op.call(t[0], t[1], t[2]);
+    return apply(t, [&op](const auto&... a) { return op.call(a...); });
   }
   static void push(torch::jit::Stack& s, const Tensors& t) {
-    s.emplace_back(t[0]);
-    s.emplace_back(t[1]);
-    s.emplace_back(t[2]);
-  }
-  static at::Tensor reference(const Tensors& t) { return at::add(at::mul(t[0], t[1]), t[2]); }
-};
-
-struct L2NormOp {
-  static constexpr const dbench::schema::OpSchema& kSchema = dbench::schema::kL2Norm;
-  using Sig = at::Tensor(const at::Tensor&, double);
-  static constexpr size_t kTensors = 1;
-  static at::Tensor direct(const Tensors& t) { return dbench::l2norm(t[0], kL2NormEps); }
-  static at::Tensor typed(const c10::TypedOperatorHandle<Sig>& op, const Tensors& t) {
-    return op.call(t[0], kL2NormEps);
-  }
-  static void push(torch::jit::Stack& s, const Tensors& t) {
-    s.emplace_back(t[0]);
-    s.emplace_back(kL2NormEps);
-  }
-  static at::Tensor reference(const Tensors& t) {
-    const at::Tensor sq = at::sum(at::mul(t[0], t[0]), {-1}, /*keepdim=*/true);
-    return at::mul(t[0], at::rsqrt(at::add(sq, kL2NormEps)));
+    apply(t, [&s](const auto&... a) { (s.emplace_back(a), ...); });
   }
 };
 
@@ -352,16 +350,47 @@ void add_forward(const std::string& prefix, const std::string& error, const Timi
   }
 }
 
+// The gradients `got` of <grad_out, op(xg)> against a float64 central difference of the launcher
+// along a random direction v: sum_i <got_i, v_i> = d/ds <grad_out, op(xg + s v)> at s = 0. No
+// formula is needed, so every declared op is checked the same way.
+template <class D>
+void expect_gradients(const Tensors& xg, const Tensors& got, const at::Tensor& grad_out) {
+  if (got.size() != xg.size()) throw std::runtime_error("wrong number of gradients");
+  Tensors x64, v;
+  for (const auto& t : xg) {
+    x64.push_back(t.detach().to(at::kDouble));
+    v.push_back(at::randn_like(x64.back()));
+  }
+  const at::Tensor g64 = grad_out.to(at::kDouble);
+  auto along = [&](double s) {
+    Tensors moved;
+    for (size_t i = 0; i < x64.size(); ++i) moved.push_back(at::add(x64[i], at::mul(v[i], s)));
+    return at::sum(at::mul(D::direct(moved), g64)).template item<double>();
+  };
+  constexpr double kStep = 1e-6;
+  const double numeric = (along(kStep) - along(-kStep)) / (2 * kStep);
+  double analytic = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!got[i].defined()) throw std::runtime_error("gradient " + std::to_string(i) + " is undefined");
+    analytic += at::sum(at::mul(got[i].to(at::kDouble), v[i])).template item<double>();
+  }
+  if (std::abs(numeric - analytic) > 1e-3 * std::max(1.0, std::abs(numeric))) {
+    throw std::runtime_error("gradients differ from a central difference of the launcher (" + std::to_string(analytic) +
+                             " vs " + std::to_string(numeric) + " along a random direction)");
+  }
+}
+
 template <class Op>
 void register_op(const Config& cfg) {
-  const std::string op = Op::kSchema.name;
-  const Tensors x = make_inputs(Op::kTensors, cfg, false);
-  const Tensors xg = make_inputs(Op::kTensors, cfg, true);
+  using D = Driven<Op>;
+  const std::string op = Op::kName;
+  const Tensors x = make_inputs(D::kTensors, cfg, false);
+  const Tensors xg = make_inputs(D::kTensors, cfg, true);
   const at::Tensor grad_out = at::randn({kRows, kCols}, at::TensorOptions().dtype(at::kFloat).device(cfg.device));
-  const at::Tensor want = Op::reference(x);
-  const at::Tensor want_g = Op::reference(xg).detach();
+  const at::Tensor want = D::direct(x);
+  const at::Tensor want_g = D::direct(xg).detach();
   const std::string qualified = "dbench::" + op;
-  const std::string qualified_ag = qualified + dbench::schema::kAutogradSuffix;
+  const std::string qualified_ag = qualified + dbench::native::kAutogradSuffix;
   const std::string qualified_stable = "dbench_stable::" + op;
 
   auto close_to_want = [&](const char* what) {
@@ -370,18 +399,18 @@ void register_op(const Config& cfg) {
   const auto none = [] { return at::Tensor(); };
 
   // direct: the launcher, no dispatcher.
-  add_forward(op + "/direct", "", cfg.timing, [x] { return Op::direct(x); }, close_to_want("direct"));
+  add_forward(op + "/direct", "", cfg.timing, [x] { return D::direct(x); }, close_to_want("direct"));
 
   // A typed call of a registered op; the handle is resolved once, here,
   // outside the timed loop. Returns whether the op was found.
   auto add_typed = [&](const std::string& name, const std::string& qualified_name, const char* library) {
     std::string err;
-    const auto handle = find_op<typename Op::Sig>(qualified_name, library, err);
+    const auto handle = find_op<typename D::Sig>(qualified_name, library, err);
     if (!handle) {
       add_forward(op + "/" + name, err, cfg.timing, none, close_to_want(""));
       return false;
     }
-    add_forward(op + "/" + name, "", cfg.timing, [x, h = *handle] { return Op::typed(h, x); },
+    add_forward(op + "/" + name, "", cfg.timing, [x, h = *handle] { return D::typed(h, x); },
                 [&want, &name](auto& call) { expect_close(call(), want, name); });
     return true;
   };
@@ -393,7 +422,7 @@ void register_op(const Config& cfg) {
     // capacity, so the loop times boxing and dispatch, not the allocator).
     auto boxed = [x, h = boxed_op(qualified), stack = torch::jit::Stack()]() mutable {
       stack.clear();
-      Op::push(stack, x);
+      D::push(stack, x);
       h.callBoxed(stack);
       return std::move(stack.back());
     };
@@ -409,7 +438,7 @@ void register_op(const Config& cfg) {
   // autograd: the *_autograd twin (C++ Autograd-key kernel), typed call.
   {
     std::string err;
-    const auto handle = find_op<typename Op::Sig>(qualified_ag, "libdbench_ops.so", err);
+    const auto handle = find_op<typename D::Sig>(qualified_ag, "libdbench_ops.so", err);
     if (!handle) {
       add_forward(op + "/autograd", err, cfg.timing, none, close_to_want(""));
       for (const char* mode : {"fwd_requires_grad", "fwd_bwd"}) {
@@ -418,10 +447,10 @@ void register_op(const Config& cfg) {
       return;
     }
     const auto h = *handle;
-    add_forward(op + "/autograd", "", cfg.timing, [x, h] { return Op::typed(h, x); },
+    add_forward(op + "/autograd", "", cfg.timing, [x, h] { return D::typed(h, x); },
                 close_to_want("autograd forward-only"));
 
-    auto fwd = [xg, h] { return Op::typed(h, xg); };
+    auto fwd = [xg, h] { return D::typed(h, xg); };
     err = preflight(op + "/autograd/fwd_requires_grad", [&] {
       const at::Tensor out = fwd();
       if (!out.requires_grad()) throw std::runtime_error("output does not require grad");
@@ -430,18 +459,10 @@ void register_op(const Config& cfg) {
     add(op + "/autograd/fwd_requires_grad", err, cfg.timing, fwd);
 
     auto fwd_bwd = [xg, h, grad_out] {
-      const at::Tensor out = Op::typed(h, xg);
+      const at::Tensor out = D::typed(h, xg);
       return torch::autograd::grad({out}, xg, {grad_out});
     };
-    err = preflight(op + "/autograd/fwd_bwd", [&] {
-      const Tensors got = fwd_bwd();
-      // Reference gradients: ATen autograd through Op::reference.
-      Tensors leaves;
-      for (const auto& t : xg) leaves.push_back(t.detach().set_requires_grad(true));
-      const Tensors ref = torch::autograd::grad({Op::reference(leaves)}, leaves, {grad_out});
-      if (got.size() != ref.size()) throw std::runtime_error("wrong number of gradients");
-      for (size_t i = 0; i < got.size(); ++i) expect_close(got[i], ref[i], "gradient " + std::to_string(i));
-    });
+    err = preflight(op + "/autograd/fwd_bwd", [&] { expect_gradients<D>(xg, fwd_bwd(), grad_out); });
     add(op + "/autograd/fwd_bwd", err, cfg.timing, fwd_bwd);
   }
 }
@@ -618,7 +639,7 @@ void register_args_op(const ArgsOp& op, const Config& cfg, const std::vector<int
     }
     add(name, err, cfg.timing, call);  // with an error, the benchmark skips and never calls it
   };
-  add_checked("direct", [&] { return Call([x0 = in.x0] { return dbench::noop(x0); }); });
+  add_checked("direct", [&] { return Call([x0 = in.x0] { return dbench::launch<dbench::native::noop>(x0); }); });
   add_checked("typed", [&] { return typed_args_call(op, "dbench_args::" + op.name, in); });
   add_checked("boxed", [&] { return boxed_args_call("dbench_args::" + op.name, in); });
   add_checked("stable", [&] { return typed_args_call(op, "dbench_stable::" + op.name, in); });
@@ -896,9 +917,10 @@ int main(int argc, char** argv) {
     if (args) {
       for (const ArgsOp& op : opt.args_ops) register_args_op(op, cfg, opt.args_shape);
     } else {
-      register_op<NoopOp>(cfg);
-      register_op<MulAddOp>(cfg);
-      register_op<L2NormOp>(cfg);
+      dbench::native::for_each(dbench::native::AllOps{}, [&](auto tag) {
+        using Op = typename decltype(tag)::type;
+        if constexpr (Op::kBoundary) register_op<Op>(cfg);
+      });
     }
     benchmark::AddCustomContext("dbench_scenario", args ? "args" : "boundary");
     benchmark::AddCustomContext("dbench_device", cfg.device.str());

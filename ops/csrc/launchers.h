@@ -1,25 +1,49 @@
-// ATen-level launchers: validate, allocate the output contiguously, pick the
-// device's current stream under a device guard, and call the shared kernel.
-// The pybind `raw` variant calls these directly; the TORCH_LIBRARY ops
-// register them as their CPU and CUDA kernels.
+// The ATen launchers of the declared ops (ops/native/*.h: validate, allocate the output contiguously,
+// pick the device's current stream under a device guard, call the shared kernel), which the raw
+// module binds and the TORCH_LIBRARY ops register as their CPU and CUDA kernels; and beside them the
+// kernel-level variants, the probes of which kernel a launch takes, and the timing aids.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <type_traits>
+
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "native_op.h"
 
 namespace dbench {
 
-at::Tensor noop(const at::Tensor& x);
-at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c);
-at::Tensor l2norm(const at::Tensor& x, double eps);
-at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps);
+// The ATen API's types, as a declaration's signature sees them (the API itself, aten_api.h, is local
+// to launchers.cpp).
+struct AtenTypes {
+  using Tensor = at::Tensor;
+  using TensorParam = const at::Tensor&;
+  static constexpr char kNamespace[] = "dbench";
+};
 
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
-at::Tensor chain(const at::Tensor& x, int64_t k);
-at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k);
+// Op's ATen launcher: a plain function with the schema's parameter types, compiled in launchers.cpp
+// for every declared op and backward (a small translation unit, so it is inlined there as it always
+// was; a caller elsewhere calls it out of line).
+template <class Op, class A = typename Op::Args>
+struct AtenLauncher;
+template <class Op, class... K>
+struct AtenLauncher<Op, native::Args<K...>> {
+  using Result = decltype(Op::template forward<AtenTypes>(
+      nullptr, std::declval<typename native::ParamOf<AtenTypes, K>::type>()...));
+  static Result call(typename native::ParamOf<AtenTypes, K>::type... args);
+};
+
+template <class Op>
+using AtenSig = std::remove_pointer_t<decltype(&AtenLauncher<Op>::call)>;
+
+template <class Op, class... A>
+typename AtenLauncher<Op>::Result launch(A&&... args) {
+  return AtenLauncher<Op>::call(std::forward<A>(args)...);
+}
 
 // Kernel-level variants, reached from the raw module only (the registered ops use `auto`):
 // the offset width forced ("auto", "int32" or "int64"; a forced int32 that does not fit is

@@ -1,24 +1,40 @@
-// Variant `raw`: the launchers bound with pybind11, reached from Python with no
-// dispatcher in between. This is the floor every other boundary is measured
-// against. Also: define_copy_first_op, which registers the args scenario's C++ ops at run time.
+// Variant `raw`: every native op's ATen launcher (native_ops.h, from ops/native/*.h) and its
+// backward's, bound with pybind11, reached from Python with no dispatcher in between. This is the
+// floor every other boundary is measured against. Also: the kernel-level variants, and
+// define_copy_first_op, which registers the args scenario's C++ ops at run time.
 #include <torch/extension.h>
 
+#include <type_traits>
+#include <utility>
+
 #include "launchers.h"
+#include "native_ops.h"
 #include "runtime_library.h"
+
+namespace {
+
+template <class Op, size_t... I>
+void def_launcher(pybind11::module_& m, std::index_sequence<I...>) {
+  static_assert(sizeof...(I) == Op::Args::kSize, "kArgNames must name every argument of the schema");
+  m.def(Op::kName, &dbench::AtenLauncher<Op>::call, Op::kDoc, pybind11::arg(Op::kArgNames[I])...);
+}
+
+template <class Op>
+void def_launcher(pybind11::module_& m) {
+  def_launcher<Op>(m, std::make_index_sequence<Op::kArgNames.size()>{});
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_dbench_raw, m) {
   m.doc() = "dbench launchers called directly (no dispatcher)";
-  m.def("noop", &dbench::noop, "identity copy", pybind11::arg("x"));
-  m.def("muladd", &dbench::muladd, "a * b + c", pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("c"));
-  m.def("l2norm", &dbench::l2norm, "row-wise L2 normalisation", pybind11::arg("x"), pybind11::arg("eps"));
-  m.def("l2norm_backward", &dbench::l2norm_backward, "gradient of l2norm", pybind11::arg("grad"),
-        pybind11::arg("x"), pybind11::arg("eps"));
-  m.def("mm", &dbench::mm, "a @ b (tensor cores for float16/bfloat16 on CUDA)", pybind11::arg("a"),
-        pybind11::arg("b"));
-  m.def("chain", &dbench::chain, "the first k steps of the elementwise chain, in one kernel", pybind11::arg("x"),
-        pybind11::arg("k"));
-  m.def("chain_backward", &dbench::chain_backward, "gradient of chain", pybind11::arg("grad"), pybind11::arg("x"),
-        pybind11::arg("k"));
+  dbench::native::for_each(dbench::native::AllOps{}, [&](auto tag) {
+    using Op = typename decltype(tag)::type;
+    def_launcher<Op>(m);
+    if constexpr (dbench::native::kHasBackward<Op>) {
+      def_launcher<typename Op::backward>(m);
+    }
+  });
 
   namespace kv = dbench::kernel_variants;
   auto kernel = m.def_submodule("kernel", "kernel-level variants: forced offset width, one chain step at a time");

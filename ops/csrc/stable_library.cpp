@@ -1,6 +1,6 @@
-// Variant `stable`: the same kernels behind STABLE_TORCH_LIBRARY + TORCH_BOX,
-// built against the LibTorch stable ABI only (TORCH_TARGET_VERSION pins the
-// oldest torch this binary supports). No ATen headers are included here.
+// Variant `stable`: every native op (native_ops.h, from ops/native/*.h) behind
+// STABLE_TORCH_LIBRARY + TORCH_BOX, the same kernels, built against the LibTorch stable ABI only
+// (TORCH_TARGET_VERSION pins the oldest torch this binary supports). No ATen headers are included here.
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -26,8 +26,9 @@
 
 #include "../kernels/kernels.h"
 #include "message.h"
+#include "native_op.h"
+#include "native_ops.h"
 #include "op_bodies.h"
-#include "schemas.h"
 
 namespace dbench::stable_ops {
 namespace {
@@ -57,6 +58,8 @@ const char* dtype_name(ScalarType t) {
 
 struct StableApi {
   using Tensor = torch::stable::Tensor;
+  using TensorParam = torch::stable::Tensor;  // by value: what TORCH_BOX takes (native_op.h ParamOf)
+  static constexpr char kNamespace[] = "dbench_stable";
   using NamedTensor = std::pair<const char*, const Tensor*>;
 
   // What STD_TORCH_CHECK throws (std::runtime_error, raised as RuntimeError in
@@ -137,14 +140,17 @@ struct StableApi {
 using Bodies = OpBodies<StableApi>;
 using torch::stable::Tensor;
 
-// TORCH_BOX needs plain functions with the schema's argument types.
-Tensor noop(Tensor x) { return Bodies::noop("dbench_stable::noop", x); }
-Tensor muladd(Tensor a, Tensor b, Tensor c) { return Bodies::muladd("dbench_stable::muladd", a, b, c); }
-Tensor l2norm(Tensor x, double eps) { return Bodies::l2norm("dbench_stable::l2norm", x, eps); }
-Tensor mm(Tensor a, Tensor b) { return Bodies::mm("dbench_stable::mm", a, b); }
-Tensor chain(Tensor x, int64_t k) { return Bodies::chain("dbench_stable::chain", x, k); }
+// Each op's stable kernel: native::Bound<Op, StableApi>::call has the schema's argument types, as
+// TORCH_BOX needs.
+template <class Op>
+using StableOp = native::Bound<Op, StableApi>;
 
-std::string def(const schema::OpSchema& s) { return std::string(s.name) + s.signature; }
+void register_kernels(torch::stable::detail::StableLibrary& m) {
+  native::for_each(native::AllOps{}, [&](auto tag) {
+    using B = StableOp<typename decltype(tag)::type>;
+    m.impl(decltype(tag)::type::kName, TORCH_BOX(&B::call));
+  });
+}
 
 // ---------------------------------------------------------------------------------------------
 // Ops defined while the process runs (the args scenario's generated schemas), the stable twin of
@@ -233,20 +239,11 @@ extern "C" __attribute__((visibility("default"))) int dbench_stable_define_copy_
 }
 
 STABLE_TORCH_LIBRARY(dbench_stable, m) {
-  using namespace dbench;
-  m.def(stable_ops::def(schema::kNoop).c_str());
-  m.def(stable_ops::def(schema::kMulAdd).c_str());
-  m.def(stable_ops::def(schema::kL2Norm).c_str());
-  m.def(stable_ops::def(schema::kMm).c_str());
-  m.def(stable_ops::def(schema::kChain).c_str());
+  dbench::native::for_each(dbench::native::AllOps{}, [&](auto tag) {
+    using Op = typename decltype(tag)::type;
+    m.def((std::string(Op::kName) + Op::kSignature).c_str());
+  });
 }
 
-#define DBENCH_STABLE_IMPLS(m)                                           \
-  m.impl(dbench::schema::kNoop.name, TORCH_BOX(&dbench::stable_ops::noop));     \
-  m.impl(dbench::schema::kMulAdd.name, TORCH_BOX(&dbench::stable_ops::muladd)); \
-  m.impl(dbench::schema::kL2Norm.name, TORCH_BOX(&dbench::stable_ops::l2norm)); \
-  m.impl(dbench::schema::kMm.name, TORCH_BOX(&dbench::stable_ops::mm));        \
-  m.impl(dbench::schema::kChain.name, TORCH_BOX(&dbench::stable_ops::chain))
-
-STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CPU, m) { DBENCH_STABLE_IMPLS(m); }
-STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CUDA, m) { DBENCH_STABLE_IMPLS(m); }
+STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CPU, m) { dbench::stable_ops::register_kernels(m); }
+STABLE_TORCH_LIBRARY_IMPL(dbench_stable, CUDA, m) { dbench::stable_ops::register_kernels(m); }
