@@ -101,13 +101,11 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
         if not contract.no_compiled_reason:
             calls["compiled"] = lambda: compiled(contract.name)(*args)
         return calls
-    x, *scalars = args
-    grad = pool.grad(tuple(x.shape))
+    # A shipped op's backward kernel takes (grad, every forward argument) and returns one gradient per
+    # differentiable tensor argument; grad is shaped like the output, the first argument's shape.
+    grad = pool.grad(tuple(args[0].shape))
     backward = getattr(raw(), contract.backward_op or "")
-    x_rg = x.detach().requires_grad_(True)
-    out = contract.aten(x_rg, *scalars)  # type: ignore[misc]  # the graph whose backward is replayed
-    return {"raw": lambda: backward(grad, x, *scalars),
-            "aten": lambda: torch.autograd.grad(out, x_rg, grad, retain_graph=True)[0]}
+    return {"raw": lambda: backward(grad, *args), "aten": _native_backward(contract, args, [grad])}
 
 
 class _SavedFor:
@@ -171,11 +169,12 @@ def _reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: Inp
         return _declared_reference(contract, args, mode, pool)
     if mode == "forward":
         return contract.reference_fp64(args).to(args[0].dtype)
-    x, *scalars = args
-    x64 = x.detach().double().requires_grad_(True)
-    grad = pool.grad(tuple(x.shape))
-    (gx,) = torch.autograd.grad(contract.reference(x64, *scalars), x64, grad.double())
-    return gx.to(x.dtype)
+    n = len(contract.tensor_args)
+    leaves = _leaves(contract, [a.double() for a in args[:n]])
+    grad = pool.grad(tuple(args[0].shape))
+    got = torch.autograd.grad(contract.reference(*leaves, *args[n:]), contract.grad_inputs(leaves), grad.double())
+    wrt = [a for a, name in zip(args[:n], contract.tensor_args) if name in contract.differentiable]
+    return _one_or_all(tuple(g.to(a.dtype) for g, a in zip(got, wrt)))
 
 
 def _declared_reference(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool) -> Any:

@@ -134,11 +134,14 @@ def _backward_op_params() -> list:
 @pytest.mark.parametrize("kind", list(INPUT_KINDS))
 @pytest.mark.parametrize(("device", "v"), _backward_op_params())
 def test_opcheck_backward_op(device: str, v: Variant, kind: str, dtype: torch.dtype) -> None:
-    """The registered backward kernels (l2norm_backward) obey the same contract as the forward ops."""
+    """The registered backward kernels (l2norm_backward, rmsnorm_backward) obey the same contract as the
+    forward ops. Each takes (grad, every forward argument); grad is shaped like the forward's output,
+    which for these ops is its first input's shape."""
     bwd = flavour(v.spec.flavour, v.op.name).bwd
-    (x, *scalars) = make_inputs(v.op, device, dtype=dtype, **INPUT_KINDS[kind])
-    (grad,) = tensors_of(v.op, make_inputs(v.op, device, dtype=dtype, seed=1, **INPUT_KINDS[kind]))
-    opcheck(bwd, (grad, x, *scalars), test_utils=OPCHECK_UTILS)
+    args = make_inputs(v.op, device, dtype=dtype, **INPUT_KINDS[kind])
+    grad = tensors_of(v.op, make_inputs(v.op, device, dtype=dtype, seed=1, **INPUT_KINDS[kind]))[0]
+    assert grad.shape == v.op.fake(*args).shape
+    opcheck(bwd, (grad, *args), test_utils=OPCHECK_UTILS)
 
 
 @pytest.mark.parametrize(("device", "v"), variant_cases(lambda v: not v.spec.differentiable))
