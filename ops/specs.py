@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain")
+OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain", "rmsnorm")
 # The names of the ops declared in this process so far (ops/declare.py register): a command line
 # run in-process after them (dbench.run_scenario) may select them with --ops.
 USER_OP_NAMES: list[str] = []
