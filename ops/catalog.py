@@ -106,6 +106,7 @@ L2NORM = OpContract(
     double_backward=False,  # l2norm_backward is a kernel without a derivative
     boundary_shape=(4, 32),
     rowwise=True,
+    triton_shape="rows",
     description="row-wise L2 normalisation, forward and backward kernels",
     aten=_l2norm_reference,  # the composite: PyTorch generates its backward
     work=_work(1, 1, 3),  # x*x, the row sum, the scale (the rsqrt per row is negligible)
@@ -180,6 +181,7 @@ MM = OpContract(
     gpu_dtype=torch.bfloat16,
     no_compiled_reason="torch.compile lowers a lone mm to the same cuBLAS call as aten",
     kernel_of=_mm_kernel,
+    triton_shape="matmul",
 )
 
 CHAIN = OpContract(
@@ -200,6 +202,7 @@ CHAIN = OpContract(
     backward_work=chain.backward_work,
     boundary=False,  # a kernel-level experiment (the fusion scenario); time its boundary with --ops chain
     heaviest_scalars=(chain.MAX_LENGTH,),  # every step: the most arithmetic per element
+    triton_shape="chain",
 )
 
 _DECLARED_HERE = {op.name: op for op in (NOOP, MULADD, L2NORM, MM, CHAIN)}

@@ -134,8 +134,11 @@ class OpContract:
     # The scalars at which the kernel does the most work per element (the offsets scenario times it there).
     heaviest_scalars: tuple[Any, ...] | None = None
     # The op's own Triton launchers by op name (forward, backward), made on first use (triton is
-    # imported then): the triton_op variant's. None: the launch shapes of ops/triton_ops.py.
+    # imported then): the triton_op variant's. None: ops/triton_ops.py's kernel of the op's name,
+    # launched in the shape `triton_shape` names (ops/triton_ops.py LAUNCH_SHAPES: "elementwise",
+    # "rows" (a program per row of the last dimension), "chain", "matmul").
     triton_launchers: Callable[[], Mapping[str, Callable[..., Any]]] | None = None
+    triton_shape: str = "elementwise"
     # --- what a user's op declares (ops/declare.py); the shipped ops keep the defaults ---
     # Launcher per op name (the forward's and the backward's); None: the suite's pybind launchers.
     launchers: Mapping[str, Callable[..., Any]] | None = None

@@ -296,6 +296,10 @@ def _matmul(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
     return launch
 
 
+# How a shipped kernel of _kernels() is launched, by the contract's triton_shape.
+LAUNCH_SHAPES: dict[str, Callable[[str, tuple[str, ...]], Callable[..., Tensor]]] = {
+    "elementwise": _elementwise, "rows": _rowwise, "chain": _chain, "matmul": _matmul}
+
 _PY_TYPES = {"Tensor": Tensor, "float": float, "int": int, "bool": bool, "str": str}
 
 
@@ -342,7 +346,7 @@ def triton_flavour(contract: OpContract) -> Any:
         if contract.backward_op:
             fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
         return fl
-    launch = {"l2norm": _rowwise, "mm": _matmul, "chain": _chain}.get(contract.name, _elementwise)
+    launch = LAUNCH_SHAPES[contract.triton_shape]
     fwd = _register(contract, contract.name, launch(contract.name, contract.tensor_args))
     bwd = None
     if contract.backward_op:

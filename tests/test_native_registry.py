@@ -81,3 +81,16 @@ def test_every_native_declaration_is_registered_and_nothing_else(native: set[str
     if not headers:
         pytest.skip("no ops/native folder beside the installed package")
     assert _forward(native) == headers
+
+
+def test_every_shipped_op_has_a_triton_launcher_shape_or_its_own_launchers() -> None:
+    """The triton_op variant launches a shipped op by the contract's triton_shape (never by its name),
+    or through the launchers it declares; both are built without importing triton."""
+    from dbench.ops.triton_ops import LAUNCH_SHAPES
+
+    for name, contract in OPS.items():
+        if contract.triton_launchers is not None:
+            assert set(contract.triton_launchers()) == set(contract.op_names()), name
+        else:
+            launch = LAUNCH_SHAPES[contract.triton_shape]
+            assert all(callable(launch(op, contract.tensor_args)) for op in contract.op_names()), name
