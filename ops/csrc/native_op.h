@@ -21,6 +21,10 @@
 //     static constexpr bool kBoundary = true;            // a row of the boundary table (C++ driver)
 //     static constexpr std::tuple kBoundaryScalars{1e-6};  // its scalar arguments there
 //   };
+//
+// The header may carry the op's kernels too, under #if defined(DBENCH_NATIVE_KERNELS): CMake compiles
+// them once, into the kernels library, through the generated native_kernels.cpp (CPU kernels, and
+// stubs without CUDA) and native_kernels.cu (CUDA builds). ops/native/rmsnorm.h is the example.
 #pragma once
 
 #include <array>
