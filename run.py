@@ -81,7 +81,7 @@ def dispatch(argv: Sequence[str] | None, args: argparse.Namespace, console: Any,
     device, shard_devices = resolve_device(args, in_process=not repeated)
     # The defaults that waited for the device (cli.apply_defaults fills only what is still unset).
     declared = DECLARATIONS[args.scenario]
-    apply_defaults(args, declared.defaults, declared.cuda_defaults, device)
+    apply_defaults(args, declared.defaults, declared.cuda_defaults, device, declared.repeated_cuda_defaults)
     scenario = SCENARIOS[args.scenario]
     check_selection(scenario, device, args, console)
     if stop.signalled:  # a Ctrl-C that an import caught and dropped: later ones would be ignored

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .atomic import folder_output_problem
-from .defaults import DEFAULTS
+from .defaults import DEFAULTS, ORDERS
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 CACHE_STATES = ("warm", "cold")
@@ -155,7 +155,7 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
 
 def _timing_options(p: Parser) -> None:
     """How long and how each case is timed."""
-    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 60; --quick 6)")
+    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 40; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",
                    help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
@@ -163,15 +163,24 @@ def _timing_options(p: Parser) -> None:
     p.add_argument("--time-budget", type=positive_float, help="stop after this many seconds of rounds")
     p.add_argument("--block-ms", type=positive_float,
                    help="target duration of one timed block (default 10 ms, boundary on CUDA 2.5 ms; --quick 2 ms)")
+    p.add_argument("--warmup-ms", type=positive_float,
+                   help="warm-up of each case after its block is sized (default 20 ms, boundary on CUDA 5 ms; "
+                        "--quick 5 ms)")
+    p.add_argument("--order", choices=ORDERS,
+                   help="the blocks of a round: grouped (default: each case near the floor it is paired with) or "
+                        "shuffled (every block at random: the design of the gate's calibration, which --ab and "
+                        "--processes keep on CUDA)")
     p.add_argument("--seed", type=count, default=0)
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
-    p.add_argument("--gpu-rounds", type=positive_int, help="rounds of the GPU pass (default 8; --quick 3)")
+    p.add_argument("--gpu-rounds", type=positive_int,
+                   help="rounds of the GPU pass (default 8, boundary on CUDA 5; --quick 3)")
     p.add_argument("--cpp-repetitions", type=positive_int,
-                   help="C++ driver repetitions per benchmark (default 9, on CUDA 12; --quick 3; args: 10, --quick 5)")
+                   help="C++ driver repetitions per benchmark (default 9, boundary on CUDA 40; --quick 3; args: 10, "
+                        "--quick 5)")
     p.add_argument("--cpp-min-time", type=positive_float,
-                   help="C++ driver seconds per repetition (default 0.1, on CUDA 0.03; --quick 0.01; args: 0.02, "
-                        "--quick 0.005)")
+                   help="C++ driver seconds per repetition (default 0.1, boundary on CUDA 0.0018; --quick 0.01; args: "
+                        "0.02, --quick 0.005)")
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary, args: skip the 'called from C++' rows (Google Benchmark driver)")
     p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
@@ -217,16 +226,20 @@ def _output_options(p: Parser) -> None:
 
 def apply_defaults(args: argparse.Namespace, overrides: Mapping[str, tuple[Any, Any]] | None = None,
                    cuda_overrides: Mapping[str, tuple[Any, Any]] | None = None,
-                   device: str | None = None) -> argparse.Namespace:
+                   device: str | None = None,
+                   repeated_cuda_overrides: Mapping[str, tuple[Any, Any]] | None = None) -> argparse.Namespace:
     """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them, or on a
-    CUDA device its `cuda_overrides` (the --quick column with --quick). Without --device the device
-    is not known before torch is imported: the options cuda_overrides names stay unset, and run.py
-    calls this again with the device once it is known (only unset options are filled)."""
+    CUDA device its `cuda_overrides`, and in an --ab or --processes run on a CUDA device its
+    `repeated_cuda_overrides` over those (the --quick column with --quick). Without --device the
+    device is not known before torch is imported: the options the CUDA overrides name stay unset,
+    and run.py calls this again with the device once it is known (only unset options are filled)."""
     column = 1 if args.quick else 0
     device = device or args.device
-    deferred = set(cuda_overrides or {}) if device is None else set()
+    repeated = getattr(args, "ab", None) is not None or getattr(args, "processes", None) is not None
+    cuda = {**(cuda_overrides or {}), **((repeated_cuda_overrides or {}) if repeated else {})}
+    deferred = set(cuda) if device is None else set()
     on_cuda = device is not None and device.startswith("cuda")
-    for name, values in {**DEFAULTS, **(overrides or {}), **((cuda_overrides or {}) if on_cuda else {})}.items():
+    for name, values in {**DEFAULTS, **(overrides or {}), **(cuda if on_cuda else {})}.items():
         if name not in deferred and getattr(args, name, None) is None:
             setattr(args, name, values[column])
     if args.no_pin:
@@ -286,20 +299,21 @@ def check_out_dir(folder: Path, option: str = "--out") -> Path:
 
 
 def check_baseline(path: Path) -> list[Path]:
-    """--baseline: a result file, or a folder with result files (*.json, not searched below it), each
-    read and checked as a result document now, so a broken one fails before the run, not after it."""
+    """--baseline: a result file, or a folder with result files (*.json, *.json.gz, not searched below
+    it), each read and checked as a result document now, so a broken one fails before the run, not after it."""
     from dbench.bench.document import (  # the one checked reader (standard library only)
-        COMPANION_SUFFIXES, ResultFileError, load_result)
+        COMPANION_SUFFIXES, RESULT_PATTERNS, ResultFileError, load_result)
 
     try:
         if not path.exists():
             raise UsageError(f"argument --baseline: {path} does not exist")
         if not (path.is_file() or path.is_dir()):
             raise UsageError(f"argument --baseline: {path} is neither a regular file nor a folder")
-        files = [path] if path.is_file() else sorted(p for p in path.glob("*.json")
-                                                     if not p.name.endswith(COMPANION_SUFFIXES))
+        files = [path] if path.is_file() else sorted(
+            p for pattern in RESULT_PATTERNS for p in path.glob(pattern)
+            if not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES))
         if not files:
-            raise UsageError(f"argument --baseline: {path} holds no result files (*.json)")
+            raise UsageError(f"argument --baseline: {path} holds no result files (*.json, *.json.gz)")
         for file in files:
             if not file.is_file():
                 raise UsageError(f"argument --baseline: {file} is not a regular file")
@@ -382,7 +396,8 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     declared = (declarations or {}).get(args.scenario)
     modes: Sequence[str] | None = None
     if declared is not None:
-        args = apply_defaults(args, declared.defaults, declared.cuda_defaults)
+        args = apply_defaults(args, declared.defaults, declared.cuda_defaults,
+                              repeated_cuda_overrides=declared.repeated_cuda_defaults)
         ops, variants, modes = declared.ops or ops, declared.variants or variants, declared.modes
     else:
         args = apply_defaults(args)

@@ -1,7 +1,8 @@
 """Result documents: the one checked reader.
 
 ``read_result(path)`` is how every consumer (the analysis commands, run.py, bench) reads a result
-file. It refuses, with a one-line ``ResultFileError`` naming the file and what is wrong, anything
+file, plain or gzip-compressed (``*.json.gz``: how large committed results are kept). It refuses,
+with a one-line ``ResultFileError`` naming the file and what is wrong, anything
 a consumer would trip over: a path that is not a regular file (a folder, /dev/zero, a pipe), a file
 over ``MAX_BYTES``, text that is not UTF-8 JSON, nesting deeper than ``MAX_DEPTH``, and a document
 of the wrong shape: not an object with an ``env`` object and a ``rows`` list of row objects that
@@ -21,6 +22,7 @@ import json
 import math
 import os
 import stat
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from typing import Any
 # The version of the documents bench.results writes. 2: rows carry their scenario axes (bench/identity.py);
 # 1 reads as axis-free.
 SCHEMA_VERSION = 2
-MAX_BYTES = 256 << 20  # far above any run's file (the largest committed one is under 1 MB)
+MAX_BYTES = 256 << 20  # far above any run's file (the largest committed one is ~2 MB), compressed or not
 MAX_DEPTH = 32  # a result nests about 5 deep
 MAX_INT = 1 << 63  # no count or size of the suite is larger
 DOCUMENT_STATUSES = ("running", "complete", "interrupted", "incomplete", "failed")
@@ -71,6 +73,25 @@ class NotAResultError(ResultFileError):
 # Reading JSON, bounded
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+# What a folder of results holds: its result files, plain or gzip-compressed.
+RESULT_PATTERNS = ("*.json", "*.json.gz")
+
+
+def _gunzip(path: Path, data: bytes, what: str) -> bytes:
+    """A gzip file's content, at most MAX_BYTES of it (a small file may inflate without bound)."""
+    inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(data, MAX_BYTES + 1)
+    except zlib.error as exc:
+        raise ResultFileError(f"{path}: a damaged gzip file ({exc}), not a {what} file") from None
+    if len(out) > MAX_BYTES:
+        raise ResultFileError(f"{path}: inflates past any {what} file ({MAX_BYTES >> 20} MiB)")
+    if not inflate.eof:
+        raise ResultFileError(f"{path}: a truncated gzip file, not a {what} file")
+    return out
+
+
 def read_json(path: Path | str, what: str = "result") -> Any:
     """The JSON value of a regular file of at most MAX_BYTES, nested at most MAX_DEPTH deep."""
     path = Path(path)
@@ -94,6 +115,8 @@ def read_json(path: Path | str, what: str = "result") -> Any:
         raise ResultFileError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from None
     if len(data) > MAX_BYTES:
         raise ResultFileError(f"{path}: larger than any {what} file ({MAX_BYTES >> 20} MiB)")
+    if data[:2] == GZIP_MAGIC:
+        data = _gunzip(path, data, what)
     if not data.strip():
         raise ResultFileError(f"{path}: empty file (a run killed before it wrote anything?)")
     try:
@@ -275,14 +298,14 @@ COMPANION_SUFFIXES = (".gbench.json", ".gbench-gpu.json")
 
 
 def result_files(path: Path | str) -> list[Path]:
-    """A file as itself; a folder as its *.json files (not searched below it, without the companion
-    files of COMPANION_SUFFIXES), sorted."""
+    """A file as itself; a folder as its *.json and *.json.gz files (not searched below it, without
+    the companion files of COMPANION_SUFFIXES), sorted."""
     path = Path(path)
     if is_folder(path):
-        files = sorted(p for p in path.glob("*.json")
-                       if not p.name.startswith(".") and not p.name.endswith(COMPANION_SUFFIXES))
+        files = sorted(p for pattern in RESULT_PATTERNS for p in path.glob(pattern)
+                       if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES))
         if not files:
-            raise ResultFileError(f"{path}: no result files (*.json) in this folder")
+            raise ResultFileError(f"{path}: no result files (*.json, *.json.gz) in this folder")
         return files
     return [path]
 

@@ -49,7 +49,7 @@ from .sides import Side
 
 # What the parent sets for each child (a value follows each): its share of the run, its seed, where.
 CHILD_OPTIONS = ("--rounds", "--gpu-rounds", "--cpp-repetitions", "--time-budget", "--seed", "--device", "--out",
-                 "--gpus", "--shards")
+                 "--gpus", "--shards", "--block-ms", "--warmup-ms", "--order", "--cpp-min-time")
 
 
 def share(total: int, parts: int) -> int:
@@ -60,11 +60,14 @@ def share(total: int, parts: int) -> int:
 def child_argv(argv: Sequence[str], options: Iterable[str], args: Any, *, per_side: int, seed: int,
                device: str, out_dir: Path) -> list[str]:
     """The child's arguments: the parent's, less the parent-only options and --plot (the parent
-    plots the merged result), with the child's share of the rounds, its seed, device and folder."""
+    plots the merged result), with the child's share of the rounds, its seed, device and folder, and
+    the parent's design (block, warm-up, order, C++ seconds per repetition: a child, which is not
+    itself an --ab or --processes run, would otherwise take a single run's defaults)."""
     kept = strip_options(argv, {**PARENT_ONLY_OPTIONS, **{o: 1 for o in CHILD_OPTIONS}, "--plot": 0}, options)
     extra = ["--rounds", str(share(args.rounds, per_side)), "--gpu-rounds", str(share(args.gpu_rounds, per_side)),
              "--cpp-repetitions", str(share(args.cpp_repetitions, per_side)), "--seed", str(seed),
-             "--device", device, "--out", str(out_dir)]
+             "--device", device, "--out", str(out_dir), "--block-ms", repr(args.block_ms),
+             "--warmup-ms", repr(args.warmup_ms), "--order", args.order, "--cpp-min-time", repr(args.cpp_min_time)]
     if args.time_budget:
         extra += ["--time-budget", repr(args.time_budget / per_side)]
     return [*kept, *extra]

@@ -1,8 +1,10 @@
 """Interleaved-rounds runner for CPU wall-clock per call.
 
 Every round visits every runnable case once, in a fresh random order, and
-times one block of calls per case. Blocks are sized during warm-up so the
-timer's own cost is at most 1e-4 of a block; the garbage collector is off
+times one block of calls per case. In the grouped order (the default) the cases paired with one
+floor lie together in each round: the groups in a random order, each group's cases in a random
+order, so that a case's block and its floor's are at most one group apart in time. Blocks are
+sized during warm-up so the timer's own cost is at most 1e-4 of a block; the garbage collector is off
 inside blocks. Every per-round sample is kept: statistics and paired
 differences are computed from them afterwards (bench/stats.py).
 """
@@ -38,6 +40,7 @@ class RunConfig:
     block_seconds: float = DEFAULTS["block_ms"][0] / 1e3
     warmup_seconds: float = DEFAULTS["warmup_ms"][0] / 1e3
     seed: int = 0
+    order: str = DEFAULTS["order"][0]  # bench/defaults.py ORDERS: how a round's blocks are ordered
     adaptive: bool = False
     min_rounds: int = 10
     rel_precision: float = 0.01  # adaptive stop: CI half-width / median for every case
@@ -197,6 +200,41 @@ def _warm_all(cases: list[Case], config: RunConfig, overhead: float, reporter: R
     return [c for c in cases if c.runnable]
 
 
+def pairing_groups(cases: list[Case]) -> list[list[Case]]:
+    """The cases in groups of one floor: a case with its baseline (followed to the case that has
+    none), in the order the cases come; a case whose baseline is not among them is its own floor."""
+    by_label = {c.label: c for c in cases}
+
+    def floor(case: Case) -> str:
+        path = [case.label]
+        while case.baseline in by_label:
+            if case.baseline in path:  # a cycle (a broken declaration): one group, whichever case entered it
+                return min(path[path.index(case.baseline):])
+            case = by_label[case.baseline]
+            path.append(case.label)
+        return case.label
+
+    groups: dict[str, list[Case]] = {}
+    for case in cases:
+        groups.setdefault(floor(case), []).append(case)
+    return list(groups.values())
+
+
+def round_order(cases: list[Case], order: str, rng: random.Random) -> list[Case]:
+    """One round's blocks. The H200 host's CPU speed drifts within a round: two blocks' per-call
+    ratio scatters less the closer they lie in time (results/h200/README.md), so "grouped" keeps a
+    case near its floor; "shuffled" draws every block's place at random."""
+    if order == "shuffled":
+        shuffled = cases[:]
+        rng.shuffle(shuffled)
+        return shuffled
+    groups = pairing_groups(cases)
+    rng.shuffle(groups)
+    for group in groups:
+        rng.shuffle(group)
+    return [case for group in groups for case in group]
+
+
 def _converged(cases: list[Case], config: RunConfig) -> bool:
     return all(stats.summarize(c.samples).rel_ci_halfwidth <= config.rel_precision for c in cases)
 
@@ -224,9 +262,7 @@ def run(cases: list[Case], config: RunConfig, on_round: Callable[[int], None] | 
             task = shown.start("rounds  ", config.rounds * len(runnable))
             for r in range(config.rounds):
                 gc.collect()
-                order = runnable[:]
-                rng.shuffle(order)
-                for case in order:
+                for case in round_order(runnable, config.order, rng):
                     try:
                         with nvtx_range(case.label):
                             elapsed = time_block(case, case.block)

@@ -26,14 +26,20 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         "boundary", "per-call CPU cost of each registration variant, in every mode",
         passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER), modes=MODES,
         # On a CUDA device: the H200 host's CPU holds fast and slow speed states for seconds at a
-        # time, so a case's block and its floor's block must lie close in time for their ratio to
-        # repeat: short blocks in many rounds (a 2.5 ms x 60 round took less time than a 10 ms x 30
-        # one for narrower ratio CIs; results/h200/README.md), and shorter C++ repetitions. On the
-        # CPU VMs the noise inside a run is white, and long blocks average it (the CPU default).
+        # time, and drifts within a round, so a case's block and its floor's must lie close in time
+        # for their ratio to repeat: short blocks in many rounds, each round in the grouped order
+        # (bench/runner.py round_order), where 40 rounds gave ratio CIs as narrow as 60 shuffled ones
+        # (results/h200/README.md). The C++ driver the same way: many short repetitions. On the CPU
+        # VMs the noise inside a run is white, and long blocks average it (the CPU default).
         # The GPU pass's blocks last at least 10 ms (bench/runner.py GPU_MIN_BLOCK_SECONDS); 5 of its
-        # rounds keep the whole command under a minute, and CUPTI's medians repeat within 0.1 %.
-        cuda_defaults={"rounds": (60, 6), "block_ms": (2.5, 2.0), "gpu_rounds": (5, 3), "cpp_repetitions": (12, 3),
-                       "cpp_min_time": (0.03, 0.01)},
+        # rounds, and CUPTI's medians repeat within 0.1 %. The whole command: under a minute.
+        cuda_defaults={"rounds": (40, 6), "block_ms": (2.5, 2.0), "warmup_ms": (5.0, 5.0), "gpu_rounds": (5, 3),
+                       "cpp_repetitions": (40, 3), "cpp_min_time": (0.0018, 0.01)},
+        # The nightly's design, which the gate's calibration and the A/A nights measured
+        # (results/h200/gate): 60 shuffled rounds (the nightly gives its own count), 20 ms warm-ups,
+        # 12 C++ repetitions of 0.03 s.
+        repeated_cuda_defaults={"rounds": (60, 6), "warmup_ms": (20.0, 5.0), "order": ("shuffled", "shuffled"),
+                                "cpp_repetitions": (12, 3), "cpp_min_time": (0.03, 0.01)},
         table_note="Δ = median of per-round paired differences vs raw (inference, no_grad, inference_mode) or "
                    "function_raw (fwd_requires_grad, fwd_bwd), in the same mode.",
         figures=("cpu", "ratio", "launch"),

@@ -32,6 +32,10 @@ class Declaration:
     default_ops: tuple[str, ...] | None = None
     defaults: Defaults = field(default_factory=dict)  # on every device
     cuda_defaults: Defaults = field(default_factory=dict)  # on a CUDA device, over `defaults`
+    # On a CUDA device in --ab and --processes runs (the nightly, the pull-request check, bisect, the
+    # gate's calibration), over `cuda_defaults`: the design the gate was calibrated with, kept apart
+    # so that a faster single run does not change what those runs measure.
+    repeated_cuda_defaults: Defaults = field(default_factory=dict)
     # Presentation. table_note: printed under its tables (what a bracketed Δ is against). tables:
     # the kernel tables of analysis/kernels.py it makes (TABLES there) in place of the boundary
     # table. figures: the figure kinds of analysis/figures.py its results get.
@@ -50,6 +54,7 @@ class Declaration:
             raise ValueError(f"scenario {self.name}: default_ops {self.default_ops} outside its ops {self.ops}")
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))
         object.__setattr__(self, "cuda_defaults", MappingProxyType(dict(self.cuda_defaults)))
+        object.__setattr__(self, "repeated_cuda_defaults", MappingProxyType(dict(self.repeated_cuda_defaults)))
 
     def makes(self, p: Pass) -> bool:
         """Whether a run of this scenario makes pass `p`."""

@@ -45,7 +45,8 @@ def one_line_error(err: str, *needles: str) -> None:
 
 
 def test_every_committed_result_reads_and_other_json_is_named_not_a_result() -> None:
-    files = sorted((ROOT / "results").rglob("*.json")) + sorted(GOLDEN.glob("*.json"))
+    files = sorted((ROOT / "results").rglob("*.json")) + sorted((ROOT / "results").rglob("*.json.gz")) \
+        + sorted(GOLDEN.glob("*.json"))
     refused = {}
     for path in files:
         try:
@@ -145,6 +146,34 @@ def test_non_regular_and_oversized_files_are_refused_before_reading(tmp_path: Pa
     big = write(tmp_path / "big.json", make_doc([_row()] * 5))
     with pytest.raises(load.ResultFileError, match="larger than any result file"):
         load.read_result(big)
+
+
+def test_a_gzip_result_reads_as_its_json_and_a_folder_lists_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    from dbench.bench import document
+
+    doc = make_doc([_row()] * 3)
+    plain = write(tmp_path / "a.json", doc)
+    (tmp_path / "b.json.gz").write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    (tmp_path / "b.gbench.json.gz").write_bytes(gzip.compress(b"{}"))  # a companion: not a result
+    assert load.read_result(tmp_path / "b.json.gz") == load.read_result(plain)
+    assert [p.name for p in document.result_files(tmp_path)] == ["a.json", "b.json.gz"]
+    assert [p.name for p, _ in load.read_results([tmp_path])] == ["a.json", "b.json.gz"]
+    damaged = tmp_path / "c.json.gz"
+    damaged.write_bytes(gzip.compress(plain.read_bytes())[:40])
+    with pytest.raises(load.ResultFileError, match="truncated gzip"):
+        load.read_result(damaged)
+    damaged.write_bytes(b"\x1f\x8b" + b"\x00" * 30)
+    with pytest.raises(load.ResultFileError, match="damaged gzip"):
+        load.read_result(damaged)
+    monkeypatch.setattr(document, "MAX_BYTES", 1000)  # a small file that inflates past any result
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * 100_000))
+    assert bomb.stat().st_size < 1000
+    with pytest.raises(load.ResultFileError, match="inflates past any result file"):
+        load.read_result(bomb)
 
 
 # ---------------------------------------------------------------------------------------------

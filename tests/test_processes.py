@@ -57,16 +57,19 @@ def test_plain_runs_keep_their_defaults() -> None:
 
 
 def _args(**kw: Any) -> argparse.Namespace:
-    base = dict(rounds=30, gpu_rounds=8, cpp_repetitions=9, time_budget=None)
+    base = dict(rounds=30, gpu_rounds=8, cpp_repetitions=9, time_budget=None, block_ms=2.5, warmup_ms=20.0,
+                order="shuffled", cpp_min_time=0.03)
     return argparse.Namespace(**{**base, **kw})
 
 
 def test_each_child_runs_a_share_without_the_parent_only_options() -> None:
     argv = ["--scenario", "boundary", "--processes", "4", "--rounds", "30", "--baseline", "b.json", "--plot",
-            "--seed", "3", "--ops", "noop", "--out", "x", "--device", "cpu"]
+            "--seed", "3", "--ops", "noop", "--out", "x", "--device", "cpu", "--order", "grouped"]
     got = child_argv(argv, [], _args(), per_side=4, seed=5, device="cpu", out_dir=Path("o"))
+    # The parent's design travels whole: a child is a single run and would take a single run's defaults.
     assert got == ["--scenario", "boundary", "--ops", "noop", "--rounds", "8", "--gpu-rounds", "2",
-                   "--cpp-repetitions", "3", "--seed", "5", "--device", "cpu", "--out", "o"]
+                   "--cpp-repetitions", "3", "--seed", "5", "--device", "cpu", "--out", "o", "--block-ms", "2.5",
+                   "--warmup-ms", "20.0", "--order", "shuffled", "--cpp-min-time", "0.03"]
     ab = child_argv(["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "2", "--time-budget", "10"], [],
                     _args(time_budget=10.0), per_side=2, seed=0, device="cuda:0", out_dir=Path("o"))
     assert "--ab" not in ab and "--pairs" not in ab and "env:X=1" not in ab

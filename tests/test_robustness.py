@@ -140,9 +140,9 @@ def test_defaults_have_one_source() -> None:
 
 
 @pytest.mark.parametrize(("argv", "device", "rounds", "block_ms"), [
-    ([], "cuda:0", 60, 2.5),  # no --device: deferred until run.py knows it
+    ([], "cuda:0", 40, 2.5),  # no --device: deferred until run.py knows it
     ([], "cpu", 30, 10.0),
-    (["--device", "cuda"], None, 60, 2.5),  # known at parse time
+    (["--device", "cuda"], None, 40, 2.5),  # known at parse time
     (["--device", "cpu"], None, 30, 10.0),
     (["--quick"], "cuda:1", 6, 2.0),
     (["--rounds", "7", "--block-ms", "3"], "cuda:0", 7, 3.0),  # what is given is kept
@@ -164,6 +164,34 @@ def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[st
     assert args.gpu_rounds == table["gpu_rounds"][1 if "--quick" in argv else 0]
     again = cli.apply_defaults(args, boundary.defaults, boundary.cuda_defaults, "cpu")
     assert again.rounds == rounds  # filled once: a later call changes nothing
+
+
+@pytest.mark.parametrize("repeat", [["--ab", "env:", "env:"], ["--processes", "3"]])
+def test_repeated_runs_on_cuda_keep_the_calibrated_design(repeat: list[str]) -> None:
+    """--ab and --processes on CUDA (the nightly, the PR check, bisect, the calibration) take the design
+    the gate was calibrated with, whatever a single run's defaults are; what is given still wins; on
+    the CPU nothing differs from a single run."""
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
+
+    boundary = DECLARATIONS["boundary"]
+
+    def resolved(argv: list[str], device: str) -> Any:
+        args = cli.parse(["--scenario", "boundary", *argv], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,
+                         ROOT / "results", DECLARATIONS)
+        return cli.apply_defaults(args, boundary.defaults, boundary.cuda_defaults, device,
+                                  boundary.repeated_cuda_defaults)
+
+    design = ("rounds", "block_ms", "warmup_ms", "order", "gpu_rounds", "cpp_repetitions", "cpp_min_time")
+    nightly = resolved(repeat, "cuda:0")
+    assert {k: getattr(nightly, k) for k in design} == {
+        "rounds": 60, "block_ms": 2.5, "warmup_ms": 20.0, "order": "shuffled", "gpu_rounds": 5, "cpp_repetitions": 12,
+        "cpp_min_time": 0.03}
+    single = resolved([], "cuda:0")
+    assert single.order == "grouped" and (single.rounds, single.cpp_repetitions) != (60, 12)
+    assert resolved([*repeat, "--order", "grouped", "--rounds", "90"], "cuda:0").order == "grouped"
+    on_cpu, single_cpu = resolved(repeat, "cpu"), resolved([], "cpu")
+    assert all(getattr(on_cpu, k) == getattr(single_cpu, k) for k in design)
 
 
 # ---------------------------------------------------------------------------

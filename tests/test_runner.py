@@ -76,6 +76,56 @@ def test_same_seed_same_order(clock: FakeClock) -> None:
     assert orders[0] == orders[1]
 
 
+def _grouped_cases(clock: FakeClock, log: list[str]) -> list[Case]:
+    """Two floors (f1, f2) with the cases paired with them, one case paired through another
+    (a2 -> a1 -> f1), a case whose floor is not timed (o -> gone), and a case with no floor (p)."""
+    cases = make_cases(clock, {n: 1000 for n in ("f1", "a1", "a2", "f2", "b1", "b2", "b3", "o", "p")}, log)
+    labels = {c.key["variant"]: c.label for c in cases}
+    for name, floor in (("a1", "f1"), ("a2", "a1"), ("b1", "f2"), ("b2", "f2"), ("b3", "f2"), ("o", "gone")):
+        next(c for c in cases if c.key["variant"] == name).baseline = labels.get(floor, floor)
+    return cases
+
+
+def test_grouped_rounds_keep_each_case_next_to_its_floors_group(clock: FakeClock) -> None:
+    log: list[str] = []
+    cases = _grouped_cases(clock, log)
+    runner.run(cases, CONFIG)
+    groups = [{"f1", "a1", "a2"}, {"f2", "b1", "b2", "b3"}, {"o"}, {"p"}]
+    orders = rounds_of(log, cases)
+    for order in orders:
+        assert sorted(order) == sorted(set().union(*groups))
+        for group in groups:  # contiguous: its blocks fill one span of the round
+            at = [i for i, name in enumerate(order) if name in group]
+            assert at == list(range(at[0], at[0] + len(group))), (order, group)
+    assert len({tuple(o) for o in orders}) > 1, "groups and their cases are still drawn at random"
+    firsts = {o[0] for o in orders} | {o[-1] for o in orders}
+    assert len(firsts) > 2, "the groups' order changes between rounds"
+
+
+def test_shuffled_rounds_are_the_calibrated_design(clock: FakeClock) -> None:
+    """--order shuffled draws the rounds exactly as the gate's calibration runs did: one shuffle of
+    every case per round from random.Random(seed)."""
+    import dataclasses
+    import random
+
+    log: list[str] = []
+    cases = _grouped_cases(clock, log)
+    runner.run(cases, dataclasses.replace(CONFIG, order="shuffled"))
+    rng, expected = random.Random(CONFIG.seed), []
+    for _ in range(CONFIG.rounds):
+        order = [c.key["variant"] for c in cases]
+        rng.shuffle(order)
+        expected.append(order)
+    assert rounds_of(log, cases) == expected
+
+
+def test_pairing_groups_survive_a_cycle_of_baselines() -> None:
+    a = Case(key={"op": "op", "variant": "a", "mode": "m"}, call=lambda: None)
+    b = Case(key={"op": "op", "variant": "b", "mode": "m"}, call=lambda: None, baseline=a.label)
+    a.baseline = b.label  # a broken declaration: the grouping still ends, with both in one group
+    assert [sorted(c.key["variant"] for c in g) for g in runner.pairing_groups([a, b])] == [["a", "b"]]
+
+
 def test_samples_are_per_call_microseconds(clock: FakeClock) -> None:
     cases = make_cases(clock, {"a": 1000, "b": 2500}, [])
     runner.run(cases, CONFIG)

@@ -39,8 +39,9 @@ def test_what_a_declaration_names_exists() -> None:
         assert set(d.ops or ()) | set(d.default_ops or ()) <= set(OP_NAMES) | set(ARGS_OPS), d.name
         if d.variants is None:  # the variant factory's names
             assert SCENARIOS[d.name].variants is None and set(VARIANT_NAMES)
-        assert set(d.defaults) | set(d.cuda_defaults) <= set(DEFAULTS), d.name
-        assert all(len(v) == 2 for v in (*d.defaults.values(), *d.cuda_defaults.values())), d.name
+        assert set(d.defaults) | set(d.cuda_defaults) | set(d.repeated_cuda_defaults) <= set(DEFAULTS), d.name
+        assert all(len(v) == 2 for v in (*d.defaults.values(), *d.cuda_defaults.values(),
+                                         *d.repeated_cuda_defaults.values())), d.name
         # the roof figures are drawn against the run's roofs: only a scenario measuring them has one
         assert set(ROOF_FIGURES) <= set(WHOLE_FIGURES)
         assert not set(d.figures) & set(ROOF_FIGURES) or d.makes(Pass.ROOFS), d.name

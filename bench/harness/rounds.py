@@ -53,7 +53,7 @@ class Run:
         self.console, self.stop = console, stop
         self.cuda = device.startswith("cuda")
         self.config = RunConfig(rounds=args.rounds, block_seconds=args.block_ms / 1e3,
-                                warmup_seconds=args.warmup_ms / 1e3, seed=args.seed, adaptive=args.adaptive,
+                                warmup_seconds=args.warmup_ms / 1e3, seed=args.seed, order=args.order, adaptive=args.adaptive,
                                 rel_precision=args.precision, max_seconds=args.time_budget)
         self.phases: dict[str, float] = {}  # seconds per phase, in order (config.phase_seconds)
         self._last = started
