@@ -27,6 +27,10 @@
 // With --dbench_args_op (the args scenario) it times the generated ops of that
 // scenario instead, below ("The args scenario").
 //
+// Rounds (--dbench_rounds=R): in place of Google Benchmark's randomly interleaved repetitions, R
+// rounds of one fixed-length block per benchmark, each round in the grouped order (a case beside
+// its floor: "The rounds schedule" below), so that a case and its floor are timed close together.
+//
 // Flags of this driver (parsed and removed before benchmark::Initialize):
 //   --dbench_device=cpu|cuda|cuda:N  (default: $DBENCH_DEVICE, else cpu)
 //   --dbench_min_time=SECONDS        min time per repetition, written in the
@@ -35,6 +39,9 @@
 //   --dbench_threads=N               at::set_num_threads (default 1, like run.py)
 //   --dbench_no_pin                  do not pin the process to one core
 //   --dbench_gpu_timer=cupti|off     cupti: the GPU pass (CUDA only, below); default off
+//   --dbench_rounds=N                the rounds schedule, N rounds (CPU run only; default: repetitions)
+//   --dbench_block_time=SECONDS      its block per benchmark and round (default 0.0025)
+//   --dbench_seed=N                  its rounds' order (default 0)
 //   --dbench_args_op=NAME|ARITY|KIND|REST|SIGNATURE   (repeatable) an op of the args scenario
 //   --dbench_args_shape=D[xD...]     the args scenario's tensor shape (default 16)
 // Exit status: 0 ok, 1 bad --benchmark_* flag, 2 bad --dbench_* flag or set-up
@@ -82,8 +89,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <array>
+#include <map>
+#include <random>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -327,15 +337,113 @@ void under(Forward mode, F&& f) {
   }
 }
 
+// ---------------------------------------------------------------------------
+// The rounds schedule (--dbench_rounds=R, the CPU run of the grouped order: bench/runner.py
+// round_order). Google Benchmark's random interleaving shuffles every repetition of every benchmark,
+// so a case's k-th repetition and its floor's lie at unrelated times, and on a host whose CPU
+// drifts between speed states their ratio scatters with the drift. Here each benchmark's block
+// length is fixed first (calibrate_calls: the calls that fill --dbench_block_time), then the
+// benchmarks are registered R times, round after round: in each round the benchmarks of one group
+// (an op's kinds in one mode, its `direct` floor among them) lie together, the groups and the
+// members of each in a random order (--dbench_seed). Google Benchmark runs them in that order, one
+// repetition each (the driver turns its random interleaving off), so the JSON lists each name's
+// rounds in time order and a case's round r sits at most a group away from its floor's round r.
+
+// The calls of one block of `seconds`, found as bench/runner.py calibrate finds them (the drain
+// of the device queue after the calls counted); these calls are also the case's warm-up.
+template <class F>
+int64_t calibrate_calls(const Timing& timing, F& call, double seconds) {
+  int64_t n = 1;
+  for (;;) {
+    timing.sync();
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i) {
+      auto out = call();
+      benchmark::DoNotOptimize(out);
+    }
+    timing.sync();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (elapsed >= seconds) return n;
+    const double grown = elapsed > 0 ? std::ceil(static_cast<double>(n) * seconds * 1.1 / elapsed) : 10.0 * n;
+    n = std::max(n + 1, std::min(n * 10, static_cast<int64_t>(grown)));
+  }
+}
+
+struct Schedule {
+  int rounds = 0;  // 0: Google Benchmark's repetitions, randomly interleaved
+  double block_seconds = 0.0025;
+  unsigned seed = 0;
+  struct Entry {
+    std::string group;
+    std::function<int64_t()> calibrate;           // the block's calls, under the case's mode
+    std::function<void(int64_t calls)> enrol;     // one registration: one round's block
+  };
+  std::vector<Entry> entries;
+};
+
+Schedule& schedule() {
+  static Schedule s;
+  return s;
+}
+
+// "<op>/<kind>/<mode>" -> "<op>/<mode>": the benchmarks paired with one floor.
+std::string group_of(const std::string& name) {
+  const size_t first = name.find('/');
+  const size_t second = name.find('/', first + 1);
+  if (first == std::string::npos || second == std::string::npos) return name;
+  return name.substr(0, first) + name.substr(second);
+}
+
+// Every entry's block calls, then its R registrations in the grouped order.
+void enrol_rounds(Schedule& s) {
+  std::vector<int64_t> calls;
+  calls.reserve(s.entries.size());
+  for (auto& e : s.entries) calls.push_back(e.calibrate());
+  std::vector<std::vector<size_t>> groups;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < s.entries.size(); ++i) {
+    const auto [at, fresh] = index.emplace(s.entries[i].group, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[at->second].push_back(i);
+  }
+  std::mt19937 rng(s.seed);
+  for (int r = 0; r < s.rounds; ++r) {
+    std::shuffle(groups.begin(), groups.end(), rng);
+    for (auto& g : groups) {
+      std::shuffle(g.begin(), g.end(), rng);
+      for (const size_t i : g) s.entries[i].enrol(calls[i]);
+    }
+  }
+  s.entries.clear();  // the registrations hold their own copies of the calls and inputs
+}
+
 template <class F>
 void add(const std::string& name, std::string error, const Timing& timing, F call,
          Forward mode = Forward::kInference) {
-  benchmark::RegisterBenchmark(name.c_str(),
-                               [error = std::move(error), timing, call, mode](benchmark::State& state) mutable {
-                                 under(mode, [&] { time_calls(state, error, timing, call); });
-                               })
-      ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
-      ->Unit(benchmark::kMicrosecond);
+  auto body = [error, timing, call, mode](benchmark::State& state) mutable {
+    under(mode, [&] { time_calls(state, error, timing, call); });
+  };
+  Schedule& s = schedule();
+  if (s.rounds == 0 || !error.empty()) {  // a case that cannot run is registered once, to say why
+    benchmark::RegisterBenchmark(name.c_str(), body)
+        ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
+        ->Unit(benchmark::kMicrosecond);
+    return;
+  }
+  s.entries.push_back(
+      {group_of(name),
+       [timing, call, mode, seconds = s.block_seconds]() mutable {
+         int64_t n = 1;
+         under(mode, [&] { n = calibrate_calls(timing, call, seconds); });
+         return n;
+       },
+       [name, body](int64_t calls) {
+         benchmark::RegisterBenchmark(name.c_str(), body)
+             ->UseRealTime()
+             ->Unit(benchmark::kMicrosecond)
+             ->Iterations(calls)
+             ->Repetitions(1);
+       }});
 }
 
 // `<prefix>/<mode>` for every forward mode: checked (check(call) under the mode's guard) unless
@@ -706,6 +814,9 @@ struct Options {
   int threads = 1;
   bool pin = true;
   bool gpu_timer = false;  // --dbench_gpu_timer=cupti
+  int rounds = 0;  // --dbench_rounds: the rounds schedule (0: repetitions)
+  double block_time = 0.0025;  // --dbench_block_time: a round's block per benchmark, seconds
+  unsigned seed = 0;  // --dbench_seed: the rounds' order
   std::vector<ArgsOp> args_ops;  // --dbench_args_op: the args scenario's ops instead of the boundary ones
   std::vector<int64_t> args_shape{16};  // --dbench_args_shape (scenarios/args.py SHAPE)
 };
@@ -739,6 +850,13 @@ Options parse_own_flags(int& argc, char** argv) {
         const std::string t = v;
         if (t != "cupti" && t != "off") usage_error("--dbench_gpu_timer must be cupti or off, got '" + t + "'");
         o.gpu_timer = t == "cupti";
+      } else if (const char* v = value("--dbench_rounds")) {
+        o.rounds = static_cast<int>(positive(v, "--dbench_rounds"));
+      } else if (const char* v = value("--dbench_block_time")) {
+        o.block_time = std::stod(v);
+        if (!(o.block_time > 0 && o.block_time < 10)) usage_error("--dbench_block_time must lie in (0, 10) seconds");
+      } else if (const char* v = value("--dbench_seed")) {
+        o.seed = static_cast<unsigned>(std::stoul(v));
       } else if (const char* v = value("--dbench_args_op")) {
         try {
           o.args_ops.push_back(parse_args_op(v));
@@ -754,7 +872,8 @@ Options parse_own_flags(int& argc, char** argv) {
       } else if (a.rfind("--dbench_", 0) == 0) {
         usage_error("unknown flag " + a +
                     " (valid: --dbench_device=cpu|cuda|cuda:N, --dbench_min_time=SECONDS, "
-                    "--dbench_threads=N, --dbench_no_pin, --dbench_gpu_timer=cupti|off, "
+                    "--dbench_threads=N, --dbench_no_pin, --dbench_gpu_timer=cupti|off, --dbench_rounds=N, "
+                    "--dbench_block_time=SECONDS, --dbench_seed=N, "
                     "--dbench_args_op=NAME|ARITY|KIND|REST|SIGNATURE, --dbench_args_shape=D[xD...])");
       } else {
         argv[out++] = argv[i];
@@ -886,9 +1005,16 @@ int main(int argc, char** argv) {
   // Defaults first, so that the same flags given on the command line win.
   std::vector<std::string> extra = {"--benchmark_repetitions=9", "--benchmark_enable_random_interleaving=true"};
   if (opt.min_time >= 0) extra.push_back(min_time_flag(opt.min_time));
+  if (opt.rounds > 0 && opt.gpu_timer) {
+    usage_error("--dbench_rounds schedules the CPU run; the GPU pass (--dbench_gpu_timer=cupti) takes repetitions");
+  }
+  // The rounds schedule runs each registration once, in registration order: last, so they win.
+  std::vector<std::string> forced;
+  if (opt.rounds > 0) forced = {"--benchmark_repetitions=1", "--benchmark_enable_random_interleaving=false"};
   std::vector<char*> args = {argv[0]};
   for (auto& s : extra) args.push_back(s.data());
   for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  for (auto& s : forced) args.push_back(s.data());
   int n = static_cast<int>(args.size());
   args.push_back(nullptr);
   benchmark::Initialize(&n, args.data());
@@ -913,6 +1039,9 @@ int main(int argc, char** argv) {
     } else {
       benchmark::AddCustomContext("dbench_gpu_timer", "off");
     }
+    schedule().rounds = opt.rounds;
+    schedule().block_seconds = opt.block_time;
+    schedule().seed = opt.seed;
     const bool args = !opt.args_ops.empty();
     if (args) {
       for (const ArgsOp& op : opt.args_ops) register_args_op(op, cfg, opt.args_shape);
@@ -921,6 +1050,12 @@ int main(int argc, char** argv) {
         using Op = typename decltype(tag)::type;
         if constexpr (Op::kBoundary) register_op<Op>(cfg);
       });
+    }
+    if (opt.rounds > 0) {
+      enrol_rounds(schedule());  // calibrates every benchmark (its warm-up), then registers the rounds
+      benchmark::AddCustomContext("dbench_rounds", std::to_string(opt.rounds));
+      benchmark::AddCustomContext("dbench_block_time", std::to_string(opt.block_time));
+      benchmark::AddCustomContext("dbench_seed", std::to_string(opt.seed));
     }
     benchmark::AddCustomContext("dbench_scenario", args ? "args" : "boundary");
     benchmark::AddCustomContext("dbench_device", cfg.device.str());
