@@ -176,11 +176,12 @@ def _timing_options(p: Parser) -> None:
     p.add_argument("--gpu-rounds", type=positive_int,
                    help="rounds of the GPU pass (default 8, boundary on CUDA 5; --quick 3)")
     p.add_argument("--cpp-repetitions", type=positive_int,
-                   help="C++ driver repetitions per benchmark (default 9, boundary on CUDA 40; --quick 3; args: 10, "
-                        "--quick 5)")
+                   help="C++ driver samples per benchmark: rounds in the grouped order, Google Benchmark's "
+                        "repetitions shuffled (default 9, boundary on CUDA 40; --quick 3; args: 10, --quick 5)")
     p.add_argument("--cpp-min-time", type=positive_float,
-                   help="C++ driver seconds per repetition (default 0.1, boundary on CUDA 0.0018; --quick 0.01; args: "
-                        "0.02, --quick 0.005)")
+                   help="C++ driver seconds per sample: a round's block in the grouped order, a repetition's "
+                        "minimum shuffled (default 0.1, boundary on CUDA 0.0025; --quick 0.01; args: 0.02, "
+                        "--quick 0.005)")
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary, args: skip the 'called from C++' rows (Google Benchmark driver)")
     p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",

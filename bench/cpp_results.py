@@ -75,6 +75,8 @@ CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
 CPP_MODES: tuple[str, ...] = ("inference", "no_grad", "inference_mode", "fwd_requires_grad", "fwd_bwd")
 BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op in the same mode (the forward-only modes)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
+# The driver's rounds schedule (--dbench_rounds, context dbench_rounds): each name's runs in time order.
+ROUND_PAIRING = "round (the driver's rounds: a case and its floor at most a group of blocks apart)"
 
 @dataclass(frozen=True)
 class CppRequest:
@@ -179,6 +181,7 @@ def _cases(document: Mapping[str, Any]) -> dict[tuple[str, str, str], dict[str, 
         runs.setdefault(bench.get("run_name", bench["name"]), []).append(bench)
     cases: dict[tuple[str, str, str], dict[str, Any]] = {}
     for run_name, reps in runs.items():
+        # Repetitions by index; the rounds schedule's runs (one each) stay in the file's order, their time order.
         reps = sorted(reps, key=lambda b: b.get("repetition_index", 0))
         errors = [b.get("error_message") or b.get("skip_message") or "error" for b in reps
                   if b.get("error_occurred") or b.get("skipped")]
@@ -230,14 +233,14 @@ def _counter_samples(case: Mapping[str, Any], metric: str) -> tuple[list[float],
 
 
 def _cpu_row(key: dict[str, Any], case: Mapping[str, Any], base: Mapping[str, Any] | None,
-             baseline: str | None) -> dict[str, Any]:
+             baseline: str | None, pairing: str = DELTA_PAIRING) -> dict[str, Any]:
     samples: list[float] = case["samples"]
     paired = base is not None and bool(samples) and len(base["samples"]) == len(samples)
     return stat_row(
         key, metric="cpu_us", unit="us", timer=TIMER, samples=samples,
         base_samples=base["samples"] if paired else None, baseline=baseline,
         status="failed" if case["error"] else None, reason=case["error"],
-        block_calls=case["block_calls"], delta_pairing=DELTA_PAIRING if paired else None,
+        block_calls=case["block_calls"], delta_pairing=pairing if paired else None,
         benchmark=case["benchmark"],
     )
 
@@ -277,6 +280,7 @@ def convert(document: Mapping[str, Any], device: str | None = None,
     if state not in (GPU_PASS_OFF, GPU_PASS_TRACED, GPU_PASS_UNAVAILABLE):
         raise ValueError(f"unknown dbench_gpu_timer {state!r} in the driver's context")
     cases = _cases(document)
+    pairing = ROUND_PAIRING if context.get("dbench_rounds") else DELTA_PAIRING
     rows: list[dict[str, Any]] = []
     for op, kind, mode in _ordered(cases):
         case = cases[(op, kind, mode)]
@@ -284,7 +288,7 @@ def convert(document: Mapping[str, Any], device: str | None = None,
         baseline = f"{op}/{CPP_VARIANTS[BASELINE_KIND][0]}/{mode}" if base is not None else None
         key = _row_key(op, kind, mode, device, context, op_keys or {})
         if state == GPU_PASS_OFF:
-            rows.append(_cpu_row(key, case, base, baseline))
+            rows.append(_cpu_row(key, case, base, baseline, pairing))
         elif state == GPU_PASS_TRACED:
             rows.extend(_gpu_rows(key, case, base, baseline))
     return rows, context
@@ -300,11 +304,15 @@ def run_cpp_driver(
     gpu_timer: str = GPU_PASS_OFF,
     keep: Path | None = None,
     op_keys: Mapping[str, Mapping[str, Any]] | None = None,
+    rounds: bool = False,
+    seed: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run the driver on ``device`` (cpu, cuda, cuda:N) and return (rows, context).
 
     ``repetitions`` samples per benchmark (randomly interleaved across benchmarks),
-    each at least ``min_time`` seconds long. ``extra_args`` go to the driver last
+    each at least ``min_time`` seconds long; with ``rounds`` (a CPU run), ``repetitions`` rounds of
+    one ``min_time`` block per benchmark in the grouped order (the driver's --dbench_rounds,
+    shuffled by ``seed``), so that each case's samples pair in time with its floor's. ``extra_args`` go to the driver last
     (e.g. ``--benchmark_filter=muladd/``, ``--dbench_no_pin``). ``context`` is
     Google Benchmark's context block (host, CPUs, caches, load average, library
     build type) plus the driver's ``dbench_*`` keys and the command line.
@@ -318,11 +326,14 @@ def run_cpp_driver(
     path = driver_path()
     if not path.is_file():
         raise CppDriverMissing(f"C++ driver not found at {path}: {BUILD_HINT}")
+    if rounds and gpu_timer != GPU_PASS_OFF:
+        raise ValueError("the rounds schedule is the CPU run's; a GPU pass takes repetitions")
+    schedule = ([f"--dbench_rounds={repetitions}", f"--dbench_block_time={min_time}", f"--dbench_seed={seed}"]
+                if rounds else [f"--dbench_min_time={min_time}", f"--benchmark_repetitions={repetitions}",
+                                "--benchmark_enable_random_interleaving=true"])
     args = [
         f"--dbench_device={device}",
-        f"--dbench_min_time={min_time}",
-        f"--benchmark_repetitions={repetitions}",
-        "--benchmark_enable_random_interleaving=true",
+        *schedule,
         *([f"--dbench_gpu_timer={gpu_timer}"] if gpu_timer != GPU_PASS_OFF else []),
         *extra_args,
     ]

@@ -123,6 +123,27 @@ def test_convert_hand_written_json() -> None:
     assert [r["variant"] for r in rows] == ["cpp_direct", "cpp_typed", "cpp_stable_typed", "cpp_autograd_typed"]
 
 
+def test_convert_pairs_the_rounds_schedule_by_round() -> None:
+    """The rounds schedule runs each registration once (repetition_index 0): a name's runs pair by
+    their order in the file, which is the order they ran in."""
+    def one(name: str, real_time: float) -> dict:
+        run = _run(f"{name}/iterations:1000/repeats:1", 0, real_time)
+        return {**run, "repetitions": 1}
+
+    document = {"context": {**HAND_WRITTEN["context"], "dbench_rounds": "3"}, "benchmarks": [
+        one("muladd/typed/inference", 1.5), one("muladd/direct/inference", 1.0),
+        one("muladd/direct/inference", 3.0), one("muladd/typed/inference", 3.25),
+        one("muladd/typed/inference", 2.5), one("muladd/direct/inference", 2.0)]}
+    rows, _ = convert(document)
+    got = _by_variant(rows)
+    typed = got[("muladd", "cpp_typed", "inference")]
+    assert got[("muladd", "cpp_direct", "inference")]["samples"] == [1.0, 3.0, 2.0]
+    assert typed["samples"] == [1.5, 3.25, 2.5] and typed["n"] == 3
+    assert (typed["delta_median"], typed["delta_ci_low"], typed["delta_ci_high"]) == (0.5, 0.25, 0.5)
+    assert typed["delta_pairing"] == cpp_results.ROUND_PAIRING
+    assert convert(HAND_WRITTEN)[0][1]["delta_pairing"] == cpp_results.DELTA_PAIRING
+
+
 def test_convert_uses_the_given_device() -> None:
     rows, _ = convert(HAND_WRITTEN, device="cuda:0")
     assert {r["device"] for r in rows} == {"cuda:0"}
@@ -218,6 +239,46 @@ def test_driver_runs_on_cpu(driver: Path) -> None:
         assert key in context, key
     assert context["dbench_device"] == "cpu" and context["dbench_threads"] == "1"
     assert context["dbench_command"][0] == "dbench_cpp_driver"
+
+
+def test_the_rounds_schedule_puts_each_case_beside_its_floor(driver: Path, tmp_path: Path) -> None:
+    """--dbench_rounds: every benchmark once per round, the rounds one after another, each round's
+    groups (an op's kinds in one mode) contiguous, in an order the seed fixes; rows paired by round."""
+    def run(seed: int) -> tuple[list[dict], list[str]]:
+        keep = tmp_path / f"seed{seed}.gbench.json"
+        rows, context = run_cpp_driver(
+            "cpu", repetitions=4, min_time=0.0005, timeout=120, keep=keep, rounds=True, seed=seed,
+            extra_args=["--benchmark_filter=^(noop|muladd)/[^/]+/(inference|fwd_bwd)(/|$)", "--dbench_no_pin"])
+        assert (context["dbench_rounds"], context["dbench_seed"]) == ("4", str(seed))
+        # op/kind/mode: the calls in a block (its /iterations:N) are calibrated afresh in each run
+        names = ["/".join(b["run_name"].split("/")[:3]) for b in json.loads(keep.read_text())["benchmarks"]]
+        return rows, names
+
+    rows, names = run(1)
+    cases = sorted(set(names))
+    assert len(cases) == 2 * 5 + 2 and len(names) == 4 * len(cases)  # 5 kinds inference, autograd fwd_bwd
+    for r in range(4):
+        chunk = names[r * len(cases):(r + 1) * len(cases)]
+        assert sorted(chunk) == cases, f"round {r} must time every case once"
+        groups = [f"{n.split('/')[0]}/{n.split('/')[2]}" for n in chunk]
+        for group in set(groups):  # contiguous within the round
+            at = [i for i, g in enumerate(groups) if g == group]
+            assert at == list(range(at[0], at[-1] + 1)), (r, group, chunk)
+    for row in rows:
+        assert row["status"] == "ok" and row["n"] == 4 and row["block_calls"] >= 1, row
+    typed = _by_variant(rows)[("noop", "cpp_typed", "inference")]
+    assert typed["delta_pairing"] == cpp_results.ROUND_PAIRING and typed["baseline"] == "noop/cpp_direct/inference"
+    assert run(1)[1] == names and run(2)[1] != names  # the seed decides the order
+
+
+def test_the_rounds_schedule_is_the_cpu_runs(driver: Path) -> None:
+    for flags, says in ((["--dbench_rounds=2", "--dbench_gpu_timer=cupti"], "the GPU pass"),
+                        (["--dbench_rounds=0"], "bad value in --dbench_rounds=0"),
+                        (["--dbench_rounds=2", "--dbench_block_time=-1"], "--dbench_block_time must lie in")):
+        done = subprocess.run([str(driver), *flags], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+    with pytest.raises(ValueError, match="rounds schedule"):
+        run_cpp_driver("cuda", rounds=True, gpu_timer=cpp_results.GPU_PASS_TRACED)
 
 
 def test_the_drivers_json_is_kept_whole_for_other_tools(driver: Path, tmp_path: Path) -> None:
@@ -436,7 +497,7 @@ def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pyt
 
 
 def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = None,
-                 modes: tuple[str, ...] | None = None) -> tuple[list[dict], dict, str]:
+                 modes: tuple[str, ...] | None = None, order: str = "shuffled") -> tuple[list[dict], dict, str]:
     import argparse
     import io
 
@@ -446,7 +507,7 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
     from dbench.bench.harness.cpp_pass import cpp_section
 
     args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5,
-                              modes=modes)
+                              modes=modes, order=order, seed=4)
     out = io.StringIO()
     env: dict[str, Any] = {}
     result = result or Path(tempfile.mkdtemp()) / "boundary-cuda0-x.json"
@@ -476,6 +537,16 @@ def test_run_py_takes_cpu_rows_from_the_plain_run_and_gpu_rows_from_the_gpu_pass
 
     rows, env, _ = _cpp_section("cpu")  # no GPU pass off CUDA
     assert {r["metric"] for r in rows} == {"cpu_us"} and "cpp_driver_gpu_context" not in env
+    shuffled = env["cpp_driver_context"]["fake_argv"]
+    assert {"--benchmark_repetitions=3", "--dbench_min_time=0.01", "--benchmark_enable_random_interleaving=true"} \
+        <= set(shuffled) and not any(a.startswith("--dbench_rounds") for a in shuffled)
+    # The grouped order: the CPU run in rounds (--cpp-repetitions of --cpp-min-time blocks, the run's
+    # seed); the GPU pass keeps its repetitions.
+    _, env, _ = _cpp_section("cuda:0", order="grouped")
+    grouped, gpu = env["cpp_driver_context"]["fake_argv"], env["cpp_driver_gpu_context"]["fake_argv"]
+    assert {"--dbench_rounds=3", "--dbench_block_time=0.01", "--dbench_seed=4"} <= set(grouped)
+    assert not any(a.startswith(("--benchmark_repetitions", "--dbench_min_time")) for a in grouped)
+    assert "--benchmark_repetitions=5" in gpu and not any(a.startswith("--dbench_rounds") for a in gpu)
     rows, env, _ = _cpp_section("cuda:0", gpu_timer="events")  # the driver has no event timer
     assert {r["metric"] for r in rows} == {"cpu_us"} and "CUPTI only" in env["cpp_driver_gpu_context"]["skipped"]
 

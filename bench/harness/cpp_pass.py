@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 def cpp_section(device: str, request: CppRequest, args: Any, env: dict[str, Any],
                 console: Any, json_path: Path, gpu: bool = True) -> list[dict[str, Any]]:
     """The scenario's ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
-    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path). `gpu`: on a CUDA
+    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path). In the grouped
+    order (--order) the driver runs --cpp-repetitions rounds of --cpp-min-time blocks, a case beside
+    its floor; shuffled, Google Benchmark's randomly interleaved repetitions. `gpu`: on a CUDA
     device, also the driver's GPU pass (a scenario that makes a GPU pass).
 
     A driver that is not built is skipped (said on the console and in env); one that crashes,
@@ -35,6 +37,7 @@ def cpp_section(device: str, request: CppRequest, args: Any, env: dict[str, Any]
         rows, env["cpp_driver_context"] = run_cpp_driver(
             device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,
             keep=gbench_path(json_path), op_keys=request.op_keys,
+            rounds=args.order == "grouped", seed=args.seed,
         )
     except CppDriverMissing as exc:
         console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
