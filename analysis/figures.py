@@ -29,6 +29,7 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 # Light imports only: numpy, pandas, matplotlib and the table modules are imported in the functions
 # that draw, so the command checks its options, output folder and files before loading them.
 from dbench.analysis.load import read_results, rows_frame  # noqa: E402
+from dbench.bench.document import result_stem  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_dir, output_path  # noqa: E402
 from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
 
@@ -66,7 +67,7 @@ def _caption(frame: pd.DataFrame) -> str:
     when = "time unknown" if not len(times) else f"{times.min():%Y-%m-%d %H:%M}" + (
         f"–{times.max():%H:%M} UTC" if times.max() != times.min() else " UTC")
     sources = frame["source"].dropna().unique() if "source" in frame else []
-    source = Path(sources[0]).stem if len(sources) == 1 else f"{len(sources)} runs" if len(sources) else ""
+    source = result_stem(sources[0]) if len(sources) == 1 else f"{len(sources)} runs" if len(sources) else ""
     parts = [env.get("gpu_name") or env.get("cpu_model") or str(env.get("device")),
              f"torch {env['torch']}" if env.get("torch") else "", when, source]
     return " · ".join(p for p in parts if p)
@@ -769,7 +770,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path, doc in docs:
             if not doc["rows"]:
                 _note(f"{path}: no figures: it has no rows (status {doc.get('status') or 'unknown'})")
-            written += scenario_figures(doc, args.out, path.stem, kinds, on_skip=_note)
+            written += scenario_figures(doc, args.out, result_stem(path), kinds, on_skip=_note)
         timed = [rows_frame(doc, str(path)) for path, doc in docs if doc["rows"]]
         if "history" in kinds and timed:
             written += history_figures(pd.concat(timed, ignore_index=True), args.out, args.history_mode, _note)

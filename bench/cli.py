@@ -155,7 +155,7 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
 
 def _timing_options(p: Parser) -> None:
     """How long and how each case is timed."""
-    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 40; --quick 6)")
+    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 30; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",
                    help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
@@ -177,7 +177,7 @@ def _timing_options(p: Parser) -> None:
                    help="rounds of the GPU pass (default 8, boundary on CUDA 5; --quick 3)")
     p.add_argument("--cpp-repetitions", type=positive_int,
                    help="C++ driver samples per benchmark: rounds in the grouped order, Google Benchmark's "
-                        "repetitions shuffled (default 9, boundary on CUDA 40; --quick 3; args: 10, --quick 5)")
+                        "repetitions shuffled (default 9, boundary on CUDA 30; --quick 3; args: 10, --quick 5)")
     p.add_argument("--cpp-min-time", type=positive_float,
                    help="C++ driver seconds per sample: a round's block in the grouped order, a repetition's "
                         "minimum shuffled (default 0.1, boundary on CUDA 0.0025; --quick 0.01; args: 0.02, "

@@ -92,6 +92,15 @@ def _gunzip(path: Path, data: bytes, what: str) -> bytes:
     return out
 
 
+def result_stem(path: Path | str) -> str:
+    """A result file's name without .json or .json.gz: what the files made from it are named after."""
+    name = Path(path).name
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem
+
+
 def read_json(path: Path | str, what: str = "result") -> Any:
     """The JSON value of a regular file of at most MAX_BYTES, nested at most MAX_DEPTH deep."""
     path = Path(path)

@@ -26,16 +26,17 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         "boundary", "per-call CPU cost of each registration variant, in every mode",
         passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER), modes=MODES,
         # On a CUDA device: the H200 host's CPU holds fast and slow speed states for seconds at a
-        # time, and drifts within a round, so a case's block and its floor's must lie close in time
-        # for their ratio to repeat: short blocks in many rounds, each round in the grouped order
-        # (bench/runner.py round_order), where 40 rounds gave ratio CIs as narrow as 60 shuffled ones
-        # (results/h200/README.md). The C++ driver the same way: 40 rounds of 2.5 ms blocks in the
-        # grouped order (its --dbench_rounds; bench/harness/cpp_pass.py). On the CPU
-        # VMs the noise inside a run is white, and long blocks average it (the CPU default).
-        # The GPU pass's blocks last at least 10 ms (bench/runner.py GPU_MIN_BLOCK_SECONDS); 5 of its
-        # rounds, and CUPTI's medians repeat within 0.1 %. The whole command: under a minute.
-        cuda_defaults={"rounds": (40, 6), "block_ms": (2.5, 2.0), "warmup_ms": (5.0, 5.0), "gpu_rounds": (5, 3),
-                       "cpp_repetitions": (40, 3), "cpp_min_time": (0.0025, 0.01)},
+        # time and drifts within a round, so a case's block and its floor's must lie close in time
+        # for their ratio to repeat: short blocks, each round in the grouped order (bench/runner.py
+        # round_order). The first 30 of 40 grouped rounds gave ratio CIs of 1.6 and 2.3 % (median),
+        # 60 shuffled ones 2.3 % (results/h200/README.md, "The boundary command in a minute"). The C++
+        # driver the same way: 30 rounds of 2.5 ms blocks in the grouped order (its --dbench_rounds),
+        # 1.1-1.3 % where 12 shuffled repetitions of 30 ms gave 14 %. On the CPU VMs the noise inside
+        # a run is white, and long blocks average it (the CPU default). The GPU pass's blocks last at
+        # least 10 ms (bench/runner.py GPU_MIN_BLOCK_SECONDS), in 5 rounds: CUPTI's medians repeat
+        # within 0.1 %.
+        cuda_defaults={"rounds": (30, 6), "block_ms": (2.5, 2.0), "warmup_ms": (5.0, 5.0), "gpu_rounds": (5, 3),
+                       "cpp_repetitions": (30, 3), "cpp_min_time": (0.0025, 0.01)},
         # The nightly's design, which the gate's calibration and the A/A nights measured
         # (results/h200/gate): 60 shuffled rounds (the nightly gives its own count), 20 ms warm-ups,
         # 12 C++ repetitions of 0.03 s.

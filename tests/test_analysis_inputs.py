@@ -160,6 +160,7 @@ def test_a_gzip_result_reads_as_its_json_and_a_folder_lists_it(tmp_path: Path,
     (tmp_path / "b.gbench.json.gz").write_bytes(gzip.compress(b"{}"))  # a companion: not a result
     assert load.read_result(tmp_path / "b.json.gz") == load.read_result(plain)
     assert [p.name for p in document.result_files(tmp_path)] == ["a.json", "b.json.gz"]
+    assert [document.result_stem(p) for p in ("b.json.gz", "a.json", "c.csv")] == ["b", "a", "c"]  # figures' names
     assert [p.name for p, _ in load.read_results([tmp_path])] == ["a.json", "b.json.gz"]
     damaged = tmp_path / "c.json.gz"
     damaged.write_bytes(gzip.compress(plain.read_bytes())[:40])

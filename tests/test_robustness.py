@@ -140,9 +140,9 @@ def test_defaults_have_one_source() -> None:
 
 
 @pytest.mark.parametrize(("argv", "device", "rounds", "block_ms"), [
-    ([], "cuda:0", 40, 2.5),  # no --device: deferred until run.py knows it
+    ([], "cuda:0", 30, 2.5),  # no --device: deferred until run.py knows it
     ([], "cpu", 30, 10.0),
-    (["--device", "cuda"], None, 40, 2.5),  # known at parse time
+    (["--device", "cuda"], None, 30, 2.5),  # known at parse time
     (["--device", "cpu"], None, 30, 10.0),
     (["--quick"], "cuda:1", 6, 2.0),
     (["--rounds", "7", "--block-ms", "3"], "cuda:0", 7, 3.0),  # what is given is kept
