@@ -155,7 +155,7 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
 
 def _timing_options(p: Parser) -> None:
     """How long and how each case is timed."""
-    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, boundary on CUDA 30; --quick 6)")
+    p.add_argument("--rounds", type=positive_int, help="interleaved rounds (default 30, on CUDA too; --quick 6)")
     p.add_argument("--quick", action="store_true", help="short run: fewer rounds, shorter blocks")
     p.add_argument("--adaptive", action="store_true",
                    help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")

@@ -32,9 +32,10 @@ class Declaration:
     default_ops: tuple[str, ...] | None = None
     defaults: Defaults = field(default_factory=dict)  # on every device
     cuda_defaults: Defaults = field(default_factory=dict)  # on a CUDA device, over `defaults`
-    # On a CUDA device in --ab and --processes runs (the nightly, the pull-request check, bisect, the
-    # gate's calibration), over `cuda_defaults`: the design the gate was calibrated with, kept apart
-    # so that a faster single run does not change what those runs measure.
+    # On a CUDA device in --ab and --processes runs (the nightly, its --processes fallback, the gate's
+    # calibration), over `cuda_defaults`: the design the gate was calibrated with, kept apart so that
+    # a faster single run does not change what those runs measure. (The pull-request check and bisect
+    # gate single runs of each checkout, in turn: scripts/interleave.sh.)
     repeated_cuda_defaults: Defaults = field(default_factory=dict)
     # Presentation. table_note: printed under its tables (what a bracketed Δ is against). tables:
     # the kernel tables of analysis/kernels.py it makes (TABLES there) in place of the boundary

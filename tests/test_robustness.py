@@ -168,7 +168,7 @@ def test_boundary_takes_its_cuda_schedule_once_the_device_is_known(argv: list[st
 
 @pytest.mark.parametrize("repeat", [["--ab", "env:", "env:"], ["--processes", "3"]])
 def test_repeated_runs_on_cuda_keep_the_calibrated_design(repeat: list[str]) -> None:
-    """--ab and --processes on CUDA (the nightly, the PR check, bisect, the calibration) take the design
+    """--ab and --processes on CUDA (the nightly, its fallback, the gate's calibration) take the design
     the gate was calibrated with, whatever a single run's defaults are; what is given still wins; on
     the CPU nothing differs from a single run."""
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
