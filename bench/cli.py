@@ -302,19 +302,15 @@ def check_out_dir(folder: Path, option: str = "--out") -> Path:
 def check_baseline(path: Path) -> list[Path]:
     """--baseline: a result file, or a folder with result files (*.json, *.json.gz, not searched below
     it), each read and checked as a result document now, so a broken one fails before the run, not after it."""
-    from dbench.bench.document import (  # the one checked reader (standard library only)
-        COMPANION_SUFFIXES, RESULT_PATTERNS, ResultFileError, load_result)
+    from dbench.bench.document import (  # the one checked reader and lister (standard library only)
+        ResultFileError, load_result, result_files)
 
     try:
         if not path.exists():
             raise UsageError(f"argument --baseline: {path} does not exist")
         if not (path.is_file() or path.is_dir()):
             raise UsageError(f"argument --baseline: {path} is neither a regular file nor a folder")
-        files = [path] if path.is_file() else sorted(
-            p for pattern in RESULT_PATTERNS for p in path.glob(pattern)
-            if not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES))
-        if not files:
-            raise UsageError(f"argument --baseline: {path} holds no result files (*.json, *.json.gz)")
+        files = result_files(path)  # a folder's result files; none is a ResultFileError
         for file in files:
             if not file.is_file():
                 raise UsageError(f"argument --baseline: {file} is not a regular file")

@@ -314,7 +314,7 @@ def result_files(path: Path | str) -> list[Path]:
         files = sorted(p for pattern in RESULT_PATTERNS for p in path.glob(pattern)
                        if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES))
         if not files:
-            raise ResultFileError(f"{path}: no result files (*.json, *.json.gz) in this folder")
+            raise ResultFileError(f"{path}: holds no result files (*.json, *.json.gz)")
         return files
     return [path]
 

@@ -417,6 +417,14 @@ void enrol_rounds(Schedule& s) {
   s.entries.clear();  // the registrations hold their own copies of the calls and inputs
 }
 
+// One registration of a benchmark body, timed as every benchmark here is.
+template <class B>
+auto* register_timed(const std::string& name, B body) {
+  return benchmark::RegisterBenchmark(name.c_str(), body)
+      ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
+      ->Unit(benchmark::kMicrosecond);
+}
+
 template <class F>
 void add(const std::string& name, std::string error, const Timing& timing, F call,
          Forward mode = Forward::kInference) {
@@ -425,9 +433,7 @@ void add(const std::string& name, std::string error, const Timing& timing, F cal
   };
   Schedule& s = schedule();
   if (s.rounds == 0 || !error.empty()) {  // a case that cannot run is registered once, to say why
-    benchmark::RegisterBenchmark(name.c_str(), body)
-        ->UseRealTime()  // wall clock decides the iteration count; real_time is the metric
-        ->Unit(benchmark::kMicrosecond);
+    register_timed(name, body);
     return;
   }
   s.entries.push_back(
@@ -437,13 +443,7 @@ void add(const std::string& name, std::string error, const Timing& timing, F cal
          under(mode, [&] { n = calibrate_calls(timing, call, seconds); });
          return n;
        },
-       [name, body](int64_t calls) {
-         benchmark::RegisterBenchmark(name.c_str(), body)
-             ->UseRealTime()
-             ->Unit(benchmark::kMicrosecond)
-             ->Iterations(calls)
-             ->Repetitions(1);
-       }});
+       [name, body](int64_t calls) { register_timed(name, body)->Iterations(calls)->Repetitions(1); }});
 }
 
 // `<prefix>/<mode>` for every forward mode: checked (check(call) under the mode's guard) unless
