@@ -1,7 +1,7 @@
 """How precise each boundary result is, and how far its rows moved from another's: the numbers that
 chose the boundary's schedule on CUDA (scenarios/__init__.py).
 
-    python3 scripts/schedule_study.py RESULT... [--rounds K[,K...]]
+    python3 scripts/schedule_study.py RESULT|FOLDER... [--rounds K[,K...]] [--drift]
 
 Per result: its schedule (order, rounds, block, warm-up, the C++ driver's command), its phases in
 seconds, and per driver and metric the median and 90th percentile over rows of the 95 % CI
@@ -13,7 +13,9 @@ the timed Python cases in the order of their rows, then the speed probe), and th
 rows' log-ratio (each row's log samples less their median) by how many blocks apart they ran in
 the same round: how the host drifts within a round. Of each two results: how far
 each shared row's ratio to its floor and its median moved (median and p90 of |move|, in %).
-Results may be plain or gzip-compressed JSON. Exit 0; 2 on a file that is not a result (one line).
+Results may be plain or gzip-compressed JSON; a folder gives its result files. Of several files,
+one that is not a result (the C++ driver's JSON beside a run) is skipped with a note. Exit 0; 2 when
+a single file is not a result, or nothing is (one line).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Iterable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dbench.bench import stats  # noqa: E402
-from dbench.bench.document import ResultFileError, read_result  # noqa: E402
+from dbench.bench.document import ResultFileError, read_results  # noqa: E402
 
 CLASSES = (("python", "cpu_us"), ("cpp", "cpu_us"), ("python", "gpu_us"), ("cpp", "gpu_us"))
 MOVES = (("python", "cpu_us", "ratio_median"), ("cpp", "cpu_us", "ratio_median"), ("python", "cpu_us", "median"),
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(k < 1 for k in rounds):
         parser.error("--rounds: K must be at least 1")
     try:
-        docs = [(p, read_result(p)) for p in args.results]
+        docs = [(str(p), d) for p, d in read_results(args.results, note=lambda text: print(f"schedule_study: {text}"))]
     except ResultFileError as exc:
         print(f"schedule_study: error: {exc}", file=sys.stderr)
         return 2
