@@ -12,6 +12,8 @@ SCRIPT = ROOT / "scripts" / "schedule_study.py"
 H200 = ROOT / "results" / "h200"
 GROUPED = H200 / "boundary-cuda0-20261204T142756Z-cd9c97.json.gz"
 SHUFFLED = H200 / "boundary-cuda0-20261204T142903Z-dbf1ec.json.gz"
+# The main job at its 30-round defaults, twice back to back, the first after a bare host's setup.
+DEFAULT_RUNS = (H200 / "boundary-cuda0-20261204T172714Z-e740a6.json.gz", H200 / "boundary-cuda0-20261204T172808Z-e8b44f.json.gz")
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -29,6 +31,20 @@ def test_the_schedule_study_recomputes_the_quoted_figures(tmp_path: Path) -> Non
     assert "cpp cpu_us: 51 rows of 12 samples; CI half-width, absolute: median 13.64 %" in out
     assert "--dbench_rounds=40" in out and "--benchmark_enable_random_interleaving=true" in out
     assert "python cpu_us ratio_median: 183 rows, moved median +0.47 %" in out
+
+
+def test_the_30_round_defaults_figures_as_quoted() -> None:
+    done = _run(*map(str, DEFAULT_RUNS))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert out.count("order grouped, 30 rounds of 2.50 ms, warm-up 5 ms, 5 GPU rounds") == 2
+    assert "ratio to the floor: median 1.48 % p90 2.32 % (183 rows)" in out  # Python, first run
+    assert "ratio to the floor: median 1.73 % p90 2.57 % (183 rows)" in out  # Python, second run
+    # The first run's C++ pass met the host's slow state for 17 rounds: wide absolute, paired ratio 3 %.
+    assert "absolute: median 28.85 % p90 31.19 %; ratio to the floor: median 3.23 % p90 6.27 % (36 rows)" in out
+    assert "ratio to the floor: median 1.76 % p90 2.47 % (36 rows)" in out
+    assert "python cpu_us ratio_median: 183 rows, moved median -0.76 %, |move| median 1.18 % p90 3.03 %" in out
+    assert "cpp cpu_us ratio_median: 36 rows, moved median -1.23 %, |move| median 1.29 % p90 4.01 %" in out
 
 
 def test_the_schedule_study_refuses_what_is_not_a_result(tmp_path: Path) -> None:
