@@ -345,8 +345,10 @@ def run_cpp_driver(
         raise CppDriverFailed(f"C++ driver {path.name} wrote JSON this suite cannot read ({exc})", tail) from None
     context["dbench_command"] = [path.name, *args]
     if keep is not None:
-        try:  # a copy for other tools: its loss is said in the result, and the rows stay
-            write_atomic(keep, text)
+        from .env import redact_paths  # torch comes with it: imported only where a copy is kept
+
+        try:  # a copy for other tools, its paths redacted as the result's are; its loss is said in the result
+            write_atomic(keep, json.dumps(redact_paths(document), indent=2) + "\n")
             context["gbench_json"] = keep.name
         except OSError as exc:
             context["gbench_json_error"] = f"could not keep Google Benchmark's JSON at {keep.name}: {exc}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -289,6 +290,10 @@ def test_the_drivers_json_is_kept_whole_for_other_tools(driver: Path, tmp_path: 
     assert {"context", "benchmarks"} <= document.keys() and context["gbench_json"] == keep.name
     assert document["benchmarks"] and all(b["name"].startswith("muladd/direct") for b in document["benchmarks"])
     assert rows and all(r["status"] == "ok" for r in rows)
+    # It travels with the result: no machine path in it (the driver built here is under <build>/).
+    if "DBENCH_CPP_DRIVER" not in os.environ:
+        assert document["context"]["executable"] == "<build>/bench/cpp/dbench_cpp_driver"
+        assert str(driver.parent) not in keep.read_text()
     # A copy that cannot be written is said in the context; the rows stay.
     rows, context = run_cpp_driver("cpu", repetitions=2, min_time=0.001, timeout=120,
                                    keep=tmp_path / "missing-folder" / "x.gbench.json",
