@@ -233,7 +233,7 @@ def _counter_samples(case: Mapping[str, Any], metric: str) -> tuple[list[float],
 
 
 def _cpu_row(key: dict[str, Any], case: Mapping[str, Any], base: Mapping[str, Any] | None,
-             baseline: str | None, pairing: str = DELTA_PAIRING) -> dict[str, Any]:
+             baseline: str | None, pairing: str) -> dict[str, Any]:
     samples: list[float] = case["samples"]
     paired = base is not None and bool(samples) and len(base["samples"]) == len(samples)
     return stat_row(

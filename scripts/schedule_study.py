@@ -32,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dbench.bench import stats  # noqa: E402
 from dbench.bench.document import ResultFileError, read_results  # noqa: E402
+from dbench.bench.identity import case_label, row_identity  # noqa: E402
+from dbench.bench.runner import round_order  # noqa: E402
 
 CLASSES = (("python", "cpu_us"), ("cpp", "cpu_us"), ("python", "gpu_us"), ("cpp", "gpu_us"))
 MOVES = (("python", "cpu_us", "ratio_median"), ("cpp", "cpu_us", "ratio_median"), ("python", "cpu_us", "median"),
@@ -51,14 +53,10 @@ def timed(rows: Iterable[dict[str, Any]], driver: str, metric: str) -> list[dict
     return [r for r in rows if r["driver"] == driver and r["metric"] == metric and r["status"] == "ok" and r["median"]]
 
 
-def row_id(r: dict[str, Any]) -> tuple[Any, ...]:
-    return r["op"], r["variant"], r["mode"], r["driver"], r["metric"]
-
-
 def first_rounds_width(rows: list[dict[str, Any]], k: int) -> list[float]:
     """Each paired row's ratio CI half-width from its first k rounds and its floor's (rows with fewer
     than k rounds are left out)."""
-    by_label = {f"{r['op']}/{r['variant']}/{r['mode']}": r for r in rows}
+    by_label = {case_label(r): r for r in rows}
     widths = []
     for r in rows:
         base = by_label.get(r.get("baseline") or "")
@@ -85,9 +83,7 @@ def drift(doc: dict[str, Any], pairs: int = 200_000) -> list[str]:
     slots: list[Any] = [*range(len(rows)), "probe"]
     rng, where = random.Random(c.get("seed", 0)), []
     for _ in range(n_rounds):
-        order = slots[:]
-        rng.shuffle(order)
-        where.append({case: at for at, case in enumerate(order)})
+        where.append({case: at for at, case in enumerate(round_order(slots, "shuffled", rng))})
     logs = [[math.log(x) for x in r["samples"]] for r in rows]
     residual = [[x - statistics.median(v) for x in v] for v in logs]
     draw, by_bin = random.Random(0), {}
@@ -134,11 +130,11 @@ def describe(path: str, doc: dict[str, Any], rounds: list[int]) -> list[str]:
 
 
 def moved(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    left, right = {row_id(r): r for r in a["rows"] if r["status"] == "ok"}, {row_id(r): r for r in b["rows"] if r["status"] == "ok"}
+    left, right = ({row_identity(r): r for r in doc["rows"] if r["status"] == "ok"} for doc in (a, b))
     lines = []
     for driver, metric, field in MOVES:
-        moves = [(right[k][field] / left[k][field] - 1) * 100 for k in left
-                 if k in right and k[3] == driver and k[4] == metric and left[k].get(field) and right[k].get(field)]
+        moves = [(right[k][field] / r[field] - 1) * 100 for k, r in left.items()
+                 if k in right and (r["driver"], r["metric"]) == (driver, metric) and r.get(field) and right[k].get(field)]
         if moves:
             size = [abs(m) for m in moves]
             lines.append(f"  {driver} {metric} {field}: {len(moves)} rows, moved median {statistics.median(moves):+.2f} %, "
