@@ -140,11 +140,16 @@ def gpu_timer_problem(context: Mapping[str, Any]) -> str | None:
 
 
 def driver_path() -> Path:
-    """The driver executable: $DBENCH_CPP_DRIVER, else <build>/bench/cpp/dbench_cpp_driver."""
-    from .native_build import build_dir
+    """The driver executable: $DBENCH_CPP_DRIVER, else <build>/bench/cpp/dbench_cpp_driver. It is
+    run, so either must be where no other local user can change it (bench/trust.py): else
+    UntrustedPathError (a ValueError); a driver not there is returned (CppDriverMissing follows)."""
+    from .native_build import DRIVER_ENV, build_dir
+    from .trust import trusted_code_path
 
-    override = os.environ.get("DBENCH_CPP_DRIVER")
-    return Path(override).resolve() if override else build_dir() / "bench" / "cpp" / DRIVER_NAME
+    override = os.environ.get(DRIVER_ENV)
+    if override:
+        return trusted_code_path(override, f"the C++ driver ({DRIVER_ENV})", missing_ok=True)
+    return build_dir() / "bench" / "cpp" / DRIVER_NAME
 
 
 def to_us(value: float, unit: str) -> float:

@@ -7,15 +7,27 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
+
+from .trust import trusted_code_path
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout, or the installed package's folder
 
 
-def build_dir() -> Path:
-    """The CMake build directory (override with DBENCH_BUILD_DIR)."""
-    return Path(os.environ.get("DBENCH_BUILD_DIR", ROOT / "build")).resolve()
+BUILD_ENV = "DBENCH_BUILD_DIR"
+DRIVER_ENV = "DBENCH_CPP_DRIVER"  # the C++ driver elsewhere than in the build (bench/cpp_results.py)
+
+
+def build_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The CMake build directory (override with DBENCH_BUILD_DIR in `environ`, default os.environ),
+    resolved. Its libraries are loaded into the process, so it must be a folder no other local user
+    can change (bench/trust.py): else UntrustedPathError (a ValueError) naming it. A folder not
+    there is returned as it is, when no one else could create it (the loaders then say how to build)."""
+    given = (os.environ if environ is None else environ).get(BUILD_ENV)
+    what = f"the build folder ({BUILD_ENV})" if given else "the build folder"
+    return trusted_code_path(Path(given or ROOT / "build"), what, missing_ok=True)
 
 
 def built_extension(name: str) -> Path | None:

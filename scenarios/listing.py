@@ -11,13 +11,14 @@ from dbench.bench.cli import UsageError
 def load_user_ops(args: argparse.Namespace) -> list[str]:
     """Import each --op file and register its ops; --ops names are checked against the catalogue then."""
     from dbench.ops import OPS
+    from dbench.bench.trust import UntrustedPathError
     from dbench.ops.declare import DeclarationError, load_all
 
     from . import DECLARATIONS
 
     try:
         names = load_all(args.op)
-    except DeclarationError as exc:
+    except (DeclarationError, UntrustedPathError) as exc:  # the latter: changed since the command-line check
         raise UsageError(f"argument --op: {exc}") from None
     unknown = [n for n in args.ops or () if n not in OPS]
     if unknown:

@@ -107,7 +107,7 @@ def test_bench_imports_neither_scenarios_nor_analysis() -> None:
 # The timing core: what a case is, how it is timed and summarised, and how a row is named. It knows
 # no command line, no op, no orchestration and no terminal (the harness hands the runner a Reporter
 # that draws, bench/progress.py), so another front end can time cases with it as it is.
-CORE = ("case", "runner", "gputimer", "stats", "rows", "identity", "defaults", "native_build", "probe")
+CORE = ("case", "runner", "gputimer", "stats", "rows", "identity", "defaults", "native_build", "probe", "trust")
 NOT_IN_CORE = ("rich", "tabulate", "pandas", "matplotlib")
 
 

@@ -137,17 +137,14 @@ def test_a_program_named_otherwise_is_never_run(tmp_path: Path) -> None:
 
 
 def test_a_python_named_program_must_import_torch(tmp_path: Path) -> None:
-    echo = tmp_path / "python"  # echoes its arguments: the probe's marker is computed, not echoed
+    echo = tmp_path / "python"  # a script, whatever it does, is refused unrun (tests/test_side_trust.py)
     echo.write_text('#!/bin/sh\necho "$@"\n')
     echo.chmod(0o755)
-    with pytest.raises(SideError, match="not a Python 3 that can import torch"):
+    with pytest.raises(SideError, match="not a Python interpreter: it is a script"):
         parse_side(str(echo))
-    no_torch = tmp_path / "venv" / "python3"
-    no_torch.parent.mkdir()
-    no_torch.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')  # no site-packages: no torch
-    no_torch.chmod(0o755)
-    with pytest.raises(SideError, match="ModuleNotFoundError"):
-        parse_side(str(no_torch))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    with pytest.raises(SideError, match="ModuleNotFoundError"):  # a Python without torch: probed, refused
+        parse_side(str(tmp_path / "venv" / "bin" / "python3"))
 
 
 def test_bad_side_settings_fail_before_any_process(tmp_path: Path) -> None:

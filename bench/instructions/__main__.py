@@ -18,7 +18,8 @@ from . import EXPECTED_PATH
 from .check import InputError, compare, env_differences, load, updated_expected
 from .spread import spreads
 from . import power
-from .staging import StageError, sibling_stage
+from .staging import STAGE, StageError, private_folder, sibling_stage
+from ..native_build import build_dir
 from dbench.bench.atomic import file_output_problem, write_atomic
 from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
 
@@ -61,6 +62,7 @@ def run_power(args: argparse.Namespace) -> int:
     expected = load(args.expected, "expected")
     trials = power.plan(args.heap_pads, args.effects)  # bad values fail here, before any collection
     _check_writable(args.out, "--out")
+    _check_code_places()
 
     def started(i: int, trial: power.Trial) -> None:
         what = f"A/A, heap pad {trial.heap_pad}" if trial.kind == "aa" else f"+{trial.effect:.0%} injected into every row"
@@ -146,9 +148,17 @@ def _check_writable(path: Path | None, what: str) -> None:
         raise InputError(f"{what} {problem}")
 
 
+def _check_code_places() -> None:
+    """The stage and the build folder another user could change are refused (StageError,
+    UntrustedPathError) before anything is printed or run: one line, exit 2."""
+    private_folder(STAGE)
+    build_dir()
+
+
 def _collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
     from dbench.ops.specs import MODES
 
+    _check_code_places()
     print(f"[instructions] {len(config.ops)} ops x {len(config.resolved_variants())} variants x {len(MODES)} modes, "
           f"{config.calls} calls per case, under callgrind (one process)", file=sys.stderr, flush=True)
     document = collect(config, keep_dumps)

@@ -17,6 +17,7 @@ from typing import Any
 from . import METRIC, REPO_ROOT, SCHEMA, UNIT
 from .callgrind import read_dumps
 from .staging import STAGE, private_folder, staged
+from ..native_build import build_dir
 from .environment import (child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu,
                           jemalloc, valgrind_version)
 
@@ -157,8 +158,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
                            "or name the library in DBENCH_JEMALLOC")
     start = time.monotonic()
     digests = code_digests(REPO_ROOT)
-    build_dir = Path(os.environ.get("DBENCH_BUILD_DIR", REPO_ROOT / "build")).resolve()
-    with staged(REPO_ROOT, build_dir, stage) as (src, out_dir):
+    with staged(REPO_ROOT, build_dir(), stage) as (src, out_dir):  # build_dir: checked (bench/trust.py)
         manifest_path = out_dir / "manifest.json"
         cmd = valgrind_command(valgrind, out_dir, config, manifest_path)
         # The child's environment names the staged code only (no DBENCH_BUILD_DIR: src/build).

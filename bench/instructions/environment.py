@@ -150,9 +150,10 @@ def code_digests(repo_root: Path) -> dict[str, str | None]:
     import hashlib
 
     from dbench.bench.env import source_digest
+    from dbench.bench.native_build import build_dir
 
     h = hashlib.sha256()
-    build = Path(os.environ.get("DBENCH_BUILD_DIR", repo_root / "build")) / "lib"
+    build = build_dir() / "lib"  # the libraries staged.py copies (DBENCH_BUILD_DIR checked: bench/trust.py)
     libs = sorted(build.glob("*.so")) if build.is_dir() else []
     for lib in libs:
         h.update(lib.name.encode() + b"\0" + lib.read_bytes())

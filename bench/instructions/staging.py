@@ -8,9 +8,11 @@ A lock serialises collections (they share that path).
 
 The stage sits in a shared folder (/tmp) and the child executes what is in it, so it is trusted
 only when this user made it: a folder of ours, mode 0700, no symbolic link, reached through
-folders that no other user can rename (owned by us or root, and sticky where others can write).
-Anything else there (another user's folder planted before ours, a link) stops the collection
-with an error that names it; nothing in it is read, run or truncated.
+folders that no other user can rename (owned by us or root, and sticky where others can write)
+and through no link another user owns (bench/trust.py). Anything else there (another user's
+folder planted before ours, a link) stops the collection with an error that names it; nothing in
+it is read, run or truncated. The child runs from the resolved path, so a link on the way
+re-pointed after the checks changes nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from ..trust import describe, entry_folder_problem
 
 STAGE_ENV = "DBENCH_INSTRUCTIONS_STAGE"
 
@@ -54,31 +58,17 @@ def sibling_stage(index: int) -> Path:
 PACKAGES = ("dbench", "bench", "ops", "scenarios")
 
 
-def _describe(st: os.stat_result) -> str:
-    return f"owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}"
-
-
-def _check_ancestors(folder: Path) -> None:
-    """Every folder above the stage must be one no other user can swap: owned by us or root, and
-    not writable by others unless sticky (as /tmp is), so our entry in it cannot be renamed."""
-    uid = os.getuid()
-    for parent in [folder, *folder.parents]:
-        try:
-            st = os.stat(parent)
-        except OSError as exc:
-            raise StageError(f"cannot use {parent} for the instruction-count stage: {exc.strerror}") from None
-        if st.st_uid not in (uid, 0):
-            raise StageError(f"refusing the instruction-count stage under {parent}: another user owns it ({_describe(st)})")
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-            raise StageError(f"refusing the instruction-count stage under {parent}: others can write there "
-                             f"and it is not sticky ({_describe(st)})")
-
-
 def private_folder(path: Path) -> Path:
     """Create `path` as a folder only this user can use, or accept the one there if it is exactly
-    that (ours, a real folder, no access for others); refuse anything else."""
+    that (ours, a real folder, no access for others); refuse anything else. Returns it resolved (the
+    folders above it may be links of ours): use that path from then on, so re-pointing a link after
+    this check changes nothing."""
     path = Path(os.path.abspath(path))
-    _check_ancestors(path.parent)
+    problem = entry_folder_problem(path.parent)  # bench/trust.py: links, owners, who can rename entries
+    if problem:
+        raise StageError(f"refusing the instruction-count stage {path}: {problem}; use a folder only you "
+                         f"(or root) can change, or set {STAGE_ENV} to one")
+    path = Path(os.path.realpath(path.parent)) / path.name
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
     st = os.lstat(path)
@@ -86,10 +76,10 @@ def private_folder(path: Path) -> Path:
         raise StageError(f"refusing the instruction-count stage {path}: it is not a plain folder "
                          f"({stat.filemode(st.st_mode)}); remove it and run again")
     if st.st_uid != os.getuid():
-        raise StageError(f"refusing the instruction-count stage {path}: it belongs to another user ({_describe(st)}); "
+        raise StageError(f"refusing the instruction-count stage {path}: it belongs to another user ({describe(st)}); "
                          f"remove it (or set {STAGE_ENV} to a path of the same length) and run again")
     if st.st_mode & 0o077:
-        raise StageError(f"refusing the instruction-count stage {path}: others have access ({_describe(st)}); "
+        raise StageError(f"refusing the instruction-count stage {path}: others have access ({describe(st)}); "
                          f"remove it and run again")
     return path
 
