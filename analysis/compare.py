@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dbench.bench.escape import terminal  # noqa: E402
 from dbench.analysis.load import read_result, rows_frame  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
 from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
@@ -114,19 +115,21 @@ def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
 
 def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
     """The per-row spreads, worst first; whether each group keeps its order; the totals; the rows not
-    compared."""
+    compared. Names and reasons come from the files: shown through bench/escape.py `terminal`."""
     import pandas as pd
 
+    from dbench.bench.escape import frame
+
     pd.set_option("display.width", 200)
-    print(merged.drop(columns=KEY + ["group_id"]).sort_values("spread", ascending=False)
+    print(frame(merged.drop(columns=KEY + ["group_id"]).sort_values("spread", ascending=False), terminal)
           .to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    order = same_ordering(merged)
+    order = frame(same_ordering(merged), terminal)
     print()
     print(order[["op", "mode", "metric", "driver", "same_order"]].to_string(index=False))
     for _, row in order[~order["same_order"]].iterrows():
         print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {'':{len(row['op']) + len(row['mode']) + 1}}  B {row['order_b']}")
     for (driver, metric), g in merged.groupby(["driver", "metric"]):
-        print(f"  {driver} {metric}: rows {len(g)}, median spread {g['spread'].median():.2%}, "
+        print(f"  {terminal(driver)} {terminal(metric)}: rows {len(g)}, median spread {g['spread'].median():.2%}, "
               f"max {g['spread'].max():.2%}, over limit {(g['spread'] > max_spread).sum()}")
     print(f"\nrows {len(merged)}, median spread {merged['spread'].median():.2%}, max spread "
           f"{merged['spread'].max():.2%} (limit {max_spread:.0%}), rows over limit {(merged['spread'] > max_spread).sum()}")
@@ -134,8 +137,8 @@ def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
         print(f"\n{len(problems)} row(s) not compared (these fail the comparison):")
         for _, r in problems.iterrows():
             reason = r["reason_a"] if isinstance(r["reason_a"], str) else r["reason_b"]
-            print(f"  {r['problem']}: {r['op']}/{r['variant']}/{r['mode']} {r['metric']} ({r['driver']})"
-                  f"{f' — {reason}' if isinstance(reason, str) else ''}")
+            print(terminal(f"  {r['problem']}: {r['op']}/{r['variant']}/{r['mode']} {r['metric']} ({r['driver']})"
+                           f"{f' — {reason}' if isinstance(reason, str) else ''}"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,11 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     differences = env_differences(*docs)
     if differences and not args.allow_different_env:
-        print(f"compare: error: the runs are not comparable ({'; '.join(differences)}); "
+        print(f"compare: error: the runs are not comparable ({terminal('; '.join(differences))}); "
               "pass --allow-different-env to compare them anyway", file=sys.stderr)
         return EXIT_BAD_INPUT
     for d in differences:
-        print(f"warning: different environments, {d}")
+        print(f"warning: different environments, {terminal(d)}")
     probes = [(doc.get("speed_probe") or {}).get("median") for doc in docs]
     if all(x is not None for x in probes):
         print(f"speed probe: A {probes[0]:.3f} µs, B {probes[1]:.3f} µs (B/A {probes[1] / probes[0]:.3f})")
@@ -186,4 +189,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("compare", main)

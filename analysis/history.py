@@ -189,7 +189,7 @@ def history(docs: Sequence[Mapping[str, Any]], row_filter: str = "",
 
 
 def render(rows: Sequence[RowHistory], nights: Sequence[Night], fmt: str = "txt") -> str:
-    from tabulate import tabulate
+    from dbench.bench.escape import markdown, table as tabulated
 
     found = [(h, c) for h in rows for c in h.changes]
     headers = ["row", "metric", "first night after", "file", "git", "torch", "before", "after", "step", "vs first",
@@ -202,10 +202,11 @@ def render(rows: Sequence[RowHistory], nights: Sequence[Night], fmt: str = "txt"
     summary = (f"{len(nights)} nights, {len(rows)} rows: {len(found)} change point(s) in "
                f"{len(rows) - quiet} row(s); {quiet} row(s) without"
                + (f" ({short} with fewer than {MIN_NIGHTS} nights)" if short else ""))
+    # Row names, file names, git and torch come from result files: tabulated escapes them for `fmt`.
     if fmt == "md":
-        body = tabulate(table, headers, tablefmt="github", disable_numparse=True) if table else "_no change points_"
-        return f"### History — {summary}\n\n{body}\n"
-    body = tabulate(table, headers, tablefmt="simple", disable_numparse=True) if table else "no change points"
+        body = tabulated(table, headers, "md") if table else "_no change points_"
+        return f"### History — {markdown(summary)}\n\n{body}\n"
+    body = tabulated(table, headers, "txt") if table else "no change points"
     return f"{body}\n\n{summary}\n"
 
 
@@ -282,4 +283,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("history", main)

@@ -12,6 +12,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from dbench.bench.escape import rich
 from dbench.analysis.table import fitted, where
 
 # launch: GPU-bound once GPU time per call reaches this share of CPU time per call. When the GPU
@@ -102,11 +103,11 @@ def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
     memory = roofs.get("memory") or {}
     if _number(memory.get("value")):
         sheet = roofs.get("measured_over_datasheet") or {}
-        console.print(f"memory roof {memory['value']:.0f} GB/s ({memory.get('method')}"
+        console.print(f"memory roof {memory['value']:.0f} GB/s ({rich(memory.get('method'))}"
                       + (f", {sheet['memory']:.0%} of the datasheet" if _number(sheet.get("memory")) else "") + ")")
         for name, roof in (roofs.get("compute") or {}).items():
             if isinstance(roof, dict) and _number(roof.get("value")):
-                console.print(f"compute roof {name} {roof['value']:.1f} TFLOP/s ({roof.get('method')}"
+                console.print(f"compute roof {rich(name)} {roof['value']:.1f} TFLOP/s ({rich(roof.get('method'))}"
                               + (f", {sheet[name]:.0%} of the datasheet" if _number(sheet.get(name)) else "") + ")")
     titled = []
     for (op, mode, cache), g in frame.groupby(["op", "mode", "cache"], sort=False):
@@ -117,29 +118,35 @@ def print_roofline(doc: dict[str, Any], console: Console | None = None) -> None:
         table.add_column(size_heading(side), no_wrap=True)
         variants = list(dict.fromkeys(g["variant"]))
         for v in variants:
-            table.add_column(v, justify="right", no_wrap=True)
+            table.add_column(rich(v), justify="right", no_wrap=True)
         for size, line in g.groupby("size", sort=False):
             cells = {r["variant"]: _roof_cell(r) for _, r in line.iterrows()}
             label = size_label(size, line["dtype"].iloc[0], side)
-            table.add_row(label, *(cells.get(v, "") for v in variants))
+            table.add_row(rich(label), *(rich(cells.get(v, "")) for v in variants))
         titled.append((f"roofline {op}/{mode}, {cache} cache — {where(doc.get('env', {}))}: time per call, "
                        "bandwidth, % of roof", table))
     _print_titled(console, titled)
     for (op, variant, mode), g in frame[frame["status"] == "n/a"].groupby(["op", "variant", "mode"], sort=False):
-        console.print(f"  [dim]{op}/{variant}/{mode}: {g['reason'].iloc[0]}[/dim]", soft_wrap=True)
+        console.print(f"  [dim]{rich(op)}/{rich(variant)}/{rich(mode)}: {rich(g['reason'].iloc[0])}[/dim]",
+                      soft_wrap=True)
     for _, r in frame[frame["status"] == "failed"].iterrows():
-        console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']} at size {r['size']} "
-                      f"({r['cache']})[/red]: {r['reason']}", soft_wrap=True)
+        console.print(f"  [red]FAILED {_case(r)} at size {rich(r['size'])} ({rich(r['cache'])})[/red]: "
+                      f"{rich(r['reason'])}", soft_wrap=True)
     if frame["above_roof"].any():
         console.print("[red]ABOVE ROOF: a point faster than the measured roof is not a result: a counting or "
                       "timing error, or (warm cache) a working set just past the cache that it still partly "
                       "serves[/red]")
 
 
+def _case(row: pd.Series, *keys: str) -> str:
+    """op/variant/mode (or the `keys` given) of a row, escaped for the console."""
+    return "/".join(rich(row[k]) for k in keys or ("op", "variant", "mode"))
+
+
 def _print_titled(console: Console, titled: list[tuple[str, Table]]) -> None:
     with fitted(console, [t for _, t in titled]):
         for heading, table in titled:
-            console.print(f"[bold]{heading}[/bold]", soft_wrap=True)  # on its own line: never wrapped
+            console.print(f"[bold]{rich(heading)}[/bold]", soft_wrap=True)  # on its own line: never wrapped
             console.print(table)
 
 
@@ -189,17 +196,17 @@ def print_launch(doc: dict[str, Any], console: Console | None = None) -> None:
             table.add_column(col, justify="left" if col == "variant" else "right", no_wrap=True)
         for _, r in g.iterrows():
             found = not pd.isna(r["crossover_elements"])
-            table.add_row(r["variant"], size_text(r["crossover_elements"], "") if found else "not reached",
+            table.add_row(rich(r["variant"]), size_text(r["crossover_elements"], "") if found else "not reached",
                           f"{r['cpu_us_at']:.2f}" if found else "", f"{r['share_at']:.2f}" if found else "",
                           f"{r['cpu_us_smallest']:.2f}")
         titled.append((f"launch {op} — {where(doc.get('env', {}))}: from which size (elements per tensor) "
                        + ("each variant stops being launch-bound" if on_gpu else "the boundary stops mattering"),
                        table))
     _print_titled(console, titled)
-    console.print(f"[dim]criterion: {table_data['criterion'].iloc[0]} at that size and every larger one.[/dim]")
+    console.print(f"[dim]criterion: {rich(table_data['criterion'].iloc[0])} at that size and every larger one.[/dim]")
     failed = frame[frame["status"] == "failed"]
     for _, r in failed.drop_duplicates(["op", "variant"]).iterrows():
-        console.print(f"  [red]FAILED {r['op']}/{r['variant']}[/red]: {r['reason']}")
+        console.print(f"  [red]FAILED {_case(r, 'op', 'variant')}[/red]: {rich(r['reason'])}")
 
 
 # ---------------------------------------------------------------- markdown (analysis.report)
@@ -327,11 +334,11 @@ def _print_grids(console: Console, grids: list[tuple[str, pd.DataFrame]], doc: d
     titled = []
     for heading, grid in grids:
         table = Table()
-        table.add_column(str(grid.index.name or ""), no_wrap=True)
+        table.add_column(rich(grid.index.name or ""), no_wrap=True)
         for col in grid.columns:
-            table.add_column(str(col), justify="right", no_wrap=True)
+            table.add_column(rich(col), justify="right", no_wrap=True)
         for label, line in grid.iterrows():
-            table.add_row(str(label), *(str(v) for v in line))
+            table.add_row(rich(label), *(rich(v) for v in line))
         titled.append((f"{heading} — {where(doc.get('env', {}))}", table))
     _print_titled(console, titled)
 
@@ -419,9 +426,10 @@ def print_fusion(doc: dict[str, Any], console: Console | None = None) -> None:
     console.print(f"copy roof {copy_roof(roofs):.0f} GB/s (best of memcpy and the copy kernel, this run)")
     _print_grids(console, fusion_grids(frame, roofs), doc)
     for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "n/a")].drop_duplicates("variant").iterrows():
-        console.print(f"  [dim]{r['variant']}: {r['reason']}[/dim]", soft_wrap=True)
+        console.print(f"  [dim]{rich(r['variant'])}: {rich(r['reason'])}[/dim]", soft_wrap=True)
     for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "failed")].iterrows():
-        console.print(f"  [red]FAILED {r['variant']} k={r['k']} size={r['size']}[/red]: {r['reason']}", soft_wrap=True)
+        console.print(f"  [red]FAILED {rich(r['variant'])} k={rich(r['k'])} size={rich(r['size'])}[/red]: "
+                      f"{rich(r['reason'])}", soft_wrap=True)
 
 
 # ---------------------------------------------------------------- regions
@@ -525,23 +533,21 @@ def regions_grids(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def print_regions(doc: dict[str, Any], console: Console | None = None) -> None:
-    from rich.markup import escape  # Dynamo's reasons quote code: `[]`, `{}`
-
     console = console or Console()
     frame = pd.DataFrame(doc["rows"])
     _print_grids(console, regions_grids(frame), doc)
     data = regions_frame(frame)
     for mode, m in data.groupby("mode", sort=False):
         if (m["status"] == "n/a").all():
-            console.print(f"  [dim]{mode}: n/a for every variant: {escape(str(m['reason'].iloc[0]))}[/dim]",
+            console.print(f"  [dim]{rich(mode)}: n/a for every variant: {rich(m['reason'].iloc[0])}[/dim]",
                           soft_wrap=True)
     broken = data[data["graph_break_reason"].notna()].drop_duplicates(["op", "variant"])
-    for _, r in broken.iterrows():
-        console.print(f"  [yellow]{r['op']}/{r['variant']} breaks the graph[/yellow]: "
-                      f"{escape(r['graph_break_reason'])}", soft_wrap=True)
+    for _, r in broken.iterrows():  # Dynamo's reasons quote code: `[]`, `{}`
+        console.print(f"  [yellow]{_case(r, 'op', 'variant')} breaks the graph[/yellow]: "
+                      f"{rich(r['graph_break_reason'])}", soft_wrap=True)
     for _, r in data[data["status"] == "failed"].iterrows():
-        console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']} at N={r['length']:.0f}[/red]: "
-                      f"{escape(str(r['reason']))}", soft_wrap=True)
+        console.print(f"  [red]FAILED {_case(r)} at N={r['length']:.0f}[/red]: "
+                      f"{rich(r['reason'])}", soft_wrap=True)
 
 
 class KernelTables(NamedTuple):
@@ -564,9 +570,9 @@ def print_args(doc: dict[str, Any], console: Console | None = None) -> None:
     _print_grids(console, grids, doc)
     rows = args_rows(frame)
     for _, r in rows[rows["status"] == "n/a"].drop_duplicates(["variant", "mode"]).iterrows():
-        console.print(f"  [dim]{r['variant']}/{r['mode']}: {r['reason']}[/dim]", soft_wrap=True)
+        console.print(f"  [dim]{_case(r, 'variant', 'mode')}: {rich(r['reason'])}[/dim]", soft_wrap=True)
     for _, r in rows[rows["status"] == "failed"].iterrows():
-        console.print(f"  [red]FAILED {r['op']}/{r['variant']}/{r['mode']}[/red]: {r['reason']}", soft_wrap=True)
+        console.print(f"  [red]FAILED {_case(r)}[/red]: {rich(r['reason'])}", soft_wrap=True)
     console.print(f"[dim]{DECLARATIONS['args'].table_note}[/dim]", soft_wrap=True)
 
 

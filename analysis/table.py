@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
+from dbench.bench.escape import rich
 from dbench.bench.ab import CONFIDENCE as AB_CONFIDENCE
 from dbench.bench.cpp_results import CPP_VARIANT_NAMES
 from dbench.ops import VARIANT_NAMES
@@ -202,32 +203,34 @@ def title(table: TableData, env: dict[str, Any]) -> str:
 def _rich_table(table: TableData) -> Table:
     grid = cell_grid(table)
     out = Table()
+    names = [rich(v) for v in grid.index]
     # min_width: a narrow terminal squeezes the number columns, never the variant names.
-    out.add_column("variant", no_wrap=True, min_width=max(len(str(v)) for v in grid.index))
+    out.add_column("variant", no_wrap=True, min_width=max(len(n) for n in names))
     for column in grid.columns:
-        out.add_column(str(column), justify="right", no_wrap=True)
-    for variant, row in grid.iterrows():
-        out.add_row(str(variant), *row.tolist())
+        out.add_column(rich(column), justify="right", no_wrap=True)
+    for name, (_, row) in zip(names, grid.iterrows()):
+        out.add_row(name, *map(rich, row.tolist()))
     return out
 
 
 def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None, note: str = "") -> None:
     """The console sink. Output that is not a terminal (a log, a pipe) gets the full width its
-    tables need instead of rich's 80 columns, so no name or cell is cut."""
+    tables need instead of rich's 80 columns, so no name or cell is cut. Every string shown passes
+    bench/escape.py `rich`: a result's names and reasons neither drive the terminal nor carry markup."""
     console = console or Console()
     found = tables(frame)
     rendered = [_rich_table(t) for t in found]
     with fitted(console, rendered):
         for table, rich_table in zip(found, rendered):
             # The title on its own line: a rich title would wrap at the table's width.
-            console.print(f"[bold]{title(table, env)}[/bold]", soft_wrap=True)
+            console.print(f"[bold]{rich(title(table, env))}[/bold]", soft_wrap=True)
             console.print(rich_table)
         for line in legend(frame):
-            console.print(f"[dim]{line}[/dim]", soft_wrap=True)
+            console.print(f"[dim]{rich(line)}[/dim]", soft_wrap=True)
         for label, reason in na_reasons(frame).items():
-            console.print(f"  [dim]{label}: {reason}[/dim]", soft_wrap=True)
+            console.print(f"  [dim]{rich(label)}: {rich(reason)}[/dim]", soft_wrap=True)
         if note:
-            console.print(f"[dim]{note}[/dim]", soft_wrap=True)
+            console.print(f"[dim]{rich(note)}[/dim]", soft_wrap=True)
 
 
 @contextlib.contextmanager
@@ -280,10 +283,12 @@ def print_ab_table(doc: Mapping[str, Any], console: Any) -> None:
             cells.append("FAILED")
         else:
             cells.append(_ratio_text(r, "ab_ratio"))
-        table.add_row(label, str(r.get("metric")), *cells, _ratio_text(r, "ab_floor_ratio"), str(r.get("ab_pairs", 0)))
+        table.add_row(rich(label), rich(r.get("metric")), *cells, _ratio_text(r, "ab_floor_ratio"),
+                      rich(r.get("ab_pairs", 0)))
     with fitted(console, [table]):
-        console.print(f"[bold]A/B: B/A per row, geometric mean over {ab['pairs']} ABBA pairs, "
-                      f"{AB_CONFIDENCE:.0%} t-interval[/bold] — A = {ab['a']}, B = {ab['b']}", soft_wrap=True)
+        console.print(f"[bold]A/B: B/A per row, geometric mean over {rich(ab['pairs'])} ABBA pairs, "
+                      f"{AB_CONFIDENCE:.0%} t-interval[/bold] — A = {rich(ab['a'])}, B = {rich(ab['b'])}",
+                      soft_wrap=True)
         console.print(table)
         console.print("[dim]B/A: of the process medians (µs); of ratio to floor: of each process's median ratio to "
                       "its in-run floor, in which the offset of each process cancels.[/dim]", soft_wrap=True)

@@ -45,13 +45,13 @@ def notes(document: dict[str, Any]) -> list[str]:
     return lines + ([f"warning: {unstable}"] if unstable else []) + [n for n in [table_note(document["scenario"])] if n]
 
 
-def run_line(document: Mapping[str, Any], name: str) -> str:
+def run_parts(document: Mapping[str, Any]) -> list[str]:
+    """How the run went: its rounds (and why it stopped early), its status."""
     config = document.get("config") or {}
     stop = config.get("stop_reason")
     rounds = f"{config['rounds_done']} rounds" if config.get("rounds_done") else ""
     rounds += f" (stopped: {stop})" if rounds and stop not in (None, "rounds") else ""
-    parts = [f"`{name}`" if name else "", rounds, document.get("status") or ""]
-    return " · ".join(p for p in parts if p)
+    return [str(p) for p in (rounds, document.get("status")) if p]
 
 
 def no_rows_line(document: dict[str, Any]) -> str:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .escape import rich as shown_text
 from .runner import Throttled
 
 
@@ -43,4 +43,6 @@ class RichProgress:
         self._redraw(force)
 
     def failed(self, label: str, error: str, where: str) -> None:
-        self.console.print(f"[red]FAILED {escape(label)}[/red]: {escape(error)} ({where})")
+        # A user op's exception text: no terminal sequence, no markup, no highlighting of its words.
+        self.console.print(f"[red]FAILED {shown_text(label)}[/red]: {shown_text(error)} ({shown_text(where)})",
+                           highlight=False)

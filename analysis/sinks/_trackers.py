@@ -15,10 +15,12 @@ def timed_rows(documents: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str
 
 def benchmark_name(doc: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     """One name per row of a run: scenario/op/variant/mode[axes] (driver) [device dtype shape]."""
+    from dbench.bench.escape import terminal  # a tracker shows the name: no control characters
+
     driver = row.get("driver") or "python"
     shape = "x".join(map(str, row.get("shape") or [])) or "-"
-    return (f"{doc.get('scenario')}/{case_label(row)}" + ("" if driver == "python" else f" ({driver})")
-            + f" [{row.get('device')} {row.get('dtype')} {shape}]")
+    return terminal(f"{doc.get('scenario')}/{case_label(row)}" + ("" if driver == "python" else f" ({driver})")
+                    + f" [{row.get('device')} {row.get('dtype')} {shape}]")
 
 
 def number(x: Any) -> float | None:

@@ -1,4 +1,5 @@
-"""CSV: every table's data (numbers, CI, flags, reasons), one row per cell, of every result."""
+"""CSV: every table's data (numbers, CI, flags, reasons), one row per cell, of every result. Text
+cells pass bench/escape.py `csv_cell`: no control characters, no formula a spreadsheet would run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ DESCRIPTION = "CSV: the tables' data, one row per cell"
 def render(results: Sequence[Named]) -> str:
     import pandas as pd
 
+    from dbench.bench.escape import csv_cell, frame
     from dbench.analysis.views import table_frame
 
-    return pd.concat([table_frame(doc, name) for doc, name in results], ignore_index=True).to_csv(index=False)
+    cells = pd.concat([table_frame(doc, name) for doc, name in results], ignore_index=True)
+    return frame(cells, csv_cell).to_csv(index=False)

@@ -1,4 +1,5 @@
-"""Plain text: the console tables without colour, as wide as they need."""
+"""Plain text: the console tables without colour, as wide as they need (strings of the document
+escaped as on the console: bench/escape.py `rich`)."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ def document(doc: Mapping[str, Any], name: str = "") -> str:
 
     from rich.console import Console
 
+    from dbench.bench.escape import rich
     from dbench.analysis.views import env_line, no_rows_line, print_document
 
     buffer = io.StringIO()
     console = Console(file=buffer, color_system=None, force_terminal=False)
-    console.print(" · ".join(p for p in (name, env_line(doc["env"])) if p), soft_wrap=True)
+    console.print(rich(" · ".join(p for p in (name, env_line(doc["env"])) if p)), soft_wrap=True)
     if not doc["rows"]:
-        console.print(no_rows_line(doc), soft_wrap=True)
+        console.print(rich(no_rows_line(doc)), soft_wrap=True)
     else:
         print_document(doc, console)
     return buffer.getvalue()
