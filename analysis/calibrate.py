@@ -470,4 +470,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("calibrate", main)

@@ -10,6 +10,10 @@ are far tighter than two processes are to each other).
   variance components known from a calibration (a side with one process, the run-to-run shift
   that no number of processes averages away), combined with Welch–Satterthwaite degrees of freedom.
 * ``paired_effect``: a one-sample t on the per-pair log ratios of an A/B run.
+* ``fit_prior``, ``moderate``: the empirical-Bayes moderated t (Smyth 2004, the method of limma's
+  eBayes): the variances of many rows, each from few pairs, give a prior (d0, s0²) by limma's
+  method of moments on log s² (fitFDist); each row's variance is shrunk toward s0² and its t gains
+  d0 degrees of freedom.
 * ``decide``: the verdict of a CI against the equivalence band [1/(1+δ), 1+δ].
 * ``processes_needed``: how many processes (pairs) per side would decide an inconclusive row
   (``smallest_n``: the search, shared with the calibration's processes_for_target).
@@ -43,6 +47,7 @@ class Effect:
     per_process_var: float  # the variance of one process's log value (of one pair's log ratio, paired)
     fixed_var: float = 0.0  # variance that more processes do not shrink (run-to-run shifts)
     n: float = 0.0  # processes per side (pairs), as observed
+    prior_df: float = 0.0  # d0 of a moderated t: degrees of freedom the row borrowed from its class
 
     @property
     def ratio(self) -> float:
@@ -126,6 +131,84 @@ def paired_effect(new: Sequence[float | None], base: Sequence[float | None]) -> 
     return Effect(float(d.mean()), math.sqrt(var / d.size), float(d.size - 1), True, var, 0.0, float(d.size))
 
 
+@dataclass(frozen=True)
+class Prior:
+    """The prior of the rows' variances: σ_g² ~ s0²·d0/χ²_d0 (a scaled inverse χ²), fitted to rows
+    whose sample variances s_g² have d_g degrees of freedom each."""
+
+    d0: float  # its degrees of freedom (inf: every row has the variance s0²)
+    s0_sq: float
+    rows: int  # rows fitted
+    df_pooled: float  # the sum of their d_g: a row's total df never exceeds it (limma's cap)
+
+
+def trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x (x > 0): Newton's method on 1/trigamma, which is convex and nearly
+    linear, from 0.5 + 1/x, so the iteration converges monotonically (limma's trigammaInverse)."""
+    from scipy.special import polygamma
+
+    if not x > 0:
+        raise ValueError(f"trigamma takes only positive values, not {x}")
+    if x > 1e7:  # trigamma(y) ≈ 1/y² for small y
+        return 1 / math.sqrt(x)
+    if x < 1e-6:  # trigamma(y) ≈ 1/y for large y
+        return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_prior(variances: Sequence[float], dfs: Sequence[float]) -> Prior:
+    """Moment estimates of (d0, s0²) from sample variances s_g² with d_g degrees of freedom (limma's
+    fitFDist, no covariate). Under the prior, log s_g² = log σ_g² + log(χ²_dg/d_g), whose mean is
+    log s0² + ψ(d_g/2) − log(d_g/2) − ψ(d0/2) + log(d0/2) and whose variance is ψ'(d_g/2) + ψ'(d0/2).
+    So e_g = log s_g² − ψ(d_g/2) + log(d_g/2) has a sample variance whose excess over the mean
+    ψ'(d_g/2) is ψ'(d0/2); when there is none (the rows vary no more than sampling alone makes them),
+    d0 is infinite and s0² = exp(mean e_g). Rows with non-finite or negative s² or df ≤ 0 are left
+    out; a zero s² is raised to 1e-5 of the median (all of them to 1e-5 when the median is 0)."""
+    import numpy as np
+    from scipy.special import digamma, polygamma
+
+    x, d = np.asarray(variances, dtype=float), np.asarray(dfs, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(d) & (x > -1e-15) & (d > 1e-15)
+    x, d = np.maximum(x[ok], 0.0), d[ok]
+    if x.size == 0:
+        raise ValueError("no usable variance to fit a prior to")
+    if x.size == 1:
+        return Prior(0.0, float(x[0]), 1, float(d[0]))
+    m = float(np.median(x)) or 1.0
+    e = np.log(np.maximum(x, 1e-5 * m)) - digamma(d / 2) + np.log(d / 2)
+    mean = float(e.mean())
+    excess = float(e.var(ddof=1)) - float(np.mean(polygamma(1, d / 2)))
+    if excess > 0:
+        d0 = 2 * trigamma_inverse(excess)
+        s0_sq = math.exp(mean + float(digamma(d0 / 2)) - math.log(d0 / 2))
+    else:
+        d0, s0_sq = math.inf, math.exp(mean)
+    return Prior(d0, s0_sq, int(x.size), float(d.sum()))
+
+
+def moderate(effect: Effect, prior: Prior) -> Effect:
+    """The row's effect with its variance shrunk toward the prior: s~² = (d0·s0² + d_g·s_g²)/(d0 + d_g)
+    (s0² itself for an infinite d0), the t on d0 + d_g degrees of freedom, capped at the pooled df of
+    the rows the prior came from. With d0 = 0 it is the row's own t. Paired effects only (one
+    variance per row; Welch's two sides and calibrated components are not pooled)."""
+    if not effect.paired:
+        raise ValueError("only a paired effect (one variance of the per-pair log ratios) can be moderated")
+    if math.isinf(prior.d0):
+        var = prior.s0_sq
+    else:
+        var = (prior.d0 * prior.s0_sq + effect.df * effect.per_process_var) / (prior.d0 + effect.df)
+    df = min(prior.d0 + effect.df, max(prior.df_pooled, effect.df))
+    return Effect(effect.log_ratio, math.sqrt(var / effect.n), df, effect.paired, var, effect.fixed_var,
+                  effect.n, df - effect.df)
+
+
 def band(delta: float) -> tuple[float, float]:
     """The equivalence band of the ratio: symmetric on the log scale."""
     return 1 / (1 + delta), 1 + delta
@@ -161,7 +244,7 @@ def processes_needed(effect: Effect, delta: float, alpha: float) -> int | None:
     factor = 1 if effect.paired else 2  # the variance of a difference of two means of n each
 
     def decides(n: int) -> bool:
-        df = n - 1 if effect.paired else 2 * (n - 1)
+        df = (n - 1 if effect.paired else 2 * (n - 1)) + effect.prior_df
         return t_quantile(alpha, df) * math.sqrt(factor * effect.per_process_var / n + effect.fixed_var) <= m
 
     # Both t's quantile and the variance of the mean fall as n grows, so `decides` is monotone.

@@ -130,6 +130,13 @@ class Tally:
     decided: dict[str, list[float]] = field(default_factory=dict)  # per class: share of its judged rows decided
     detectable: dict[str, list[float]] = field(default_factory=dict)  # per class: median detectable slowdown
     alpha_row: list[float] = field(default_factory=list)
+    # Per class, over every night: rows judged with a CI, rows called regression or improvement, rows
+    # whose CI excludes 1 (the two-sided test of no change at 2α), and the prior's d0 of each pool.
+    row_trials: Counter[str] = field(default_factory=Counter)
+    row_alarms: Counter[str] = field(default_factory=Counter)
+    row_excludes_one: Counter[str] = field(default_factory=Counter)
+    d0: dict[str, list[float]] = field(default_factory=dict)
+    tests: dict[str, Counter[str]] = field(default_factory=dict)  # per class: "test metric" -> nights
 
     def add(self, result: gatemod.GateResult) -> None:
         self.nights += 1
@@ -143,11 +150,20 @@ class Tally:
             self.gating[key] += c.gating
             self.decided.setdefault(key, []).append(c.decided / c.judged if c.judged else 0.0)
             self.detectable.setdefault(key, []).append(math.inf if c.detectable is None else c.detectable)
+            for t in c.tests:
+                self.tests.setdefault(key, Counter())[f"{t.test} on {t.metric}"] += 1
+                if t.test == gatemod.MODERATED and t.d0 is not None:
+                    self.d0.setdefault(f"{key} {t.metric}", []).append(t.d0)
+        for r in result.rows:
+            if r.ci_low is not None and r.ci_high is not None:
+                self.row_trials[r.row_class] += 1
+                self.row_alarms[r.row_class] += r.verdict in (gs.REGRESSION, gs.IMPROVEMENT)
+                self.row_excludes_one[r.row_class] += r.ci_low > 1 or r.ci_high < 1
 
 
 def settings_of(args: Any) -> dict[str, Any]:
     return dict(delta=args.delta, alpha=args.alpha, alpha_night=args.alpha_night, target=args.target, require=args.require,
-                calibration=args.calibration_doc)
+                pool=not args.per_row, calibration=args.calibration_doc)
 
 
 def run_nights(p: Pool, pairs: int, nights: int, seed: int, swap: bool, settings: Mapping[str, Any],
@@ -183,9 +199,25 @@ def summary(tally: Tally, pool_size: int, pairs: int) -> dict[str, Any]:
         "alarm_rows": dict(tally.alarm_rows.most_common()),
         "classes": {key: {"name": gatemod.CLASSES[key], "gating_nights": tally.gating[key] / n,
                           "decided_median": float(np.median(tally.decided[key])),
-                          "detectable_median": _finite(float(np.median(tally.detectable[key])))}
+                          "detectable_median": _finite(float(np.median(tally.detectable[key]))),
+                          "tests": dict(tally.tests.get(key, {})),
+                          **row_rates(tally, key)}
                     for key in tally.decided},
+        "d0": {pool: {"median": _finite(float(np.median(v))), "min": _finite(float(np.min(v))),
+                      "max": _finite(float(np.max(v))), "infinite_nights": sum(math.isinf(x) for x in v)}
+               for pool, v in sorted(tally.d0.items())},
+        "rows": row_rates(tally),
     }
+
+
+def row_rates(tally: Tally, key: str | None = None) -> dict[str, Any]:
+    """Per-row false positives under A/A, of one class or all: verdicts regression or improvement
+    (each at most α by construction), and CIs that exclude 1 (2α for a calibrated t: the sharper test)."""
+    keys = [key] if key else list(tally.row_trials)
+    trials = sum(tally.row_trials[k] for k in keys)
+    alarms, excludes = sum(tally.row_alarms[k] for k in keys), sum(tally.row_excludes_one[k] for k in keys)
+    return {"row_trials": trials, "row_alarms": alarms, "row_alarm_rate": alarms / trials if trials else None,
+            "row_excludes_one": excludes, "row_excludes_one_rate": excludes / trials if trials else None}
 
 
 def injected_summary(results: Sequence[gatemod.GateResult], pattern: str, metric: str | None) -> dict[str, Any]:
@@ -226,6 +258,20 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"  {c['name']}: gating on {c['gating_nights']:.1%} of nights; rows decided (median) "
                    f"{c['decided_median']:.1%}; detectable slowdown (median) {det}")
     out += [f"  false alarm: {k} on {v} night(s)" for k, v in list(s["alarm_rows"].items())[:10]]
+    rows, alpha = s.get("rows"), s["alpha_row_median"]
+    if rows and rows["row_trials"]:
+        out.append(f"  per row: {rows['row_trials']} row verdicts with a CI; regression or improvement "
+                   f"{rows['row_alarms']} ({rows['row_alarm_rate']:.2g}; α {alpha:.3g}); CI excluding 1 "
+                   f"{rows['row_excludes_one']} ({rows['row_excludes_one_rate']:.2g}; 2α {2 * alpha:.3g})")
+    for c in s["classes"].values():
+        if c.get("row_trials"):
+            out.append(f"  {c['name']}: CI excluding 1 on {c['row_excludes_one']} of {c['row_trials']} row verdicts "
+                       f"({c['row_excludes_one_rate']:.2g}); tests " + ", ".join(
+                           f"{t} on {v} night(s)" for t, v in c.get("tests", {}).items()))
+    for pool, d in (s.get("d0") or {}).items():
+        show = (lambda x: "∞" if x is None else f"{x:.1f}")
+        out.append(f"  prior d0 of {pool}: median {show(d['median'])}, range {show(d['min'])}–{show(d['max'])}, "
+                   f"∞ on {d['infinite_nights']} night(s)")
     inj = doc.get("injected")
     if inj:
         rate = "n/a" if inj["catch_rate"] is None else f"{inj['catch_rate']:.1%}"
@@ -369,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", type=float)
     p.add_argument("--require", action="append", default=[], metavar="CLASS[,CLASS]")
     p.add_argument("--calibration", type=Path)
+    p.add_argument("--per-row", action="store_true", help="each row on its own pairs (the gate's --per-row)")
     p.add_argument("--out", type=Path, help="write the summary as JSON here")
     args = p.parse_args(argv)
     args.require = [c for item in args.require for c in item.split(",") if c]
@@ -396,9 +443,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("\n".join(lines(doc)))
     if args.out:
-        write_output(args.out, json.dumps(doc, indent=1) + "\n")
+        try:
+            write_output(args.out, json.dumps(doc, indent=1) + "\n")
+        except OutputPathError as exc:  # checked above, then failed: a full disk, the folder gone
+            print(f"nights: error: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("nights", main)
