@@ -11,6 +11,8 @@ inside another registered op. Adding a variant is one entry in VARIANT_SPECS.
 from __future__ import annotations
 
 import functools
+import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -70,13 +72,33 @@ def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> F
     return Flavour(ops[contract.name], ops.get(contract.backward_op or ""))
 
 
+# DBENCH_INJECT_PY_NS (read once, at import): a known CPU cost in the Python kernel of the
+# `define_impl` variant only (bench/cli.py checks the value), so a gate's power can be shown on a
+# Python-side regression as DBENCH_INJECT_CPU_NS shows it on the C++ `cpp` op.
+_INJECT_PY_NS = int(os.environ.get("DBENCH_INJECT_PY_NS") or 0)
+
+
+def _spinning(kernel: OpFn) -> OpFn:
+    """`kernel` after a busy-wait of DBENCH_INJECT_PY_NS ns on every call (a wait, not a sleep:
+    the cost stays on this thread's CPU time as a real regression's would)."""
+    @functools.wraps(kernel)
+    def spun(*args: Any, **kwargs: Any) -> Any:
+        until = time.perf_counter_ns() + _INJECT_PY_NS
+        while time.perf_counter_ns() < until:
+            pass
+        return kernel(*args, **kwargs)
+
+    return spun
+
+
 @functools.cache
 def flavour(kind: str, op: str) -> Flavour:
     contract = OPS[op]
     if kind == "raw":
         return Flavour(contract.launcher(op), contract.launcher(contract.backward_op) if contract.backward_op else None)
     if kind == "define_impl":
-        return _define_impl("dbench_define_impl", contract, contract.launcher)
+        launcher = contract.launcher if not _INJECT_PY_NS else lambda name: _spinning(contract.launcher(name))
+        return _define_impl("dbench_define_impl", contract, launcher)
     if kind == "custom_op":
         return _custom_op("dbench_custom_op", contract, contract.launcher)
     if kind == "nested_define_impl":

@@ -3,9 +3,12 @@
 # (--pairs 6 --rounds 90, the nightly's defaults) gated with the gate's defaults, exactly as the
 # nightly workflow gates it.
 #   bash scripts/gpu_nights.sh OUTDIR NIGHT[,NIGHT...]
-# NIGHT is `aa` (identical code on both sides: every row should pass) or `injectNNN` (side B's
+# NIGHT is `aa` (identical code on both sides: every row should pass), `injectNNN` (side B's
 # `cpp` CUDA kernels wait NNN ns inside the kernel: DBENCH_INJECT_GPU_NS; the injected GPU rows
-# should be called regressions and nothing else). Each night leaves OUTDIR/NAME.json (the A/B
+# should be called regressions and nothing else), `injectcpuNNN` (side B's `cpp` op busy-waits NNN ns
+# on the host before each launch: DBENCH_INJECT_CPU_NS; its CPU rows, Python and C++ driver, should
+# be called and nothing else) or `injectpyNNN` (the Python kernel of `define_impl` busy-waits:
+# DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B
 # result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
 # and 0 otherwise, whatever the gate said (its verdicts are the data). A night takes about 8 minutes:
 # where each command has a shorter limit, start it with scripts/detached.sh and wait for it there.
@@ -22,7 +25,9 @@ for night in "${NIGHTS[@]}"; do
   case $night in
     aa) side_b=env: ;;
     inject[0-9]*) side_b="env:DBENCH_INJECT_GPU_NS=${night#inject}" ;;
-    *) echo "gpu_nights.sh: error: NIGHT must be aa or injectNNN, got '$night'" >&2; exit 2 ;;
+    injectcpu[0-9]*) side_b="env:DBENCH_INJECT_CPU_NS=${night#injectcpu}" ;;
+    injectpy[0-9]*) side_b="env:DBENCH_INJECT_PY_NS=${night#injectpy}" ;;
+    *) echo "gpu_nights.sh: error: NIGHT must be aa, injectNNN, injectcpuNNN or injectpyNNN, got '$night'" >&2; exit 2 ;;
   esac
   name="$night-$n"
   work=$(mktemp -d)

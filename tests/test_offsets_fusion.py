@@ -156,15 +156,27 @@ def _fresh_process_lines(code: str, **env: str) -> list[list[str]]:
     return [line.split() for line in out.stdout.splitlines()]
 
 
-def test_injected_cost_lands_in_the_cpp_variant_only() -> None:
-    # DBENCH_INJECT_NS is read when the C++ library loads: a fresh process.
-    code = ("import time, torch\nfrom ops import get_variant\nx = torch.randn(4, 32)\n"
-            "for v in ('cpp', 'raw'):\n"
-            "    fn = get_variant(v, 'muladd').fn; fn(x, x, x)\n"
-            "    t = time.perf_counter_ns(); fn(x, x, x); print(v, time.perf_counter_ns() - t)\n")
-    took = {v: int(ns) for v, ns in _fresh_process_lines(code, DBENCH_INJECT_NS="5000000")}
+_ONE_CALL_EACH = ("import time, torch\nfrom ops import get_variant\nx = torch.randn(4, 32)\n"
+                  "for v in ('cpp', 'raw', 'define_impl', 'function_define_impl', 'custom_op', 'cpp_autograd'):\n"
+                  "    fn = get_variant(v, 'muladd').fn; fn(x, x, x)\n"
+                  "    t = time.perf_counter_ns(); fn(x, x, x); print(v, time.perf_counter_ns() - t)\n")
+
+
+@pytest.mark.parametrize("knob", ["DBENCH_INJECT_CPU_NS", "DBENCH_INJECT_NS"])
+def test_injected_cpu_cost_lands_in_the_cpp_variant_only(knob: str) -> None:
+    # Read when the C++ library loads: a fresh process. DBENCH_INJECT_NS is the older name.
+    took = {v: int(ns) for v, ns in _fresh_process_lines(_ONE_CALL_EACH, **{knob: "5000000"})}
     assert took["cpp"] >= 5_000_000
-    assert took["raw"] < 5_000_000  # the raw launcher is not wrapped: it cannot have waited 5 ms
+    # Not wrapped: none of them can have waited 5 ms (the `_autograd` twin included).
+    assert max(took[v] for v in ("raw", "define_impl", "custom_op", "cpp_autograd")) < 5_000_000, took
+
+
+def test_injected_python_cost_lands_in_the_define_impl_kernel_only() -> None:
+    # DBENCH_INJECT_PY_NS wraps the Python kernel of `define_impl`: the variants that call that
+    # registration (itself and its autograd.Function wrapper) wait; the others do not.
+    took = {v: int(ns) for v, ns in _fresh_process_lines(_ONE_CALL_EACH, DBENCH_INJECT_PY_NS="5000000")}
+    assert min(took["define_impl"], took["function_define_impl"]) >= 5_000_000, took
+    assert max(took[v] for v in ("cpp", "raw", "custom_op", "cpp_autograd")) < 5_000_000, took
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -195,15 +195,17 @@ struct AutogradOp : torch::autograd::Function<AutogradOp<Op>> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return Grad<Op>::backward(ctx, grads[0]); }
 };
 
-// DBENCH_INJECT_NS / DBENCH_INJECT_GPU_NS (read once, at load): a known extra cost in the
+// DBENCH_INJECT_CPU_NS / DBENCH_INJECT_GPU_NS (read once, at load): a known extra cost in the
 // kernels of the `cpp` variant only (not its `_autograd` twins), so that a regression
-// gate's power can be measured against a true effect: a CPU busy-wait before the launch,
-// and a wait inside the forward CUDA kernel itself. Unset, nothing is wrapped.
+// gate's power can be measured against a true effect: a CPU busy-wait before the launch (every
+// call, on the host only), and a wait inside the forward CUDA kernel itself. DBENCH_INJECT_NS is
+// the CPU wait's older name. Unset, nothing is wrapped.
 int64_t env_ns(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? 0 : std::max<int64_t>(0, std::strtoll(v, nullptr, 10));
 }
-const int64_t kInjectCpuNs = env_ns("DBENCH_INJECT_NS");
+const int64_t kInjectCpuNs =
+    std::getenv("DBENCH_INJECT_CPU_NS") != nullptr ? env_ns("DBENCH_INJECT_CPU_NS") : env_ns("DBENCH_INJECT_NS");
 const int64_t kInjectGpuNs = env_ns("DBENCH_INJECT_GPU_NS");
 bool injecting() { return kInjectCpuNs > 0 || kInjectGpuNs > 0; }
 
