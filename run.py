@@ -20,11 +20,15 @@ from typing import Any, Sequence
 
 STARTED = time.monotonic()  # the phase timings count from here (interpreter start-up excluded)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dbench.bench.harness.supervisor import ready, supervise  # noqa: E402  (standard library only)
+if __name__ == "__main__":  # the command, not the library: a supervisor ends the result of a run that crashes
+    supervise()  # returns in the worker process that runs the command; the supervisor exits with its status
 
 from dbench.bench.cli import UsageError  # noqa: E402  (torch-free)
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome  # noqa: E402
 from dbench.bench.harness.interrupts import RESERVED, GracefulStop, interrupted  # noqa: E402
 from dbench.bench.passes import Pass  # noqa: E402  (torch-free)
+from dbench.main import exit_with  # noqa: E402  (torch-free)
 
 
 def in_process(scenario: Any, device: str, args: argparse.Namespace, console: Any, stop: GracefulStop) -> Outcome:
@@ -35,7 +39,7 @@ def in_process(scenario: Any, device: str, args: argparse.Namespace, console: An
 
     end = Run(scenario, device, args, selection(scenario, device, args), console, stop, STARTED).execute()
     if end.doc is not None and end.json_path is not None and end.csv_path is not None:
-        finished(scenario, end.doc, end.json_path, end.csv_path, console, figures=args.plot)
+        return finished(scenario, end.doc, end.json_path, end.csv_path, console, args.plot, end.code), end.json_path
     return end.code, end.json_path
 
 
@@ -59,7 +63,7 @@ def several(scenario: Any, device: str, shard_devices: list[str], argv: Sequence
         code, json_path = run_in_shards(scenario, shard_devices, selected_ops(scenario, args, OP_NAMES), argv,
                                         args, console, option_strings(DECLARATIONS), show)
     if args.plot and json_path is not None:
-        plot(load_result(json_path), json_path, console)
+        code = max(code, plot(load_result(json_path), json_path, console))
     return code, json_path
 
 
@@ -105,11 +109,12 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
     from dbench.scenarios import DECLARATIONS
 
     RESERVED.clear()
-    stop = GracefulStop(signal.SIGINT)  # from here on a Ctrl-C, in any phase, ends as an interrupted run
+    stop = GracefulStop(signal.SIGINT, signal.SIGTERM)  # from here on a signal, in any phase, ends as interrupted
     args: argparse.Namespace | None = None
     try:
         args = cli.parse(argv, tuple(DECLARATIONS), (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES,
                          declarations=DECLARATIONS)
+        ready()  # a signal held since start-up (supervised) stops the run now, its command line known
         from rich.console import Console
 
         # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).
@@ -140,8 +145,4 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
 
 
 if __name__ == "__main__":
-    status = main()
-    # The run is over and its result written: a late Ctrl-C must not turn its exit status into a kill
-    # (Python's shutdown puts the default handlers back, an ignored signal stays ignored).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    sys.exit(status)
+    exit_with("run.py", main)  # main's status; a late Ctrl-C or an unwritable stdout is no traceback

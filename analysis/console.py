@@ -4,10 +4,12 @@ the closing lines; and the gate's verdict when the run was given a baseline. The
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from dbench.bench.harness.common import EXIT_USAGE, shown
+from dbench.bench.escape import rich
+from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, shown
 
 
 def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any) -> None:
@@ -24,10 +26,8 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
     except Exception as exc:  # noqa: BLE001  # only an interrupted run's partial rows get here
         if doc["status"] != "interrupted":
             raise
-        from rich.markup import escape
-
         console.print(f"[yellow]no table for the rows timed before the interrupt[/yellow] "
-                      f"({escape(f'{type(exc).__name__}: {exc}')})", highlight=False)
+                      f"({rich(f'{type(exc).__name__}: {exc}')})", highlight=False)
 
 
 def show_merged(doc: dict[str, Any], console: Any, note: str) -> None:
@@ -42,33 +42,44 @@ def show_merged(doc: dict[str, Any], console: Any, note: str) -> None:
         print_document(doc, console, note)
 
 
-def plot(doc: dict[str, Any], json_path: Path, console: Any) -> None:
-    """--plot: the scenario's figures beside its result file."""
+def plot(doc: dict[str, Any], json_path: Path, console: Any) -> int:
+    """--plot: the scenario's figures beside its result file (one its data cannot make is noted and
+    left out). EXIT_FAILED when one cannot be written (a full disk: one line on stderr), else EXIT_OK."""
     from .figures import scenario_figures
+    from .outputs import OutputPathError
 
-    if doc["rows"]:
-        for figure in scenario_figures(doc, json_path.parent, json_path.stem):
-            console.print(f"figure: {shown(figure)}")
+    if not doc["rows"]:
+        return EXIT_OK
+    try:
+        figures = scenario_figures(doc, json_path.parent, json_path.stem,
+                                   on_skip=lambda note: console.print(f"figure {rich(note)}", highlight=False))
+    except OutputPathError as exc:
+        print(f"run.py: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for figure in figures:
+        console.print(f"figure: {rich(shown(figure))}")
+    return EXIT_OK
 
 
 def finished(scenario: Any, doc: dict[str, Any], json_path: Path, csv_path: Path, console: Any,
-             figures: bool) -> None:
-    """An in-process run's end: its tables, the speed probe's warning, its figures and closing lines."""
+             figures: bool, code: int = EXIT_OK) -> int:
+    """An in-process run's end: its tables, the speed probe's warning, its figures and closing lines.
+    The run's exit status: its `code`, or EXIT_FAILED when a figure could not be written."""
     from dbench.bench.probe import instability_note
 
     report(scenario, doc, doc["env"], console)
     unstable = instability_note(doc["speed_probe"])
     if unstable:
-        console.print(f"[yellow]warning:[/yellow] {unstable}")
-    if figures:
-        plot(doc, json_path, console)
+        console.print(f"[yellow]warning:[/yellow] {rich(unstable)}")
+    plotted = plot(doc, json_path, console) if figures else EXIT_OK
     config = doc["config"]
-    console.print(f"{doc['status']}: {config['rounds_done']} rounds in {config.get('seconds', 0):.1f} s "
-                  f"({config.get('stop_reason')})")
-    console.print(f"wrote {shown(json_path)} and {csv_path.name}")
+    console.print(f"{rich(doc['status'])}: {config['rounds_done']} rounds in {config.get('seconds', 0):.1f} s "
+                  f"({rich(config.get('stop_reason'))})")
+    console.print(f"wrote {rich(shown(json_path))} and {rich(csv_path.name)}")
     failed = [r for r in doc["rows"] if r["status"] == "failed"]
     if failed:
         console.print(f"[red]{len(failed)} row(s) FAILED (listed above and under 'failures' in the result)[/red]")
+    return max(code, plotted)
 
 
 def gate(json_path: Path, baseline_files: Sequence[Path], console: Any) -> int:
@@ -84,14 +95,14 @@ def gate(json_path: Path, baseline_files: Sequence[Path], console: Any) -> int:
         if exc.name != "dbench.analysis.gate":
             raise
         console.print("[red]--baseline: dbench.analysis.gate is not in this checkout, so the run was not gated[/red] "
-                      f"(its result: {shown(json_path)})")
+                      f"(its result: {rich(shown(json_path))})")
         return EXIT_USAGE
     try:
         verdict = gate_module.gate([load_result(json_path)], [load_result(p) for p in baseline_files],
                                    new_sources=[str(shown(json_path))],
                                    baseline_sources=[str(shown(p)) for p in baseline_files])
     except (ResultFileError, ValueError) as exc:  # the gate's input errors are ValueErrors: not comparable
-        console.print(f"[red]gate: {exc}[/red]", soft_wrap=True)
+        console.print(f"[red]gate: {rich(exc)}[/red]", soft_wrap=True)
         return EXIT_USAGE
     console.print(gate_module.render(verdict, "txt"), markup=False, highlight=False, soft_wrap=True)
     return verdict.exit_code

@@ -48,12 +48,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export: error: {exc}", file=sys.stderr)
         return 2
     text = render(args.format, [(doc, "") for doc in docs])
-    if args.out:
-        write_output(args.out, text)
-    else:
+    if not args.out:
         sys.stdout.write(text)
+        return 0
+    try:
+        write_output(args.out, text)
+    except OutputPathError as exc:  # checked above, then failed: a full disk, the folder gone
+        print(f"export: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("export", main)

@@ -142,24 +142,34 @@ def _cost_panel(ax: Axes, rows: pd.DataFrame, value: str, lo: str, hi: str, floo
     ax.set_axisbelow(True)
 
 
+def _bars(data: pd.DataFrame, ratio: bool) -> pd.DataFrame:
+    """One mode's bars: its timed rows; as ratios, those with a ratio to the floor (the floor's own is
+    1 by definition, no CI), none when the floor was not timed."""
+    rows = _ok(data).copy()
+    if ratio:
+        rows.loc[rows["floor"], ["ratio_median", "ratio_ci_low", "ratio_ci_high"]] = 1.0
+        rows = rows[rows["ratio_median"].notna()]
+    return rows
+
+
 def _cost_chart(frame: pd.DataFrame, op: str, ratio: bool) -> Figure:
     from dbench.analysis.table import NOISY_GLYPH, table_data
 
     table = table_data(frame, op, "cpu_us", "python")
     if table is None:
         raise ValueError(f"no CPU rows for op {op!r}")
-    modes = [m for m in table.columns if not _ok(table.data[table.data["mode"] == m]).empty]
-    fig, axes = _panels(len(modes), max(len(_ok(table.data[table.data["mode"] == m])) for m in modes),
-                        cols=MODE_COLUMNS)
+    bars = {m: _bars(table.data[table.data["mode"] == m], ratio) for m in table.columns}
+    modes = [m for m in table.columns if not bars[m].empty]
+    if not modes:  # e.g. --variants raw: no variant timed beside its floor
+        raise ValueError(f"no ratio to the floor for op {op!r}: it needs a variant and its floor timed in one run"
+                         if ratio else f"no timed CPU row for op {op!r}")
+    fig, axes = _panels(len(modes), max(len(bars[m]) for m in modes), cols=MODE_COLUMNS)
     for ax, mode in zip(axes, modes):
         data = table.data[table.data["mode"] == mode]
-        rows = _ok(data).copy()
+        rows = bars[mode]
         floor = rows[rows["floor"]]
         floor_name = floor["variant"].iloc[0] if len(floor) else "none"
         if ratio:
-            # The floor's ratio to itself is 1 by definition (no CI).
-            rows.loc[rows["floor"], ["ratio_median", "ratio_ci_low", "ratio_ci_high"]] = 1.0
-            rows = rows[rows["ratio_median"].notna()]
             _cost_panel(ax, rows, "ratio_median", "ratio_ci_low", "ratio_ci_high", 1.0, f"{floor_name} = 1",
                         "ratio to the floor (paired per round)", mark_noisy=False)
         else:
@@ -785,4 +795,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("figures", main)

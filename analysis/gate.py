@@ -10,7 +10,11 @@ BASELINE is one or more files or folders whose processes are pooled. When NEW is
 
 Per row the effect is new / baseline as a ratio of geometric means of the per-process medians,
 with a CI from the spread across processes: Welch's t on the log values for independent runs, a
-paired t on the per-pair log ratios for A/B. The CI is two-sided at 1 - 2α (each bound a one-sided
+paired t on the per-pair log ratios for A/B. For A/B the rows of a class judged on one metric
+borrow strength from each other: an empirical-Bayes moderated t (Smyth 2004, limma's eBayes)
+shrinks each row's variance toward the class's and adds the prior's degrees of freedom, when the
+rows have at least MIN_POOL_PAIRS pairs and there are MIN_POOL_ROWS of them (else each row's own t,
+and the header says why). The CI is two-sided at 1 - 2α (each bound a one-sided
 test at level α: --alpha, else the calibration's per-row α, else the night's --alpha-night
 (0.01) shared by the rows judged, Bonferroni). Against the band
 [1/(1+δ), 1+δ]:
@@ -40,8 +44,8 @@ and the count of each verdict, and the exit status:
 * ``FAIL`` (exit 1): a ``failed`` row, or a ``regression`` in a gating class; it wins over NO DECISION.
 * ``NO DECISION`` (exit 3): no row was compared, no row was decided (every row inconclusive,
   missing, new or n/a), every class is advisory, no row of a gating class was decided, a
-  --require'd class decided nothing, or a row timed in the baseline is missing tonight (n/a,
-  untimed or gone). Never a pass: a gate that judged nothing, or not what the baseline timed, has
+  --require'd class decided nothing, a row timed in the baseline is missing tonight (n/a,
+  untimed or gone), or the new run did not finish (status running, interrupted or failed). Never a pass: a gate that judged nothing, or not what the baseline timed, has
   not passed.
 * ``PASS`` (exit 0): none of the above; inconclusive and new rows are listed, and do not fail.
 * exit 2, bad input, one line on stderr: an unreadable, oversized, empty or non-result file or one
@@ -87,6 +91,11 @@ DEFAULT_ALPHA_NIGHT = 0.01
 # design; else it is advisory (its regressions are shown, the outcome does not follow them).
 DEFAULT_TARGET = 0.10
 POWER = 0.95
+# The moderated t pools a class's rows of one metric when at least MIN_POOL_ROWS of them have
+# MIN_POOL_PAIRS pairs (2 degrees of freedom each): fewer rows, or rows of 1 df, whose log s² has a
+# heavy left tail, make the prior's moment estimates too loose to lean on.
+MIN_POOL_ROWS, MIN_POOL_PAIRS = 20, 3
+MODERATED, PER_ROW, WELCH = "moderated t", "per-row t", "per-row Welch t"
 # Row classes: the key (for --require) and the name shown. One definition, used by calibrate too.
 CLASSES = {"gpu": "GPU time", "cpu-python": "CPU time, Python", "cpu-cpp": "CPU time, C++ driver"}
 # --delta lies in (0, 1): a band of ±100 % or more calls every slowdown short of 2x `same`.
@@ -302,10 +311,36 @@ class RowVerdict:
     n_new: int = 0
     note: str = ""
     detectable: float | None = None  # the slowdown this row's CI flags with POWER (judged rows only)
+    df: float | None = None  # the t's degrees of freedom (a moderated t's d0 + d_g)
 
     @property
     def row_class(self) -> str:
         return row_class(self.metric, self.label)
+
+
+@dataclass(frozen=True)
+class PoolTest:
+    """The test the rows of one class judged on one metric got tonight."""
+
+    metric: str  # cpu_us/floor, cpu_us or gpu_us
+    rows: int  # judged with a CI
+    test: str  # MODERATED, PER_ROW or WELCH
+    pooled: int = 0  # rows the prior was fitted to (moderated)
+    d0: float | None = None  # the prior's degrees of freedom (inf: one variance for all; JSON null)
+    s0: float | None = None  # the prior's σ of one pair's log ratio
+    d_g: float | None = None  # the rows' own degrees of freedom (median: pairs − 1)
+    why: str = ""  # why a paired class fell back to the per-row t
+
+    def text(self) -> str:
+        if self.test == MODERATED:
+            assert self.d0 is not None and self.s0 is not None
+            prior = (f"d0 ∞: the rows vary no more than {self.d_g:g} df make them, one variance σ {self.s0:.1%}"
+                     if math.isinf(self.d0) else f"prior d0 {self.d0:.1f} df + d_g {self.d_g:g}, σ0 {self.s0:.1%}")
+            alone = self.rows - self.pooled
+            return (f"{MODERATED} on {self.pooled} {self.metric} rows ({prior})"
+                    + (f", {PER_ROW} on {alone} with fewer than {MIN_POOL_PAIRS} pairs" if alone else ""))
+        parts = [p for p in (self.why, None if self.d_g is None else f"{self.d_g:.3g} df") if p]
+        return f"{self.test} on {self.rows} {self.metric} rows" + (f" ({', '.join(parts)})" if parts else "")
 
 
 @dataclass(frozen=True)
@@ -319,6 +354,12 @@ class ClassState:
     detectable: float | None  # median over the judged rows of the slowdown flagged with POWER
     gating: bool
     why: str  # why it gates or is advisory
+    tests: tuple[PoolTest, ...] = ()  # per metric judged: the test used, its df
+
+    def line(self) -> str:
+        """The header's line: gating or advisory, what it detects, and the tests that say so."""
+        tests = "; ".join(t.text() for t in self.tests)
+        return f"{self.name}: {'gating' if self.gating else 'advisory'} ({self.why})" + (f"; {tests}" if tests else "")
 
     @property
     def name(self) -> str:
@@ -331,7 +372,8 @@ class ClassState:
         return shown
 
 
-def class_states(rows: Sequence[RowVerdict], target: float, required: Iterable[str]) -> dict[str, ClassState]:
+def class_states(rows: Sequence[RowVerdict], target: float, required: Iterable[str],
+                 tests: Mapping[str, Sequence[PoolTest]] | None = None) -> dict[str, ClassState]:
     """Per class with judged rows: gating when required, or when its median row flags a `target`
     slowdown with POWER at tonight's design (its own spread, pairs and α); else advisory."""
     import numpy as np
@@ -350,7 +392,8 @@ def class_states(rows: Sequence[RowVerdict], target: float, required: Iterable[s
         why = ("required" + (f"; {reach}" if detectable is not None else "") if key in required
                else f"{reach} with {POWER:.0%} power" + ("" if gating else f", more than the +{target:.0%} target"))
         out[key] = ClassState(key, len(judged), sum(r.verdict in DECIDED for r in judged),
-                              sum(r.verdict == gs.REGRESSION for r in judged), detectable, gating, why)
+                              sum(r.verdict == gs.REGRESSION for r in judged), detectable, gating, why,
+                              tuple((tests or {}).get(key, ())))
     return out
 
 
@@ -364,6 +407,7 @@ class GateResult:
     header: list[str]  # lines that say what was compared (clocks, probes, calibration)
     warnings: list[str]
     classes: dict[str, ClassState] = field(default_factory=dict)  # judged classes (empty: all gate)
+    unfinished: list[str] = field(default_factory=list)  # new-run files whose status is not complete
 
     def gating(self, row: RowVerdict) -> bool:
         state = self.classes.get(row.row_class)
@@ -406,6 +450,8 @@ class GateResult:
         missing = self.counts.get(MISSING, 0)
         if missing:
             out.append(f"{missing} row(s) timed in the baseline are missing in the new run")
+        # A run that did not finish (running, interrupted, failed) has not timed what it was to: never a pass.
+        out += [f"the new run did not finish: {u}" for u in self.unfinished]
         return out
 
     @property
@@ -482,13 +528,65 @@ def one_side(run: RowRun, mode: str, cal: Mapping[str, Any] | None) -> tuple[str
     return metric_name(run.row["metric"], q), geomean(run.values[q])
 
 
+def judged_quantity(new: RowRun, base: RowRun | None, metric_mode: str, cal: Mapping[str, Any] | None) -> str:
+    """What a row timed on both sides is judged on (choose_quantity; A/B when `base` is None)."""
+    has_ratio = new.usable(RATIO) and (base.usable(RATIO) if base is not None else
+                                       gs.log_values([a for _, a in new.pairs[RATIO]]).size > 0)
+    return choose_quantity(new.row["metric"], metric_mode, cal, has_ratio)
+
+
+PoolKey = tuple[str, str]  # (class, metric judged): the rows one prior is fitted to
+
+
+def fit_pools(new_rows: Mapping[tuple[Any, ...], RowRun], keys: Iterable[tuple[Any, ...]], metric_mode: str,
+              cal_rows: Mapping[str, Any]) -> tuple[dict[PoolKey, gs.Prior], dict[PoolKey, PoolTest]]:
+    """A/B: per class and metric judged (a ratio to the floor and µs vary differently), the moderated
+    t's prior fitted to the per-pair variances of its rows with MIN_POOL_PAIRS pairs or more, when
+    there are MIN_POOL_ROWS of them; else the per-row t, and why."""
+    import numpy as np
+
+    effects: dict[PoolKey, list[gs.Effect]] = {}
+    for key in keys:
+        new, cal = new_rows[key], cal_rows.get(identity_text(key))
+        q = judged_quantity(new, None, metric_mode, cal)
+        effect = effect_of(new, None, q, cal)
+        if effect is not None:
+            metric = metric_name(new.row["metric"], q)
+            effects.setdefault((row_class(metric, row_label(new.row)), metric), []).append(effect)
+    priors, tests = {}, {}
+    for pool, found in sorted(effects.items()):
+        usable = [e for e in found if e.n >= MIN_POOL_PAIRS]
+        d_g = float(np.median([e.df for e in usable or found]))
+        if len(usable) >= MIN_POOL_ROWS:
+            prior = priors[pool] = gs.fit_prior([e.per_process_var for e in usable], [e.df for e in usable])
+            tests[pool] = PoolTest(pool[1], len(found), MODERATED, len(usable), prior.d0, math.sqrt(prior.s0_sq), d_g)
+        else:
+            why = (f"fewer than {MIN_POOL_PAIRS} pairs, too few to pool" if not usable else
+                   f"fewer than {MIN_POOL_ROWS} rows to pool")
+            tests[pool] = PoolTest(pool[1], len(found), PER_ROW, d_g=d_g, why=why)
+    return priors, tests
+
+
+def own_tests(rows: Sequence[RowVerdict], test: str, why: str = "") -> dict[PoolKey, PoolTest]:
+    """Rows judged on their own t (WELCH for independent runs: pooling is for A/B pairs), per class
+    and metric, with their median df."""
+    import numpy as np
+
+    groups: dict[PoolKey, list[float]] = {}
+    for r in rows:
+        if r.df is not None:
+            groups.setdefault((r.row_class, r.metric), []).append(r.df)
+    return {k: PoolTest(k[1], len(v), test, d_g=float(np.median(v)), why=why) for k, v in sorted(groups.items())}
+
+
 def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metric_mode: str,
-              cal: Mapping[str, Any] | None, delta: float | None, alpha: float) -> RowVerdict:
+              cal: Mapping[str, Any] | None, delta: float | None, alpha: float,
+              priors: Mapping[PoolKey, gs.Prior] | None = None) -> RowVerdict:
+    """One row's verdict; an A/B row of MIN_POOL_PAIRS pairs or more in a pool of `priors` on the
+    moderated t."""
     metric = new.row["metric"]
     other = base
-    has_ratio = new.usable(RATIO) and (other.usable(RATIO) if other is not None else
-                                       gs.log_values([a for _, a in new.pairs[RATIO]]).size > 0)
-    q = choose_quantity(metric, metric_mode, cal, has_ratio)
+    q = judged_quantity(new, other, metric_mode, cal)
     d = row_delta(metric, q, cal, delta)
     base_values = other.values[q] if other is not None else [a for _, a in new.pairs[q]]
     common = dict(label=label, row_id=row_id, metric=metric_name(metric, q), delta=d,
@@ -501,11 +599,14 @@ def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metr
         if other is None:
             why = "fewer than 2 complete A/B pairs"
         return RowVerdict(verdict=gs.INCONCLUSIVE, note=why, **common)
+    prior = (priors or {}).get((row_class(common["metric"], label), common["metric"]))
+    if prior is not None and effect.paired and effect.n >= MIN_POOL_PAIRS:
+        effect = gs.moderate(effect, prior)
     low, high = effect.ci(alpha)
     verdict = gs.decide(low, high, d)
     note = needed_note(effect, d, alpha) if verdict == gs.INCONCLUSIVE else ""
     return RowVerdict(verdict=verdict, ratio=effect.ratio, ci_low=low, ci_high=high, note=note,
-                      detectable=gs.detectable(d, effect.se, effect.df, alpha, POWER), **common)
+                      detectable=gs.detectable(d, effect.se, effect.df, alpha, POWER), df=effect.df, **common)
 
 
 def _clocks(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -625,10 +726,31 @@ def row_verdicts(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[
     return sorted(out, key=lambda r: VERDICTS.index(r.verdict))  # stable: run order within a verdict
 
 
+def delta_origin(delta: float | None, calibration: Mapping[str, Any] | None) -> str:
+    """Where each row's δ comes from, for the header."""
+    fallback = (f"{delta:.1%}" if delta is not None else
+                "default " + ", ".join(f"{v:.1%} ({m})" for m, v in DEFAULT_DELTA.items()))
+    return f"per row from the calibration, else {fallback}" if calibration is not None else fallback
+
+
+def row_alpha(alpha: float | None, calibration: Mapping[str, Any] | None, alpha_night: float | None,
+              judged: int) -> tuple[float, str]:
+    """The one-sided level of each row's CI bound, and where it comes from: given, else the
+    calibration's per-row α, else the night's α shared by the `judged` rows (Bonferroni)."""
+    calibrated = ((calibration or {}).get("params") or {}).get("alpha_row")
+    if alpha is not None:
+        return alpha, "given (--alpha)"
+    if calibrated is not None:
+        return float(calibrated), "the calibration's per-row α"
+    night = DEFAULT_ALPHA_NIGHT if alpha_night is None else alpha_night
+    judged = max(1, judged)
+    return night / judged, f"{night:g} a night shared by {judged} rows judged (Bonferroni)"
+
+
 def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[str, Any]] = (), *,
          calibration: Mapping[str, Any] | None = None, delta: float | None = None, metric: str = "auto",
          alpha: float | None = None, alpha_night: float | None = None, target: float | None = None,
-         require: Iterable[str] = (), allow_different_env: bool = False,
+         require: Iterable[str] = (), allow_different_env: bool = False, pool: bool = True,
          new_sources: Sequence[str] | None = None, baseline_sources: Sequence[str] | None = None) -> GateResult:
     """Judge every cpu_us / gpu_us row of `new_docs` (one run: its files pooled as processes) against
     `baseline_docs` (pooled), or, when the new documents are A/B runs, side B against side A.
@@ -638,6 +760,8 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
     calibration's per-row α, else `alpha_night` (default DEFAULT_ALPHA_NIGHT) divided by the rows
     judged (Bonferroni). A class of rows (CLASSES) gates the outcome when it is in `require` or its
     median row flags a `target` slowdown (default DEFAULT_TARGET) with POWER; else it is advisory.
+    A/B rows are judged on the moderated t of their class and metric (fit_pools) unless `pool` is
+    False (each row on its own pairs only).
     Raises GateInputError for input it cannot judge, ResultFileError (a ValueError too) for a
     document or calibration that is not well formed."""
     new_docs, baseline_docs = list(new_docs), list(baseline_docs)
@@ -662,24 +786,26 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
         warnings += calibration_warnings(calibration, new_docs[0], design)
     new_rows = collect(new_docs)
     base_rows = collect(baseline_docs) if design == "independent" else {}
-    calibrated = ((calibration or {}).get("params") or {}).get("alpha_row")
-    if alpha is not None:
-        alpha_source = "given (--alpha)"
-    elif calibrated is not None:
-        alpha, alpha_source = float(calibrated), "the calibration's per-row α"
-    else:
-        night = DEFAULT_ALPHA_NIGHT if alpha_night is None else alpha_night
-        judged = max(1, len(judged_keys(new_rows, base_rows, design == "paired")))
-        alpha, alpha_source = night / judged, f"{night:g} a night shared by {judged} rows judged (Bonferroni)"
-    verdicts = row_verdicts(new_rows, base_rows, design == "paired", (calibration or {}).get("rows") or {},
-                            metric_mode=metric, delta=delta, alpha=alpha)
-    fallback = (f"{delta:.1%}" if delta is not None else
-                "default " + ", ".join(f"{v:.1%} ({m})" for m, v in DEFAULT_DELTA.items()))
-    delta_source = f"per row from the calibration, else {fallback}" if calibration is not None else fallback
-    header = header_lines(new_docs, baseline_docs, verdicts, design, alpha, alpha_source, delta_source)
-    classes = class_states(verdicts, DEFAULT_TARGET if target is None else target, require)
-    header += [f"{c.name}: {'gating' if c.gating else 'advisory'} ({c.why})" for c in classes.values()]
-    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings, classes)
+    paired = design == "paired"
+    cal_rows = (calibration or {}).get("rows") or {}
+    keys = judged_keys(new_rows, base_rows, paired)
+    alpha, alpha_source = row_alpha(alpha, calibration, alpha_night, len(keys))
+    priors, tests = fit_pools(new_rows, keys, metric, cal_rows) if paired and pool else ({}, {})
+    verdicts = row_verdicts(new_rows, base_rows, paired, cal_rows, metric_mode=metric, delta=delta, alpha=alpha,
+                            priors=priors)
+    if not paired:
+        tests = own_tests(verdicts, WELCH)
+    elif not pool:
+        tests = own_tests(verdicts, PER_ROW, "asked (--per-row)")
+    by_class: dict[str, list[PoolTest]] = {}
+    for (key, _), test in tests.items():
+        by_class.setdefault(key, []).append(test)
+    header = header_lines(new_docs, baseline_docs, verdicts, design, alpha, alpha_source,
+                          delta_origin(delta, calibration))
+    classes = class_states(verdicts, DEFAULT_TARGET if target is None else target, require, by_class)
+    header += [c.line() for c in classes.values()]
+    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings, classes,
+                      [f"{s} is {d.get('status')!r}" for s, d in zip(new_sources, new_docs) if d.get("status") not in (None, "complete")])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -707,7 +833,11 @@ def as_data(result: GateResult, hide_same: bool = False) -> dict[str, Any]:
     """The verdicts as plain data (--format json): what a CI step or another tracker reads."""
     import dataclasses
 
-    def finite(x: Any) -> Any:  # JSON has no inf: an unbounded CI or detectable slowdown is null
+    def finite(x: Any) -> Any:  # JSON has no inf: an unbounded CI or detectable slowdown, d0 ∞ is null
+        if isinstance(x, dict):
+            return {k: finite(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [finite(v) for v in x]
         return None if isinstance(x, float) and not math.isfinite(x) else x
 
     rows = [{**{k: finite(v) for k, v in dataclasses.asdict(r).items()}, "row_class": r.row_class,
@@ -727,26 +857,28 @@ def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
         import json
 
         return json.dumps(as_data(result, hide_same), indent=1) + "\n"
-    from tabulate import tabulate
+    # Row names, notes (a FAILED row's reason), A/B sides and sources come from result files: every
+    # line and cell is escaped for its format (md: markdown, txt: the terminal).
+    from dbench.bench.escape import markdown, table, terminal
 
     ci_name = f"{level_text(result.alpha)} CI"
     headers = ["row", "metric", "baseline", "new", "ratio", ci_name, "δ", "verdict", "n base/new", "note"]
     rows = table_rows(result, hide_same)
     undecided = result.undecided_reasons() if result.outcome == NO_DECISION else []
     if fmt == "md":
-        lines = [f"### Regression gate — {result.summary()}", ""]
-        lines += [f"- {h}" for h in result.header] + [f"- warning: {w}" for w in result.warnings]
-        lines += [f"- **no decision:** {w}" for w in undecided] + [""]
-        lines.append(tabulate(rows, headers, tablefmt="github", disable_numparse=True) if rows else "_no rows_")
+        lines = [f"### Regression gate — {markdown(result.summary())}", ""]
+        lines += [f"- {markdown(h)}" for h in result.header] + [f"- warning: {markdown(w)}" for w in result.warnings]
+        lines += [f"- **no decision:** {markdown(w)}" for w in undecided] + [""]
+        lines.append(table(rows, headers, "md") if rows else "_no rows_")
         if hide_same and result.counts.get(gs.SAME):
             lines.append(f"\n{result.counts[gs.SAME]} rows `same` not shown.")
     else:
-        lines = [*result.header, *[f"warning: {w}" for w in result.warnings],
-                 *[f"no decision: {w}" for w in undecided], ""]
-        lines.append(tabulate(rows, headers, tablefmt="simple", disable_numparse=True) if rows else "no rows")
+        lines = [*map(terminal, result.header), *[f"warning: {terminal(w)}" for w in result.warnings],
+                 *[f"no decision: {terminal(w)}" for w in undecided], ""]
+        lines.append(table(rows, headers, "txt") if rows else "no rows")
         if hide_same and result.counts.get(gs.SAME):
             lines.append(f"({result.counts[gs.SAME]} rows same, not shown)")
-        lines += ["", result.summary()]
+        lines += ["", terminal(result.summary())]
     return "\n".join(lines) + "\n"
 
 
@@ -775,6 +907,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--allow-different-env", action="store_true",
                    help="judge runs of different scenarios, devices, GPUs, drivers, torch builds or dtypes")
     p.add_argument("--hide-same", action="store_true", help="leave rows judged `same` out of the table")
+    p.add_argument("--per-row", action="store_true",
+                   help="A/B: judge each row on its own pairs only, not on its class's moderated t")
     args = p.parse_args(argv)
     require = [c for item in args.require for c in item.split(",") if c]
     try:
@@ -788,7 +922,7 @@ def main(argv: list[str] | None = None) -> int:
         calibration = load_calibration(args.calibration) if args.calibration else None
         result = gate([d for _, d in new], [d for _, d in base], calibration=calibration, delta=args.delta,
                       metric=args.metric, alpha=args.alpha, alpha_night=args.alpha_night, target=args.target,
-                      require=require, allow_different_env=args.allow_different_env,
+                      require=require, allow_different_env=args.allow_different_env, pool=not args.per_row,
                       new_sources=[s for s, _ in new], baseline_sources=[s for s, _ in base])
     except (ResultFileError, GateInputError) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
@@ -798,4 +932,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("gate", main)

@@ -70,4 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dbench.main import exit_with
+
+    exit_with("report", main)

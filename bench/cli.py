@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .atomic import folder_output_problem
 from .defaults import DEFAULTS, ORDERS
+from .trust import UntrustedPathError, make_output_folder, trusted_code_path
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 CACHE_STATES = ("warm", "cold")
@@ -62,11 +63,38 @@ def _number(kind: Callable[[str], Any], what: str, ok: Callable[[Any], bool]) ->
     return convert
 
 
-positive_int = _number(int, "a whole number >= 1", lambda v: v >= 1)
-count = _number(int, "a whole number >= 0", lambda v: v >= 0)
-positive_float = _number(float, "a number > 0", lambda v: v > 0)
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """A whole number in [low, high]."""
+    return _number(int, f"a whole number from {low} to {high}", lambda v: low <= v <= high)
+
+
+def up_to(high: float, unit: str) -> Callable[[str], float]:
+    """A number in (0, high]."""
+    return _number(float, f"a number of {unit} > 0 and at most {high:g}", lambda v: 0 < v <= high)
+
+
+# Every numeric option has a range, so a value accepted here is one the run can use, never one that
+# fails or hangs later (an overflowing block size, a seed torch or the C++ driver refuses, a day-long
+# warm-up). The limits are far above any sensible run.
+MAX_SEED = 2**32 - 1  # the C++ driver's seed is an unsigned 32-bit number; torch's generators take it
+MAX_COUNT = 1_000_000  # rounds, GPU rounds, C++ repetitions
+MAX_PROCESSES = 1_000  # fresh processes of one run (--processes, 2 x --pairs, --shards, --gpus)
+MAX_CORES = 65_536  # --pin-cores, --pin-offset: the real check is against the cores allowed (check_pinning)
+MAX_MS = 60_000.0  # --block-ms, --warmup-ms: one timed block or warm-up of at most a minute
+MAX_CPP_SECONDS = 10.0  # --cpp-min-time: the C++ driver takes blocks shorter than 10 s
+MAX_BUDGET_SECONDS = 7 * 86_400.0  # --time-budget: a week
+MAX_ELEMENTS = 2**31 - 1  # --shape: the elements of one input (8 GiB of float32; a dispatch benchmark's are small)
+
+positive_int = whole(1, MAX_COUNT)
+cores_value = whole(0, MAX_CORES)
+seed_value = whole(0, MAX_SEED)
+milliseconds = up_to(MAX_MS, "milliseconds")
 fraction = _number(float, "a number between 0 and 1 (exclusive)", lambda v: 0 < v < 1)
-at_least_two = _number(int, "a whole number >= 2", lambda v: v >= 2)
+processes_value = whole(2, MAX_PROCESSES)
+pairs_value = whole(1, MAX_PROCESSES // 2)
+shards_value = whole(1, MAX_PROCESSES)
+cpp_seconds = _number(float, f"a number of seconds > 0 and below {MAX_CPP_SECONDS:g}",
+                      lambda v: 0 < v < MAX_CPP_SECONDS)
 AB_PAIRS = 6  # --ab default: 12 processes; the fewest pairs at which the gate's GPU rows gate a full table (results/h200/gate/nights)
 
 
@@ -84,8 +112,9 @@ def name_list(text: str) -> tuple[str, ...]:
 
 
 def op_file(text: str) -> str:
-    """--op FILE.py[:NAME]: the file exists and NAME is a Python name (the file is imported later,
-    with torch); returned with the file's absolute path, so child processes load the same file."""
+    """--op FILE.py[:NAME]: the file exists, no other local user can change it, and NAME is a Python
+    name (the file is imported later, with torch); returned with the file's resolved path, so child
+    processes load the same file."""
     path_text, sep, name = text.rpartition(":") if not text.endswith(".py") else ("", "", "")
     path = Path(path_text if sep else text).expanduser()
     if path.suffix != ".py":
@@ -94,15 +123,22 @@ def op_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{str(path)!r} is not a file")
     if sep and not name.isidentifier():
         raise argparse.ArgumentTypeError(f"{name!r} is not a Python name")
-    return f"{path.absolute()}{sep}{name}"
+    try:  # it is imported: refused where another local user could change it (bench/trust.py)
+        path = trusted_code_path(path, "the --op file")
+    except UntrustedPathError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return f"{path}{sep}{name}"
 
 
 def shape_value(text: str) -> tuple[int, ...]:
     """'4,32' or '4x32' -> (4, 32): one to four positive sizes."""
     parts = re.split(r"[,x]", text.strip())
-    if not 1 <= len(parts) <= 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+    if not 1 <= len(parts) <= 4 or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
         raise argparse.ArgumentTypeError(f"expected 1 to 4 positive sizes such as 4,32 or 4x32, got {text!r}")
-    return tuple(int(p) for p in parts)
+    shape = tuple(int(p) for p in parts)
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_ELEMENTS} elements in all, got {text!r}")
+    return shape
 
 
 def device_name(text: str) -> str:
@@ -112,8 +148,9 @@ def device_name(text: str) -> str:
 
 
 def gpus_value(text: str) -> str:
-    if text != "all" and not (text.isdigit() and int(text) >= 1):
-        raise argparse.ArgumentTypeError(f"expected 'all' or a number of GPUs >= 1, got {text!r}")
+    if text != "all" and not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_PROCESSES):
+        raise argparse.ArgumentTypeError(f"expected 'all' or a number of GPUs from 1 to {MAX_PROCESSES}, "
+                                         f"got {text!r}")
     return text
 
 
@@ -147,7 +184,8 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     _process_options(p)
     _output_options(p)
     p.epilog = ("exit status: 0 every case timed; 1 a case failed (pre-flight, a round, or the C++ driver: "
-                "the result lists it); 2 bad command line, or nothing selected can be timed on this device; "
+                "the result lists it), or the result, a figure or standard output could not be written once the "
+                "result file was reserved; 2 bad command line, or nothing selected can be timed on this device; "
                 "130 interrupted (the result keeps every finished round); "
                 "with --baseline, the gate's status when the run completed")
     return p
@@ -160,17 +198,19 @@ def _timing_options(p: Parser) -> None:
     p.add_argument("--adaptive", action="store_true",
                    help="stop once every median's 95%% CI half-width is within --precision (rounds becomes a cap)")
     p.add_argument("--precision", type=fraction, default=0.01, help="adaptive target: CI half-width / median")
-    p.add_argument("--time-budget", type=positive_float, help="stop after this many seconds of rounds")
-    p.add_argument("--block-ms", type=positive_float,
+    p.add_argument("--time-budget", type=up_to(MAX_BUDGET_SECONDS, "seconds"),
+                   help="stop after this many seconds of rounds")
+    p.add_argument("--block-ms", type=milliseconds,
                    help="target duration of one timed block (default 10 ms, boundary on CUDA 2.5 ms; --quick 2 ms)")
-    p.add_argument("--warmup-ms", type=positive_float,
+    p.add_argument("--warmup-ms", type=milliseconds,
                    help="warm-up of each case after its block is sized (default 20 ms, boundary on CUDA 5 ms; "
                         "--quick 5 ms)")
     p.add_argument("--order", choices=ORDERS,
                    help="the blocks of a round: grouped (default: each case near the floor it is paired with) or "
                         "shuffled (every block at random: the design of the gate's calibration, which --ab and "
                         "--processes keep on CUDA)")
-    p.add_argument("--seed", type=count, default=0)
+    p.add_argument("--seed", type=seed_value, default=0,
+                   help=f"the seed of the round order and the inputs, 0 to {MAX_SEED} (default 0)")
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
                    help="GPU time per call on CUDA: CUPTI kernel records (falls back to events with a warning)")
     p.add_argument("--gpu-rounds", type=positive_int,
@@ -178,7 +218,7 @@ def _timing_options(p: Parser) -> None:
     p.add_argument("--cpp-repetitions", type=positive_int,
                    help="C++ driver samples per benchmark: rounds in the grouped order, Google Benchmark's "
                         "repetitions shuffled (default 9, boundary on CUDA 30; --quick 3; args: 10, --quick 5)")
-    p.add_argument("--cpp-min-time", type=positive_float,
+    p.add_argument("--cpp-min-time", type=cpp_seconds,
                    help="C++ driver seconds per sample: a round's block in the grouped order, a repetition's "
                         "minimum shuffled (default 0.1, boundary on CUDA 0.0025; --quick 0.01; args: 0.02, "
                         "--quick 0.005)")
@@ -191,25 +231,25 @@ def _timing_options(p: Parser) -> None:
 
 def _process_options(p: Parser) -> None:
     """Which cores and processes the run uses."""
-    p.add_argument("--pin-cores", type=count, default=1,
+    p.add_argument("--pin-cores", type=cores_value, default=1,
                    help="pin the process to the last N allowed cores (default 1; 0 = no pinning)")
     p.add_argument("--no-pin", action="store_true", help="same as --pin-cores 0")
-    p.add_argument("--pin-offset", type=count, default=0,
+    p.add_argument("--pin-offset", type=cores_value, default=0,
                    help="skip the last K x pin-cores allowed cores before pinning (each --gpus/--shards child gets its own K)")
     shard = p.add_mutually_exclusive_group()
     shard.add_argument("--gpus", type=gpus_value, metavar="all|N",
                        help="CUDA: shard the cases over N GPUs of this host (all: every visible one), one process "
                             "per GPU, each pinned to its own cores; one merged result, rows tagged with gpu_index")
-    shard.add_argument("--shards", type=positive_int, metavar="N",
+    shard.add_argument("--shards", type=shards_value, metavar="N",
                        help="the CPU form of --gpus: N processes on the CPU, each pinned to its own cores")
-    p.add_argument("--processes", type=at_least_two, metavar="N",
+    p.add_argument("--processes", type=processes_value, metavar="N",
                    help="run the scenario in N fresh processes, one after another, each with a share of the "
                         "rounds; one result whose rows carry each process's median (process_medians)")
     p.add_argument("--ab", nargs=2, metavar=("A", "B"),
                    help="A/B run: the two sides as alternating fresh processes in ABBA order; a side is an "
                         "interpreter path, env:KEY=VAL[,KEY=VAL], build:PATH, or parts joined by + "
                         "(rows get the paired ratio B/A with a 95%% CI)")
-    p.add_argument("--pairs", type=positive_int, metavar="K", help=f"--ab: ABBA pairs (default {AB_PAIRS})")
+    p.add_argument("--pairs", type=pairs_value, metavar="K", help=f"--ab: ABBA pairs (default {AB_PAIRS})")
     # Set by run.py on a sharded run's children: each times the share of the selection it was given,
     # which may hold nothing this device can time; the parent checked the whole selection.
     p.add_argument("--shard-child", action="store_true", help=argparse.SUPPRESS)
@@ -272,12 +312,25 @@ def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequenc
                              f"valid {what}s: {', '.join(valid)}")
 
 
-INJECT_KNOBS = ("DBENCH_INJECT_NS", "DBENCH_INJECT_GPU_NS")  # ops/csrc/torch_library.cpp
+# A known extra cost for the gate's power studies: on the host before the C++ `cpp` op's launch
+# (DBENCH_INJECT_CPU_NS; DBENCH_INJECT_NS is its older name), inside its forward CUDA kernels
+# (ops/csrc/torch_library.cpp), and in the Python kernel of the `define_impl` variant (ops/variants.py).
+INJECT_KNOBS = ("DBENCH_INJECT_CPU_NS", "DBENCH_INJECT_NS", "DBENCH_INJECT_GPU_NS", "DBENCH_INJECT_PY_NS")
 
 
 def check_knobs(environ: dict[str, str]) -> None:
-    """DBENCH_* settings the kernel layer reads mid-run: a bad value fails here, before any work."""
+    """DBENCH_* settings the kernel layer reads mid-run: a bad value fails here, before any work; so
+    does a build folder or C++ driver another local user could change (bench/trust.py)."""
     from dbench.ops.specs import MM_KERNEL_AUTO, MM_KERNEL_ENV, MM_KERNELS
+
+    from .native_build import DRIVER_ENV, build_dir
+
+    try:
+        build_dir(environ)
+        if environ.get(DRIVER_ENV):
+            trusted_code_path(environ[DRIVER_ENV], f"the C++ driver ({DRIVER_ENV})", missing_ok=True)
+    except UntrustedPathError as exc:
+        raise UsageError(str(exc)) from None
 
     value = environ.get(MM_KERNEL_ENV)
     valid = (MM_KERNEL_AUTO, *MM_KERNELS)
@@ -292,7 +345,14 @@ def check_knobs(environ: dict[str, str]) -> None:
 def check_out_dir(folder: Path, option: str = "--out") -> Path:
     """The output folder exists or can be created, and a file with a name as long as any a run writes
     can be created in it (bench.atomic.folder_output_problem): a name too long for the file system, a
-    read-only or missing parent, or a file in the way fail here, before any work."""
+    read-only or missing parent, or a file in the way fail here, before any work. So does a folder
+    another local user could plant or swap files in (bench/trust.py make_output_folder)."""
+    try:
+        make_output_folder(folder)
+    except UntrustedPathError as exc:
+        raise UsageError(f"argument {option}: {exc}") from None
+    except OSError:
+        pass  # it cannot be made: folder_output_problem says why
     problem = folder_output_problem(folder, LONGEST_NAME, "result files")
     if problem:
         raise UsageError(f"argument {option}: {problem}")
@@ -387,7 +447,8 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     args = parser.parse_args(argv)
     if args.scenario is None and not args.list:
         parser.error("the following arguments are required: --scenario (or --list)")
-    args.scenario = args.scenario or "boundary"
+    if args.scenario is None:  # --list alone; an empty --scenario '' is refused as an unknown name below
+        args.scenario = "boundary"
     absolute_paths(parser, args)
     args.default_out = (DEFAULT_OUT if default_out is None else Path(default_out)).absolute()
     declared = (declarations or {}).get(args.scenario)
@@ -409,7 +470,8 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
         check_knobs(dict(os.environ))
         if args.plot and importlib.util.find_spec("matplotlib") is None:  # not after a whole run
             raise UsageError("argument --plot: matplotlib is not installed (pip install matplotlib)")
-        check_out_dir(args.out or args.default_out)
+        if not args.list:  # --list prints and stops: it writes nothing, so it makes no folder
+            check_out_dir(args.out or args.default_out)
         if args.baseline is not None:
             args.baseline_files = check_baseline(args.baseline)
     except UsageError as exc:

@@ -35,8 +35,9 @@ MAX_BYTES = 256 << 20  # far above any run's file (the largest committed one is 
 MAX_DEPTH = 32  # a result nests about 5 deep
 MAX_INT = 1 << 63  # no count or size of the suite is larger
 DOCUMENT_STATUSES = ("running", "complete", "interrupted", "incomplete", "failed")
-ROW_STATUSES = ("ok", "n/a", "failed")
-UNTIMED = ("n/a", "failed")  # a row with one of these statuses has no values to check or judge
+# "not run": a case that was to be timed, in a run that stopped (interrupted, failed) before its first round.
+ROW_STATUSES = ("ok", "n/a", "failed", "not run")
+UNTIMED = ("n/a", "failed", "not run")  # a row with one of these statuses has no values to check or judge
 REQUIRED_ROW_FIELDS = (
     "scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer",
     "median", "q1", "q3", "ci_low", "ci_high", "samples",
@@ -257,6 +258,12 @@ def check_result(document: Any, source: str | Path) -> dict[str, Any]:
         raise NotAResultError(f"{source}: not a result file (a JSON {type(document).__name__}, not an object)")
     if "kind" in document and "scenario" not in document:
         raise NotAResultError(f"{source}: not a result file (a {_short(document['kind'])} file)")
+    version = document.get("schema_version")
+    if "schema_version" in document and not (type(version) is int and 1 <= version <= SCHEMA_VERSION):
+        # Exactly an int (not "2", 2.0 or true): a version this reader does not know is refused, not guessed at.
+        shown = json.dumps(version)  # as the file has it: true, null, "2"
+        raise ResultFileError(f"{source}: schema_version {shown[:40]} is not one this dbench reads "
+                              f"(the whole numbers 1 to {SCHEMA_VERSION}); read it with the dbench that wrote it")
     rows = document.get("rows")
     if not isinstance(rows, list):
         raise NotAResultError(f"{source}: not a result file (no list of rows)")

@@ -362,16 +362,21 @@ def machine_slug(env: dict[str, Any]) -> str:
 
 def redact_paths(value: Any) -> Any:
     """Result files travel: write install locations as <site-packages>/..., the
-    build folder as <build>/..., paths inside the checkout relative to it, the
-    temp folder as <tmp>/... and the home folder as ~/..."""
+    build folder as <build>/..., paths inside the checkout relative to it, the temp
+    folder as <tmp>/..., the home folder as ~/... and the folder of an --op file
+    elsewhere as <op>/..."""
     import site
     import tempfile
+
+    from dbench.ops.specs import USER_OP_FOLDERS
 
     from .native_build import build_dir
 
     prefixes = [(str(build_dir()).rstrip("/") + "/", "<build>/"), (str(REPO_ROOT) + "/", "")]
     prefixes += [(p.rstrip("/") + "/", "<site-packages>/") for p in site.getsitepackages()]
     prefixes += [(tempfile.gettempdir().rstrip("/") + "/", "<tmp>/"), (str(Path.home()).rstrip("/") + "/", "~/")]
+    # Last (a named place above wins), deepest first; never the root folder, whose prefix is every "/".
+    prefixes += [(f + "/", "<op>/") for f in sorted(USER_OP_FOLDERS, key=len, reverse=True) if f.rstrip("/")]
 
     def redact(v: Any) -> Any:
         if isinstance(v, str):

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .ab import Slot, abba, order_text
+from .cli import MAX_SEED
 from .merging import AbPlan, Pairing, merge
 from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
 from .shard.plan import shard_cores
@@ -37,6 +38,7 @@ from .shard.process import (
     exit_code,
     kill_children,
     latest_result,
+    new_folder,
     read_doc,
     reap,
     rel,
@@ -156,14 +158,14 @@ def _meta(child: Child, slot: Slot, seed: int, sides: Mapping[str, Side] | None,
 def _stop_on_write_error(exc: OSError, json_path: Path, document: Callable[[bool], dict[str, Any]],
                          fallback: Callable[[str], dict[str, Any]], console: Any) -> int:
     """A checkpoint of the merged file failed: no child runs on (reaped already); one last try to
-    write what the children measured, status failed; exit 1 (2 when nothing was measured)."""
+    write what the children measured, status failed; exit 1 (a write failed once the file was reserved)."""
     print(f"run.py: error: {exc}", file=sys.stderr)
-    final, csv_path = write_merged(json_path, lambda: {**document(True), "status": "failed", "error": str(exc)},
-                                   fallback, console)
+    _, csv_path = write_merged(json_path, lambda: {**document(True), "status": "failed", "error": str(exc)},
+                               fallback, console)
     if csv_path is not None:
         console.print(f"[red]stopped: the result could not be checkpointed[/red]; what was measured is in "
                       f"{json_path}", soft_wrap=True)
-    return 1 if final["rows"] else 2
+    return 1
 
 
 def run_repeated(
@@ -198,6 +200,7 @@ def run_repeated(
     document, fallback = merger.document, merger.fallback
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
+        new_folder(work)  # never one that is there: its logs could be planted links (ResultWriteError)
         interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(args),
                                    on_done=lambda: write_result(json_path, document(final=False)))
     except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
@@ -208,8 +211,8 @@ def run_repeated(
         write_merged(json_path, lambda: {**document(True), "status": status, "error": error}, fallback, console)
         raise
     merged, csv_path = write_merged(json_path, lambda: document(True), fallback, console)
-    if csv_path is None:
-        return 1 if merged["rows"] else 2
+    if csv_path is None:  # the final write failed (said on stderr): 1, as every failed result write
+        return 1
     if not merged["rows"]:
         from rich.markup import escape
 
@@ -268,7 +271,7 @@ def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, argv: Se
     each one's seed: both sides of a pair visit the cases in the same orders."""
     children, seeds = [], []
     for slot in plan:
-        seed = args.seed + slot.pair
+        seed = (args.seed + slot.pair) % (MAX_SEED + 1)  # a seed near the top wraps, within --seed's range
         side = by_side[slot.side] if by_side and slot.side else None
         out_dir = work / f"process-{slot.index}"
         command = [side.python if side else sys.executable, str(RUN_PY),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from .rows import stat_row
 from .schema import VALIDATE_ENV
 from .case import Case
 from .runner import TIMER
+from .trust import UntrustedPathError, make_output_folder
 
 # The one reader of result documents, and the row contract it checks, live in bench/document.py
 # (standard library only, so a command refuses bad input before pandas or torch load).
@@ -117,7 +119,10 @@ def reserve_result_path(folder: Path, scenario: str, device: str) -> Path:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     text = json.dumps(placeholder(scenario, device), indent=1) + "\n"
     with _writing(folder):
-        folder.mkdir(parents=True, exist_ok=True)
+        try:  # a folder another user could plant or swap files in is refused (bench/trust.py)
+            make_output_folder(folder)
+        except UntrustedPathError as exc:
+            raise ResultWriteError(folder, PermissionError(errno.EACCES, str(exc))) from None
         return atomic.create_unique(folder, f"{scenario}-{device.replace(':', '')}-{stamp}", ".json", text)
 
 

@@ -21,8 +21,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
+from dbench.bench.trust import trusted_code_path
+
 from .contract import Args, OpContract, OpKernels, Shape, Work, written_arguments
-from .specs import USER_OP_NAMES
+from .specs import USER_OP_FOLDERS, USER_OP_NAMES
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SCALAR_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
@@ -292,7 +294,7 @@ def contract_of(op: Op, origin: str) -> OpContract:
 
 
 def split_spec(text: str) -> tuple[Path, str | None]:
-    """'path/to/my_ops.py:NAME' -> (absolute path, NAME); the checks that need no import."""
+    """'path/to/my_ops.py:NAME' -> (resolved path, NAME); the checks that need no import."""
     path_text, sep, name = text.rpartition(":") if text.count(":") and not text.endswith(".py") else (text, "", "")
     path = Path(path_text).expanduser().absolute()
     if path.suffix != ".py":
@@ -301,7 +303,8 @@ def split_spec(text: str) -> tuple[Path, str | None]:
         raise DeclarationError(f"--op {text!r}: {path} is not a file")
     if sep and not _NAME.match(name):
         raise DeclarationError(f"--op {text!r}: {name!r} is not a Python name")
-    return path, (name or None)
+    # Imported next: refused (UntrustedPathError) where another local user could change it.
+    return trusted_code_path(path, "the --op file"), (name or None)
 
 
 def digest(path: Path) -> str:
@@ -318,15 +321,18 @@ def _import(path: Path) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() at import would end the run silently (a Ctrl-C still interrupts)
         del sys.modules[module_name]
-        raise DeclarationError(f"--op {path}: importing it failed: {type(exc).__name__}: {exc}") from exc
+        why = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
+        raise DeclarationError(f"--op {path}: importing it failed: {why}") from exc
     return module
 
 
 def load(text: str) -> list[OpContract]:
     """The ops named by one --op value, as contracts (not yet registered)."""
     path, name = split_spec(text)
+    # Its folder, resolved and as given (the given text's last part, FILE.py:NAME, is dropped with it).
+    USER_OP_FOLDERS.update({str(path.parent), str(Path(text).expanduser().absolute().parent)})
     module = _import(path)
     if name is not None:
         if not hasattr(module, name):

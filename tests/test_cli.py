@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,3 +143,139 @@ def test_every_command_prints_its_help(command: str, capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])
     assert done.value.code == 0 and "usage" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------
+# Every numeric option has a range, refused at parse time: a value accepted there is one the run can
+# use (issue 39: a seed every row FAILED on, a block size that overflowed, a warm-up that hung).
+
+def _parse(*argv: str) -> Any:
+    from dbench.bench import cli
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
+
+    return cli.parse(["--scenario", "boundary", *argv], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,
+                     declarations=DECLARATIONS)
+
+
+OUT_OF_RANGE = [
+    ("--seed", "99999999999999999999999", "a whole number from 0 to 4294967295"),
+    ("--seed", "-1", "a whole number from 0 to 4294967295"),
+    ("--block-ms", "1e300", "a number of milliseconds > 0 and at most 60000"),
+    ("--warmup-ms", "1e12", "a number of milliseconds > 0 and at most 60000"),
+    ("--rounds", "1000001", "a whole number from 1 to 1000000"),
+    ("--gpu-rounds", "0", "a whole number from 1 to 1000000"),
+    ("--cpp-repetitions", "2147483648", "a whole number from 1 to 1000000"),
+    ("--cpp-min-time", "10", "a number of seconds > 0 and below 10"),
+    ("--time-budget", "1e300", "a number of seconds > 0 and at most 604800"),
+    ("--precision", "1", "a number between 0 and 1 (exclusive)"),
+    ("--pin-cores", "99999999999", "a whole number from 0 to 65536"),
+    ("--pin-offset", "99999999999", "a whole number from 0 to 65536"),
+    ("--processes", "1001", "a whole number from 2 to 1000"),
+    ("--pairs", "501", "a whole number from 1 to 500"),
+    ("--shards", "1001", "a whole number from 1 to 1000"),
+    ("--gpus", "1001", "'all' or a number of GPUs from 1 to 1000"),
+    ("--shape", "65536,65536", "at most 2147483647 elements in all"),
+]
+
+
+@pytest.mark.parametrize(("option", "value", "expected"), OUT_OF_RANGE, ids=lambda x: str(x)[:20])
+def test_a_numeric_option_out_of_its_range_is_one_line_at_parse_time(
+        option: str, value: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        _parse(option, value)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"run.py: error: argument {option}: expected {expected}, got {value!r}"), err
+
+
+def test_every_numeric_option_has_a_range_tested_here() -> None:
+    """A numeric option added later gets its range, and a line in OUT_OF_RANGE."""
+    from dbench.bench import cli
+
+    numeric = {a.option_strings[0] for a in cli.build_parser(["boundary"])._actions
+               if getattr(a.type, "__name__", "").startswith(("a number", "a whole number"))}
+    tested = {option for option, _, _ in OUT_OF_RANGE}
+    assert numeric and numeric <= tested, numeric - tested
+    assert tested - numeric == {"--gpus", "--shape"}  # their own converters, ranged too
+
+
+def test_the_top_of_every_range_is_accepted() -> None:
+    args = _parse("--seed", "4294967295", "--block-ms", "60000", "--warmup-ms", "60000", "--rounds", "1000000",
+                  "--cpp-min-time", "9.5", "--time-budget", "604800", "--shape", "2147483647", "--list")
+    assert (args.seed, args.block_ms, args.warmup_ms, args.rounds, args.shape) == \
+        (4294967295, 60000.0, 60000.0, 1000000, (2147483647,))
+
+
+def test_the_largest_seed_times_every_row(run_main: Any, tmp_path: Path) -> None:
+    """torch's generators and the C++ driver (an unsigned 32-bit seed) both take it: no row FAILED."""
+    assert run_main.main(["--scenario", "boundary", "--device", "cpu", "--ops", "noop", "--variants", "raw,cpp",
+                          "--modes", "inference", "--rounds", "2", "--block-ms", "0.2", "--cpp-repetitions", "2",
+                          "--cpp-min-time", "0.001", "--no-pin", "--seed", "4294967295", "--out", str(tmp_path)]) == 0
+    (path,) = (p for p in tmp_path.glob("*.json") if not p.name.endswith(".gbench.json"))
+    rows = load_result(path)["rows"]
+    assert {r["driver"] for r in rows} == {"python", "cpp"} and all(r["status"] == "ok" for r in rows), rows
+
+
+def test_the_largest_seed_wraps_in_a_repeated_run(run_main: Any, tmp_path: Path) -> None:
+    """Process k gets the seed N + k: past the top it wraps, so no child is refused its --seed."""
+    assert run_main.main(["--scenario", "boundary", "--device", "cpu", "--ops", "noop", "--variants", "raw",
+                          "--modes", "inference", "--rounds", "2", "--block-ms", "0.2", "--no-cpp", "--no-pin",
+                          "--processes", "2", "--seed", "4294967295", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("*.json")
+    assert [p["seed"] for p in load_result(path)["env"]["processes"]] == [4294967295, 0]
+
+
+def test_list_creates_nothing(run_main: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    """--list prints and stops: no ./dbench-results (in the checkout, when run there)."""
+    monkeypatch.chdir(tmp_path)
+    assert run_main.main(["--list"]) == 0
+    assert "boundary" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dbench_without_a_command_is_a_usage_error_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    from dbench.main import main
+
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("usage: dbench COMMAND"), captured
+    assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: dbench COMMAND")
+
+
+def test_an_op_files_folder_is_redacted_in_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An --op file outside every named place (checkout, temp, home): its folder is written <op>/."""
+    import tempfile
+
+    from dbench.bench.env import redact_paths
+    from dbench.ops import declare, specs
+
+    folders: set[str] = set()
+    for module in (specs, declare):
+        monkeypatch.setattr(module, "USER_OP_FOLDERS", folders)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "elsewhere"))  # tmp_path stands for a machine path
+    op = tmp_path / "team ops" / "my_ops.py"
+    op.parent.mkdir()
+    op.write_text("import torch\nfrom dbench import Op\n"
+                  "redacted_op = Op(name='redacted_op', forward=lambda x: x.clone())\n")
+    assert [c.name for c in declare.load(f"{op}:redacted_op")] == ["redacted_op"]
+    command = f"run.py --op {op}:redacted_op --shape 4"
+    assert redact_paths({"command": command}) == {"command": "run.py --op <op>/my_ops.py:redacted_op --shape 4"}
+    folders.add("/")  # an op in the root folder: never every "/" replaced
+    assert redact_paths("/usr/lib/x") == "/usr/lib/x"
+
+
+def test_a_missing_native_build_is_one_line_on_stderr(tmp_path: Path) -> None:
+    """DBENCH_BUILD_DIR naming no build (issue 39: its error went to stdout): a refusal, exit 2."""
+    import os
+
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--device", "cpu",
+                           "--ops", "noop", "--variants", "raw", "--rounds", "2", "--no-cpp", "--no-pin",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "DBENCH_BUILD_DIR": str(tmp_path / "no-build")})
+    errors = [line for line in proc.stderr.splitlines() if "error" in line]
+    assert proc.returncode == 2 and len(errors) == 1, proc.stderr
+    assert errors[0].startswith(f"run.py: error: {tmp_path}/no-build/lib/_dbench_raw.so not found: build the "
+                                "native libraries first"), proc.stderr
+    assert "not found" not in proc.stdout and "Traceback" not in proc.stderr

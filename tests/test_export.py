@@ -51,3 +51,22 @@ def test_bad_input_exits_2(tmp_path: Path, args: list[str], capsys: pytest.Captu
         status = exc.code
     assert status == 2
     assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_out_on_a_full_disk_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """--out checked, then the write fails (issue 39: a traceback): one line, the file not left partial."""
+    import errno
+    import os
+
+    from dbench.analysis import outputs
+
+    def full(path: object, data: object) -> None:  # bench.atomic.write_atomic on a full disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    path = write(tmp_path / "r.json", make_doc([make_row("noop", "raw", absolute=[1.0, 1.1, 1.2])]))
+    monkeypatch.setattr(outputs, "write_atomic", full)
+    out = tmp_path / "bmf.json"
+    assert export.main([str(path), "--format", "bencher", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"export: error: cannot write {out}: No space left on device\n"
+    assert not out.exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -156,3 +157,82 @@ def test_cli_writes_per_run_and_history_figures(tmp_path: Path, capsys: pytest.C
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1
         assert not (tmp_path / "k").exists()  # refused before the output folder was made
+
+
+def _only(variants: set[str]) -> dict:
+    """RUN_A with the rows of these variants alone."""
+    doc = load_result(RUN_A)
+    return {**doc, "rows": [r for r in doc["rows"] if r["variant"] in variants]}
+
+
+def test_a_ratio_chart_without_its_floor_is_one_note_not_a_numpy_error(tmp_path: Path) -> None:
+    """--variants raw (issue 39): no variant timed beside its floor, so no ratio to draw."""
+    doc = _only({"raw", "define_impl"})  # raw: inference's floor, beside define_impl
+    assert sorted(p.name for p in figures.scenario_figures(doc, tmp_path, "r", kinds=("ratio",))) == \
+        ["r-l2norm-ratio.png", "r-muladd-ratio.png"]
+    alone = _only({"raw"})
+    with pytest.raises(ValueError, match="no ratio to the floor for op 'muladd': it needs a variant and its floor"):
+        figures.ratio_chart(figures.result_frame(alone), "muladd")
+    notes: list[str] = []
+    assert figures.scenario_figures(alone, tmp_path / "alone", "a", on_skip=notes.append) != []  # the cpu charts
+    assert sorted(notes) == [f"a-{op}-ratio.png: not drawn: no ratio to the floor for op {op!r}: it needs a "
+                             "variant and its floor timed in one run" for op in ("l2norm", "muladd")]
+
+
+def test_a_figure_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A full disk after the output folder was checked: the figures command ends with one line."""
+    import contextlib
+    import errno
+    import os
+
+    from dbench.analysis import outputs
+
+    @contextlib.contextmanager
+    def full(path: object):  # bench.atomic.atomic_path on a full disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(outputs, "atomic_path", full)
+    assert figures.main([str(RUN_A), "--out", str(tmp_path), "--kinds", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("figures: error: cannot write ") and "No space left on device" in err, err
+    assert err.count("\n") == 1
+
+
+RUN = ["--scenario", "boundary", "--device", "cpu", "--ops", "noop", "--variants", "raw", "--modes", "inference",
+       "--rounds", "2", "--block-ms", "0.2", "--no-cpp", "--no-pin", "--plot"]
+
+
+def test_run_plot_with_only_the_floor_notes_the_ratio_chart(run_main: Any, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """run.py --plot --variants raw (issue 39: a traceback from numpy): the cost chart, a note for the ratio."""
+    assert run_main.main([*RUN, "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "not drawn: no ratio to the floor for op 'noop'" in captured.out
+    assert [p.name.split("-")[-1] for p in tmp_path.glob("*.png")] == ["cpu.png"]
+
+
+def test_run_plot_on_a_full_disk_is_one_line_and_exit_1(run_main: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The result is written; its figure cannot be: one line on stderr, exit 1 (an output of the run failed)."""
+    import contextlib
+    import errno
+    import os
+
+    from dbench.analysis import outputs
+
+    @contextlib.contextmanager
+    def full(path: object):  # bench.atomic.atomic_path on a full disk; the result's writes are not touched
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(outputs, "atomic_path", full)
+    assert run_main.main([*RUN, "--variants", "raw,define_impl", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line]  # (the rest: progress)
+    assert len(errors) == 1 and errors[0].startswith(f"run.py: error: cannot write {tmp_path}"), err
+    assert errors[0].endswith(".png: No space left on device") and "Traceback" not in err, err
+    (result,) = tmp_path.glob("*.json")
+    assert load_result(result)["status"] == "complete" and not list(tmp_path.glob("*.png"))

@@ -346,6 +346,20 @@ def test_an_incomplete_run_is_judged_with_a_warning() -> None:
     assert "warning: new.json" in gate.render(result, "txt")
 
 
+@pytest.mark.parametrize("status", ["running", "interrupted", "failed"])
+def test_an_unfinished_new_run_is_never_a_pass(tmp_path: Path, status: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that did not finish has not timed what it was to: NO DECISION (exit 3), never PASS."""
+    base, _ = two_runs()
+    base_path = write(tmp_path / "base.json", base)
+    new_path = write(tmp_path / "new.json", {**base, "status": status})
+    assert gate.main([str(base_path), str(base_path)]) == 0  # the same rows, complete: PASS
+    capsys.readouterr()
+    assert gate.main([str(new_path), str(base_path), "--format", "txt"]) == 3
+    assert f"the new run did not finish: {new_path} is '{status}'" in capsys.readouterr().out
+    assert gate.gate([base], [{**base, "status": status}]).passed  # an unfinished baseline is only a warning
+
+
 @pytest.mark.parametrize("field", ["gpu_name", "nvidia_driver", "torch"])
 def test_each_environment_field_is_checked(field: str) -> None:
     base, new = two_runs()

@@ -131,7 +131,26 @@ def test_a_failed_process_is_named_with_its_rows_kept() -> None:
     assert [(f["child"], f["returncode"], f["tail"]) for f in doc["failures"]] == [("process 2 of 2", 1, "t")]
     assert [r["variant"] for r in doc["rows"]] == ["raw", "cpp"] and doc["rows"][0]["process_medians"] == [1.0, 1.2]
     rowless = merge_processes([_doc([], 3.0)], [{"index": 0, "name": "process 1 of 1", "status": "interrupted"}])
-    assert rowless["status"] == "failed" and rowless["error"] == "no rows were merged: process 1 of 1: interrupted"
+    # A signalled stop before any round is interrupted, not failed (its children are named).
+    assert rowless["status"] == "interrupted" and rowless["error"] == "no rows were merged: process 1 of 1: interrupted"
+
+
+def test_a_process_whose_result_is_gone_since_it_ended_is_failed(tmp_path: Path) -> None:
+    """--out removed after process 1 ended: the merge must not call complete what lost its data."""
+    from dbench.bench.shard.process import Child, exit_code
+
+    kept, lost = (Child(i, f"process {i + 1} of 2", ["python", "run.py"], tmp_path / f"process-{i}",
+                        tmp_path / f"process-{i}.log") for i in range(2))
+    kept.out_dir.mkdir()
+    write_result(kept.out_dir / "r.json", _doc([_row("raw", [1.0])], 3.0))
+    for child in (kept, lost):
+        child.status, child.result = "complete", next(child.out_dir.glob("*.json"), None)
+    meta = [kept.meta(tmp_path), lost.meta(tmp_path)]
+    assert meta[0]["status"] == "complete"
+    assert meta[1]["status"] == "failed" and "process-1 is gone or unreadable" in lost.reason
+    doc = merge_processes([load_result(kept.result), None], meta)
+    assert doc["status"] == "failed" and "process 2 of 2 failed" in doc["error"]
+    assert exit_code([kept, lost], False, doc["rows"]) == 1
 
 
 def test_merge_processes_keeps_every_row_and_process(tmp_path: Path) -> None:
@@ -212,6 +231,28 @@ def test_interrupting_a_repeated_run_leaves_a_valid_file(tmp_path: Path) -> None
     assert row["process_medians"][0] is not None and row["process_medians"][1:] == [None, None]
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_as_the_first_process_starts_leaves_an_interrupted_file(tmp_path: Path, sig: int) -> None:
+    """Stopped before any process timed a round: interrupted (not failed), and readable."""
+    cmd = [sys.executable, str(ROOT / "run.py"), *SMALL, "--rounds", "300000", "--block-ms", "0.2", "--processes", "2",
+           "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("*.processes/process-0.log")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    (path,) = tmp_path.glob("*.json")
+    doc = load_result(path)
+    assert doc["status"] == "interrupted", doc.get("error")
+    assert [p["status"] for p in doc["env"]["processes"]] == ["interrupted", "not run"]
+
+
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 
 
@@ -226,15 +267,18 @@ def _proc_state(pid: int) -> tuple[str, int] | None:
 
 
 def _run_children(parent: int) -> list[int]:
-    """The live run.py children of `parent` (after their exec: their command line names their folder)."""
+    """The live run.py children of `parent` or of its worker (the command runs in a process its
+    supervisor forks: bench/harness/supervisor.py), after their exec: their command line names their folder."""
     found = []
-    for entry in Path("/proc").iterdir():
-        state = _proc_state(int(entry.name)) if entry.name.isdigit() else None
-        if state is None or state[1] != parent or state[0] == "Z":
+    states = {int(e.name): _proc_state(int(e.name)) for e in Path("/proc").iterdir() if e.name.isdigit()}
+    parents = {parent} | {pid for pid, state in states.items() if state is not None and state[1] == parent}
+    for pid, state in states.items():
+        entry = Path(f"/proc/{pid}")
+        if state is None or state[1] not in parents or state[0] == "Z":
             continue
         try:
             if b".processes/process-" in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
+                found.append(pid)
         except OSError:
             continue
     return found

@@ -116,7 +116,9 @@ def in_process(run_main: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.mark.parametrize(("after", "times", "code", "final"), [
     (5, 1, 1, ("failed", 2)),  # round 2's checkpoint fails; the last write keeps both rounds, status failed
     (5, None, 1, ("running", 1)),  # the disk stays full: the file stays round 1's checkpoint
-    (1, None, 2, ("running", None)),  # nothing could be written: nothing ran; the reservation stays valid
+    # Only the reservation was written: no round ran, but the run had started (its file reserved): 1, as the
+    # docs say of a write that fails mid-run (issue 39: it was 2); the reservation stays valid.
+    (1, None, 1, ("running", None)),
 ])
 def test_a_full_disk_mid_run_stops_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_process: Any,
                                            capsys: pytest.CaptureFixture[str], after: int, times: int | None,
@@ -152,6 +154,19 @@ def test_a_full_disk_during_a_repeated_run_stops_it(tmp_path: Path, monkeypatch:
     assert leftovers(tmp_path) == []
 
 
+def test_a_full_disk_before_a_repeated_runs_first_process_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  in_process: Any,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The merged file reserved, its first document not written: no process runs; exit 1, not 2 (nothing was
+    measured, but the run had started, as in one process)."""
+    full_disk(monkeypatch, after=1)
+    assert in_process.main([*SMALL, "--rounds", "2", "--processes", "2", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    (path,) = tmp_path.glob("*.json")
+    assert f"run.py: error: cannot write {path}: {NO_SPACE}" in err.splitlines() and "Traceback" not in err, err
+    assert not list(tmp_path.glob("*.processes/process-*/*.json")) and load_result(path)["rows"] == []
+
+
 def test_a_result_folder_removed_mid_run_ends_it_with_one_line(tmp_path: Path) -> None:
     """No simulation: the folder goes away under a running run.py (ENOENT on its next checkpoint)."""
     out = tmp_path / "out"
@@ -175,3 +190,27 @@ def test_a_result_folder_removed_mid_run_ends_it_with_one_line(tmp_path: Path) -
     assert proc.returncode == 1, err
     assert "Traceback" not in err and f"cannot write {out}" in err and os.strerror(errno.ENOENT) in err, err
     assert not out.exists(), "the folder is not made again"
+
+
+def test_a_stdout_whose_reader_left_mid_run_ends_it_with_one_line_and_exit_1(tmp_path: Path) -> None:
+    """run.py | head: the pipe closes once the result is reserved; the run's next line to stdout (at the
+    latest its tables) fails: one line on stderr, exit 1 (the run had started), the result file final."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "run.py"), *SMALL, "--rounds", "4", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*.json")) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    errors = [line for line in err.splitlines() if "error" in line.lower()]  # (the rest: progress)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert errors == ["run.py: error: cannot write to standard output: Broken pipe"], err
+    (path,) = out.glob("*.json")
+    assert load_result(path)["status"] in ("complete", "failed")  # final either way, never left running

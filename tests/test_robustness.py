@@ -70,6 +70,7 @@ BAD_COMMAND_LINES = [
     (["--shards", "2", "--device", "cuda"], "--shards"),
     (["--out", "/proc/no/such/folder"], "--out"),
     (["--cache", "hot"], "--cache"),
+    (["--scenario", ""], "--scenario"),  # never the default scenario in silence
     (["--cache", "warm,warm"], "--cache"),
     # repeated processes, A/B runs and the gate's baseline
     (["--processes", "1"], "--processes"),
@@ -402,6 +403,75 @@ def test_ctrl_c_in_any_early_phase_of_roofline_leaves_an_interrupted_result(tmp_
     assert "Traceback" not in err + out, out[-2000:] + err
     (path,) = tmp_path.glob("*.json")
     assert load_result(path)["status"] == ("interrupted" if proc.returncode == 130 else "complete")
+
+
+def test_an_interrupt_before_the_first_round_leaves_a_file_every_reader_takes(tmp_path: Path) -> None:
+    """Its rows are "not run" (with why): report, gate and compare read it (never exit 2)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", *QUICK, "--warmup-ms", "60000",
+           "--variants", "raw", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the cases are built: the warm-up (a minute) has begun
+            if " cases (" in line:
+                break
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    (path,) = out.glob("*.json")
+    doc = load_result(path)
+    not_run = [r for r in doc["rows"] if r["status"] == "not run"]
+    assert doc["status"] == "interrupted" and not_run
+    assert all(r["samples"] == [] and r["reason"] == "the run ended before its first round" for r in not_run)
+    dbench = [sys.executable, "-m", "dbench"]
+    for command, code in ((["report", str(path)], 0), (["gate", str(path), str(path)], 3),
+                          (["compare", str(path), str(path)], 1)):  # 1: no row timed in both
+        done = subprocess.run([*dbench, *command], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert done.returncode == code, (command, done.stdout[-1000:], done.stderr)
+        assert "error" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGTERM, 0.3), (signal.SIGTERM, 1.5), (signal.SIGINT, 0.3)])
+def test_a_signal_in_the_first_second_leaves_an_interrupted_result(tmp_path: Path, sig: int, delay: float) -> None:
+    """Held from start-up until the command line is read (bench/harness/supervisor.py), never lost."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", *QUICK,
+                             "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted; result: "), err
+    (path,) = tmp_path.glob("*.json")
+    assert load_result(path)["status"] == "interrupted"
+
+
+def test_a_crash_in_a_users_op_leaves_a_failed_result_naming_the_signal(tmp_path: Path) -> None:
+    ops = tmp_path / "crash_ops.py"
+    ops.write_text("import ctypes\nimport dbench\n\n\ndef forward(x):\n    ctypes.string_at(0)  # SIGSEGV\n"
+                   "    return x\n\n\ncrash = dbench.Op(name='crash', forward=forward, reference=lambda x: x)\n")
+    done = run_py("--scenario", "boundary", "--op", f"{ops}:crash", "--device", "cpu", "--no-cpp", "--no-pin",
+                  "--rounds", "2", "--block-ms", "0.2", "--out", str(tmp_path / "out"))
+    assert done.returncode == 1, done.stderr
+    (path,) = (tmp_path / "out").glob("*.json")
+    doc = load_result(path)
+    assert doc["status"] == "failed" and doc["error"] == "killed by signal SIGSEGV"
+    assert done.stderr.strip().splitlines()[-1] == (f"run.py: error: the run was killed by signal SIGSEGV; "
+                                                    f"result: {path} (status failed)")
+
+
+def test_an_op_file_that_exits_at_import_is_refused(tmp_path: Path) -> None:
+    ops = tmp_path / "exits.py"
+    ops.write_text("import sys\nsys.exit(0)\n")
+    done = run_py("--scenario", "boundary", "--op", str(ops), "--device", "cpu", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"run.py: error: argument --op: --op {ops}: importing it failed: it called "
+                                   "sys.exit(0) (see run.py --help)")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 # ---------------------------------------------------------------------------

@@ -394,7 +394,9 @@ def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) ->
         assert (got["delta_median"] is None) == (want["delta_median"] is None)
     shards = merged["env"]["shards"]
     assert [s["status"] for s in shards] == ["complete", "complete"] and len({tuple(s["pinned_cpu"] or ()) for s in shards}) == 2
-    assert all((tmp_path / "sharded" / Path(s["log"]).name).exists() or Path(s["log"]).exists() for s in shards)
+    # Its paths written as every result's (bench.env.redact_paths: tmp_path is in the temp folder).
+    assert all(s["log"].startswith("<tmp>/") and (merged_path.with_suffix(".shards") / Path(s["log"]).name).exists()
+               for s in shards), shards
     assert {r["variant"] for r in merged["duplicate_baseline_rows"]} == set(BOUNDARY_BASELINES)
     assert "noop: CPU µs/call" in proc.stdout and "wall-clock" in proc.stdout and "shard 1 (cpu) complete" in proc.stdout
 
@@ -412,7 +414,9 @@ def test_a_failed_shard_is_reported_with_its_log(tmp_path: Path) -> None:
     assert [s["status"] for s in doc["env"]["shards"]] == ["failed", "failed"]
     # each failed child is named, with its exit status and the tail of its output
     assert [(f["child"], f["returncode"]) for f in doc["failures"]] == [("shard 0 (cpu)", 2), ("shard 1 (cpu)", 2)]
-    assert all("no-build" in f["tail"] and f["reason"].startswith("exit 2: ") for f in doc["failures"])
+    # (the build folder written <build>/, as in every result's paths)
+    assert all("<build>/lib/_dbench_raw.so not found" in f["tail"] and f["reason"].startswith("exit 2: ")
+               for f in doc["failures"])
     assert "shard 0 (cpu) failed (exit 2: " in doc["error"]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import EXIT_INTERRUPTED, shown
+from .supervisor import end_running, tell_reserved  # standard library only
 
 RESERVED: list[Path] = []  # the result files this process reserved (one left `running` is marked interrupted)
 
@@ -22,6 +23,7 @@ def reserve(folder: Path, scenario: str, label: str) -> Path:
 
     path = reserve_result_path(folder, scenario, label)
     RESERVED.append(path)
+    tell_reserved(path)  # the command's supervisor marks it should this process be killed
     return path
 
 
@@ -60,24 +62,18 @@ def mark_interrupted(args: Any) -> Path | None:
     `running`, marked interrupted; with none reserved yet (the machine's folder is not known before
     torch is), a new one in --out or the default folder. Standard library only: the interrupt may
     have cut an import short. None when there is nowhere to write (the command line was not read)."""
-    from dbench.bench.atomic import create_unique, write_atomic
+    from dbench.bench.atomic import create_unique
+    from dbench.bench.trust import make_output_folder
 
     note = {"status": "interrupted", "error": "interrupted before anything was measured"}
     try:
         if RESERVED:
-            path = RESERVED[-1]
-            text = path.read_text()
-            doc = json.loads(text) if text.strip() else {}
-            if doc.get("status") not in (None, "running"):
-                return path  # its way to run wrote its final status
-            if doc.get("rows"):
-                note["error"] = "interrupted before the run wrote its final status"
-            write_atomic(path, json.dumps({"config": {}, "env": {}, "rows": [], **doc, **note}, indent=1) + "\n")
-            return path
+            end_running(RESERVED[-1], "interrupted", note["error"])  # unless its way to run ended it
+            return RESERVED[-1]
         if args is None:
             return None
         folder = args.out or args.default_out
-        folder.mkdir(parents=True, exist_ok=True)
+        make_output_folder(folder)  # refused (UntrustedPathError) where others could plant files
         now = dt.datetime.now(dt.timezone.utc)
         doc = {"scenario": args.scenario, **note, "config": {},
                "env": {"time": now.isoformat(timespec="seconds"), "device": args.device}, "rows": [], "failures": []}

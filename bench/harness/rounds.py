@@ -80,6 +80,9 @@ class Run:
 
         rows = case_rows(self.cases) + self.extra_rows
         mark_gpu_bound(rows)
+        for row in rows:  # a case to be timed that has no round (yet): say why it has no samples
+            if row["status"] == "not run" and row["reason"] is None:
+                row["reason"] = "no round timed yet" if status == "running" else "the run ended before its first round"
         if "roofs" in self.measured:
             works = {case_identity(c.key): c.work for c in self.cases if c.work is not None}
             attach(rows, works, self.measured["roofs"], "gpu_us" if self.cuda else "cpu_us")
@@ -162,7 +165,8 @@ class Run:
     def write_error(self, exc: OSError, doc: dict[str, Any]) -> Finished:
         """A result write failed mid-run: one line naming the file and why, one last try to write what
         was measured (status failed; if that fails too, the file stays as its last complete write,
-        never a partial one); exit 1, or 2 when no round had run. Not gated (no document)."""
+        never a partial one); exit 1, as for any write that fails once the file is reserved, even before
+        the first round. Not gated (no document)."""
         from dbench.bench.results import ResultWriteError, write_result
 
         print(f"run.py: error: {exc}", file=sys.stderr)
@@ -174,7 +178,7 @@ class Run:
         except ResultWriteError as again:
             print(f"run.py: error: the final result could not be written either ({again.strerror}); "
                   f"{shown(self.json_path)} is left as its last complete write", file=sys.stderr)
-        return Finished(EXIT_FAILED if rounds else EXIT_USAGE, None)
+        return Finished(EXIT_FAILED, None)
 
     # --- the passes ------------------------------------------------------------------------------
     def build(self) -> None:
@@ -188,7 +192,7 @@ class Run:
                     f"building and checking case {next(built)}: {label}"))
                 self.cases = self.scenario.build(sel)
         except NativeBuildMissing as exc:
-            self.console.print(f"[red]error:[/red] {exc}")
+            print(f"run.py: error: {exc}", file=sys.stderr)  # a refusal: one line on stderr, as every other
             raise _Refused(str(exc)) from None
         if not any(c.runnable or c.error for c in self.cases) and not self.args.shard_child:
             # The plan said something could run (check_selection); building found otherwise.

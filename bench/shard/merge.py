@@ -32,14 +32,15 @@ def settle(doc: dict[str, Any], meta: Sequence[Mapping[str, Any]]) -> dict[str, 
     """A merged document's final status, its error and its named child failures, in place.
 
     failed when a child failed (each is named in "failures", its rows kept) or when nothing was merged
-    (a document without rows is never complete); else complete or interrupted as merged_status says."""
+    (a document without rows is never complete); else complete or interrupted as merged_status says
+    (a signalled stop before any row stays interrupted, with the children named in its error)."""
     doc.pop("error", None)  # a part's (settled before the whole) is not the whole's
     doc["status"] = merged_status([str(m.get("status") or "failed") for m in meta])
     doc["failures"] = child_failures(meta)
     if doc["failures"]:
         doc["error"] = "; ".join(f"{f['child']} failed ({f['reason']})" for f in doc["failures"])
     elif not doc.get("rows"):
-        doc["status"] = "failed"
+        doc["status"] = "interrupted" if doc["status"] == "interrupted" else "failed"
         doc["error"] = "no rows were merged: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
     return doc
 

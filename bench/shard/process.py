@@ -5,7 +5,7 @@ interrupts, and the merged result file."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import errno
 import json
 import os
 import signal
@@ -14,10 +14,12 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ..document import COMPANION_SUFFIXES
+from ..harness.supervisor import die_with_parent  # no child outlives the run (also the command's own worker)
 from ..passes import Pass
+from ..trust import open_new_file
 from .command import REPO_ROOT, shard_command
 from ..merging import Pairing, merge
 from .merge import empty_merge
@@ -25,7 +27,7 @@ from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_s
 
 LOG_TAIL_LINES = 20
 REASON_TAIL_LINES = 10  # of a failed child's output, kept in the merged document
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+T = TypeVar("T")
 
 
 def latest_result(folder: Path) -> Path | None:
@@ -58,30 +60,6 @@ def last_line(text: str) -> str:
     return next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A preexec_fn (Linux) that has the kernel SIGKILL the child when this process dies, however it
-    dies (SIGKILL included), so no child outlives the run that started it and goes on writing.
-
-    The signal is tied to the thread that forks (the main thread here). A parent that died between
-    the fork and the prctl would be missed: the child compares its parent with the one captured
-    before the fork and exits if it changed. None where prctl is not available."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # libc, loaded before the fork
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return preexec
-
-
 class Child:
     """One child process of run.py: its command, where it writes, its log, and how it ended.
 
@@ -111,6 +89,11 @@ class Child:
 
     def meta(self, root: Path) -> dict[str, Any]:
         """What the parent knows of this child, for the merged document (env.shards / env.processes)."""
+        if self.status == "complete" and read_doc(self.result) is None:
+            # Its result is gone since it ended (the output folder removed mid-run): a merge without
+            # its data is not complete.
+            self.status = "failed"
+            self.reason = f"its result in {rel(self.out_dir, root)} is gone or unreadable (was the output folder removed?)"
         failed = self.status in (None, "failed") and self.proc is not None
         return {
             "name": self.name,
@@ -131,21 +114,58 @@ def _shard(index: int, device: str, variants: tuple[str, ...], command: list[str
                  cpp=cpp, describe=", ".join(variants) + (" + C++ driver" if cpp else ""))
 
 
+def _made_fresh(path: Path, make: Callable[[], T]) -> T:
+    """make() (which creates `path`), with its OSError as a ResultWriteError naming `path`; a name
+    already taken says it may have been planted (run.py prints it as one line)."""
+    from ..results import ResultWriteError
+
+    try:
+        return make()
+    except FileExistsError:
+        exc = FileExistsError(errno.EEXIST, "it is there already, and the run makes it fresh (another user may have "
+                              "planted it, with links to files of yours): remove it, or use another --out")
+        raise ResultWriteError(path, exc) from None
+    except OSError as exc:
+        raise ResultWriteError(path, exc) from None
+
+
+def new_folder(path: Path) -> None:
+    """Make the folder `path`, never using one that is there (no exist_ok): what the run writes in
+    its children's folders must not land in a folder someone else made, through their links."""
+    _made_fresh(path, lambda: os.mkdir(path, 0o755))
+
+
 def start_child(child: Child, repo_root: Path = REPO_ROOT) -> None:
     """Start `child`, its stdout and stderr into its log (the command line first). Its paths are
-    absolute (it runs in `repo_root`, not in the caller's folder), and it dies with this process."""
-    child.out_dir.mkdir(parents=True, exist_ok=True)
-    child.log.parent.mkdir(parents=True, exist_ok=True)
-    with open(child.log, "wb") as log:
+    absolute (it runs in `repo_root`, not in the caller's folder), and it dies with this process.
+    Its folder and log are made new, in the run's folder the caller made (new_folder); the log is
+    never opened through a link (ResultWriteError when either is there already)."""
+    new_folder(child.out_dir)
+    fd = _made_fresh(child.log, lambda: open_new_file(child.log))
+    with os.fdopen(fd, "wb") as log:
         log.write((" ".join(child.command) + "\n").encode())
         log.flush()
         child.start = time.perf_counter()
         # Own session (so its own process group): a Ctrl-C at the terminal reaches the parent only,
         # which forwards exactly one SIGTERM to each child (one graceful stop each), and the group
         # (the child and what it starts) can be killed as one.
-        child.proc = subprocess.Popen(child.command, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
-                                      env={**os.environ, "PYTHONUNBUFFERED": "1", **child.env},
-                                      start_new_session=True, preexec_fn=die_with_parent())
+        # A stop signal is held while the child is forked: raised inside the fork's hooks it would be
+        # swallowed ("Exception ignored"), and the run would go on; the child starts with the mask as it was.
+        stops = {signal.SIGINT, signal.SIGTERM}
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+        bind = die_with_parent()
+
+        def preexec() -> None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            if bind is not None:
+                bind()
+
+        try:
+            child.proc = subprocess.Popen(child.command, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
+                                          env={**os.environ, "PYTHONUNBUFFERED": "1", **child.env},
+                                          start_new_session=True, preexec_fn=preexec)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile: delivered now
 
 
 def kill_group(child: Child) -> None:
@@ -221,7 +241,7 @@ def run_sharded(
         cores = shard_cores(allowed, s.index, pin_cores) if pin_cores > 0 and allowed else None
         console.print(f"  {s.label()}: {', '.join(v for v in s.variants)}"
                       f"{' + C++ driver' if s.cpp else ''}{f' · cores {cores}' if cores else ''}")
-    work.mkdir(parents=True, exist_ok=True)
+    new_folder(work)  # beside the reserved result file, whose stem no other run has
     start = time.perf_counter()
     interrupted = _run_shards(shards, args.rounds, pin_cores, allowed, console, repo_root)
     wall = time.perf_counter() - start
@@ -294,21 +314,24 @@ def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str],
         s.result = latest_result(s.out_dir)
         docs.append(read_doc(s.result))
         meta.append({"variants": list(s.variants), "cpp": s.cpp, **s.meta(repo_root)})
+    from dbench.bench.env import redact_paths  # the merged file's paths as every result's (the shards' commands)
+
     command = " ".join(["run.py", *argv])
     n = len(shards)
 
     def empty(error: str | None = None) -> dict[str, Any]:
         doc = empty_merge(scenario.name, "shard", meta, {"shards": n}, {"command": command, "shards": meta})
-        return {**doc, "error": error} if error else doc
+        return redact_paths({**doc, "error": error} if error else doc)
 
     def merged_doc() -> dict[str, Any]:
         if all(d is None for d in docs):
             return empty()
-        return merge(docs, meta, Pairing.SHARDS, config={"wall_seconds": round(wall, 2)}, env={"command": command})
+        return redact_paths(merge(docs, meta, Pairing.SHARDS, config={"wall_seconds": round(wall, 2)},
+                                  env={"command": command}))
 
     merged, csv_path = write_merged(json_path, merged_doc, empty, console)
-    if csv_path is None:
-        return 1 if merged["rows"] else 2
+    if csv_path is None:  # the final write failed (said on stderr): 1, as every failed result write
+        return 1
     if not merged["rows"]:
         from rich.markup import escape
 
