@@ -40,8 +40,24 @@ class Case:
         return self.call is not None and self.na_reason is None and self.error is None
 
 
+# What a case may raise and still fail alone: any error, and SystemExit, since an op's code that
+# calls sys.exit() is a broken op, not the end of the run (which would then exit with its code and
+# no result). KeyboardInterrupt stays out: it stops the run.
+CASE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """What a failed check says in a row: the exception's first line (its type when it has none)."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the op's code called sys.exit({exc.code!r})"
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
+
+
 def failure(phase: str, exc: BaseException) -> str:
     """What a case's row says when it raised: where, the exception type and its first line."""
+    if isinstance(exc, SystemExit):
+        return f"raised {phase}: {first_line(exc)}"
     text = str(exc).strip()
     first = text.splitlines()[0][:200] if text else ""
     return f"raised {phase}: {type(exc).__name__}{': ' + first if first else ''}"

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from dbench.bench.case import CASE_ERRORS, first_line
+
 from .contract import InputSpec, OpContract
 from .specs import needs_gradient
 from .variants import Variant, flavour
@@ -28,11 +30,6 @@ HINTS = {
 }
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:240]
-
-
 def _failing_test(exc: BaseException) -> str | None:
     text = str(exc)
     return next((t for t in OPCHECK_UTILS if t in text.split("\n")[0] or f"{t} failed" in text), None)
@@ -46,7 +43,7 @@ def _opcheck_reason(exc: BaseException, contract: OpContract) -> str:
         hint = (" (no fake was declared, and the one derived from the "
                 + ("reference" if contract.reference is not None else "first input") + " differs from the kernel's "
                 "outputs: declare fake=)")
-    return f"opcheck {test or ''}: {_first_line(cause)}{hint}".replace("opcheck :", "opcheck:")
+    return f"opcheck {test or ''}: {first_line(cause, 240)}{hint}".replace("opcheck :", "opcheck:")
 
 
 def _target(v: Variant) -> Any:
@@ -74,7 +71,7 @@ def _opcheck(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool)
     for layout in _layouts(v.op):
         try:
             torch.library.opcheck(target, _inputs(v.op, device, dtype, layout, grad), test_utils=OPCHECK_UTILS)
-        except Exception as exc:  # noqa: BLE001  # the failure is the finding
+        except CASE_ERRORS as exc:  # noqa: BLE001  # the failure is the finding
             with_grad = " with inputs that require grad" if grad else ""
             return f"{_opcheck_reason(exc, v.op)} [{layout} inputs{with_grad}]"
     return None
@@ -89,7 +86,7 @@ def _gradcheck(op: str, variant: str, device: str) -> str | None:
     where = "cpu"
     try:
         v.fn(*_inputs(v.op, "cpu", torch.float64, "compact", False))
-    except Exception:  # noqa: BLE001  # no CPU kernel
+    except CASE_ERRORS:  # noqa: BLE001  # no CPU kernel
         where = device
     args = _inputs(v.op, where, torch.float64, "compact", True)
     try:
@@ -97,8 +94,8 @@ def _gradcheck(op: str, variant: str, device: str) -> str | None:
             return v.op.differentiable_outputs(v.fn(*a))
 
         torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, rtol=1e-4)
-    except Exception as exc:  # noqa: BLE001
-        return f"gradcheck (float64, {where}): {_first_line(exc)}"
+    except CASE_ERRORS as exc:  # noqa: BLE001
+        return f"gradcheck (float64, {where}): {first_line(exc, 240)}"
     return None
 
 
@@ -114,8 +111,8 @@ def _compiles(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool
         if grad:
             outs = v.op.differentiable_outputs(out)
             torch.autograd.grad(outs, v.op.grad_inputs(args), [torch.ones_like(o) for o in outs])
-    except Exception as exc:  # noqa: BLE001
-        return f"torch.compile(fullgraph=True): {_first_line(exc)}"
+    except CASE_ERRORS as exc:  # noqa: BLE001
+        return f"torch.compile(fullgraph=True): {first_line(exc, 240)}"
     return None
 
 

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from dbench.bench.identity import case_label, check_unique_labels
 from dbench.bench.passes import Pass
-from dbench.bench.case import Case
+from dbench.bench.case import CASE_ERRORS, Case, first_line
 from dbench.bench.cpp_results import CppRequest
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 from dbench.ops.specs import needs_gradient
@@ -282,7 +282,7 @@ def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
         context = mode_context(mode)
         with context() if context is not None else nullcontext():
             return _agreement(variant, contract, mode, spec)
-    except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
+    except CASE_ERRORS as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
         return f"pre-flight check failed: {first_line(exc)}"
 
 
@@ -313,12 +313,6 @@ def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpe
     return None
 
 
-def first_line(exc: BaseException, limit: int = 200) -> str:
-    """What a failed check says in a row: the exception's first line (its type when it has none)."""
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
-
-
 def _registered(variant: str, op: str, device: str) -> tuple[Variant | None, str | None]:
     """The variant, or why registering it failed (a user's schema torch refuses: a FAILED row, not a
     crash; a missing native build still stops the run, which names it)."""
@@ -329,7 +323,7 @@ def _registered(variant: str, op: str, device: str) -> tuple[Variant | None, str
         return get_variant(variant, op, device), None
     except NativeBuildMissing:
         raise
-    except Exception as exc:  # noqa: BLE001  # the registration's own error is the finding
+    except CASE_ERRORS as exc:  # noqa: BLE001  # the registration's own error is the finding
         return None, f"registering {variant} failed: {first_line(exc)}"
 
 

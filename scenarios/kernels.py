@@ -8,10 +8,10 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dbench.bench.case import Case
+from dbench.bench.case import CASE_ERRORS, Case, first_line
 from dbench.ops import InputSpec, OpContract
 
-from .base import Point, Selection, first_line
+from .base import Point, Selection
 
 MIN_FLUSH_BYTES = 256 << 20
 # ||out - ref|| / ||ref|| bounds per dtype (half types: fp32 accumulation, rounded output).
@@ -108,7 +108,7 @@ def _checked(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tens
             if g.shape != w.shape:
                 raise AssertionError(f"shape {list(g.shape)} instead of {list(w.shape)}")
             compare(g, w)
-    except Exception as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
+    except CASE_ERRORS as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
         case.error = f"{failure}: {first_line(exc)}"
         return
     case.call = call
