@@ -20,14 +20,29 @@ BUILD_ENV = "DBENCH_BUILD_DIR"
 DRIVER_ENV = "DBENCH_CPP_DRIVER"  # the C++ driver elsewhere than in the build (bench/cpp_results.py)
 
 
+LOADED = ("lib", "bench/cpp")  # the build's folders whose files are loaded or run: libraries, the C++ driver
+
+
+def trusted_build(folder: str, what: str) -> Path:
+    """`folder` resolved, once it and the folders and files in it that a run loads or executes
+    (LOADED) are ones no other local user can change (bench/trust.py); else UntrustedPathError
+    naming the first that is not. A folder not there is judged by where it would be made."""
+    real = trusted_code_path(folder, what, missing_ok=True)
+    for sub in LOADED:
+        if (real / sub).is_dir():
+            trusted_code_path(real / sub, f"{what}'s {sub}/")
+            for path in sorted((real / sub).iterdir()):
+                if path.is_file():
+                    trusted_code_path(path, f"{what}'s {sub}/")
+    return real
+
+
 def build_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The CMake build directory (override with DBENCH_BUILD_DIR in `environ`, default os.environ),
-    resolved. Its libraries are loaded into the process, so it must be a folder no other local user
-    can change (bench/trust.py): else UntrustedPathError (a ValueError) naming it. A folder not
+    resolved and checked (trusted_build): its libraries are loaded into the process. A folder not
     there is returned as it is, when no one else could create it (the loaders then say how to build)."""
     given = (os.environ if environ is None else environ).get(BUILD_ENV)
-    what = f"the build folder ({BUILD_ENV})" if given else "the build folder"
-    return trusted_code_path(Path(given or ROOT / "build"), what, missing_ok=True)
+    return trusted_build(given or str(ROOT / "build"), f"the build folder ({BUILD_ENV})" if given else "the build folder")
 
 
 def built_extension(name: str) -> Path | None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .native_build import ROOT as CHILD_FOLDER  # the children's current folder (bench/shard/process.py)
+from .native_build import trusted_build
 from .trust import UntrustedPathError, trusted_code_path
 
 PREFIXES = ("env", "build", "python")
@@ -107,14 +108,10 @@ def _build_part(text: str, spec: str) -> str:
         raise SideError(f"{spec!r}: {folder} is not a build folder of this suite (no lib/; "
                         f"cmake -S . -B {folder} && cmake --build {folder})")
     # The child loads lib/'s libraries and runs bench/cpp/'s driver: each folder and file must be ours.
-    real = _trusted(folder, "the build folder", spec)
-    for sub in ("lib", "bench/cpp"):
-        if (real / sub).is_dir():
-            _trusted(real / sub, "the build folder's", spec)
-            for path in sorted((real / sub).iterdir()):
-                if path.is_file():
-                    _trusted(path, "the build folder's", spec)
-    return str(real)
+    try:
+        return str(trusted_build(str(folder), "the build folder"))
+    except UntrustedPathError as exc:
+        raise SideError(f"{spec!r}: {exc}") from None
 
 
 def _trusted(path: Path, what: str, spec: str) -> Path:

@@ -219,6 +219,21 @@ def test_a_build_folder_in_another_users_shared_folder_is_refused_and_not_loaded
     assert not marker.exists() and not (tmp_path / "out").exists()
 
 
+@as_root
+@pytest.mark.skipif(not Path("/usr/bin/cc").exists(), reason="needs a C compiler to plant a library")
+def test_another_users_library_in_our_own_build_folder_is_refused_and_not_loaded(tmp_path: Path) -> None:
+    # The folder is ours, but a library in it is not: its owner could replace it at any time.
+    lib = tmp_path / "build" / "lib"
+    lib.mkdir(parents=True)
+    marker = tmp_path / "planted-library-loaded"
+    _compile_marker_library(lib / "libdbench_ops.so", marker)
+    os.chown(lib / "libdbench_ops.so", NOBODY, NOBODY)
+    proc = run([*QUICK, "--variants", "raw,cpp", "--out", str(tmp_path / "out")],
+               env={native_build.BUILD_ENV: str(tmp_path / "build")})
+    refused(proc, "refusing the build folder (DBENCH_BUILD_DIR)'s lib/", "libdbench_ops.so", "owner uid 65534")
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
 def _extension_suffix() -> str:
     import sysconfig
 
