@@ -169,15 +169,14 @@ class Run:
         the first round. Not gated (no document)."""
         from dbench.bench.results import ResultWriteError, write_result
 
-        print(f"run.py: error: {exc}", file=sys.stderr)
         rounds = self.info["rounds_done"]
         try:
             write_result(self.json_path, {**doc, "status": "failed", "error": str(exc)})
-            self.console.print(f"[red]stopped after {rounds} round(s); what was measured is in "
-                               f"{shown(self.json_path)} (status failed)[/red]")
+            kept = f"what was measured is in {shown(self.json_path)} (status failed)"
         except ResultWriteError as again:
-            print(f"run.py: error: the final result could not be written either ({again.strerror}); "
-                  f"{shown(self.json_path)} is left as its last complete write", file=sys.stderr)
+            kept = (f"the final write failed too ({again.strerror}): {shown(self.json_path)} is left as its last "
+                    "complete write")
+        print(f"run.py: error: {exc}; stopped after {rounds} round(s); {kept}", file=sys.stderr)
         return Finished(EXIT_FAILED, None)
 
     # --- the passes ------------------------------------------------------------------------------
