@@ -21,7 +21,9 @@ status=0
 for f in "$G"/aa-nights/*.json.gz "$G"/inject-nights/*.json.gz; do
   for test in moderated per-row; do
     echo "== $(basename "$f" .json.gz), $test"
-    gated=$(python3 -m dbench.analysis.gate "$f" $([ "$test" = per-row ] && echo --per-row))
+    flags=()
+    [ "$test" = per-row ] && flags=(--per-row)
+    gated=$(python3 -m dbench.analysis.gate "$f" "${flags[@]}")
     # The verdicts are the data (exit 1 on the injected night is its FAIL); only bad input (2) is an error.
     [ $? -eq 2 ] && status=1
     grep -E '^(GPU time|CPU time|PASS|FAIL|NO DECISION)' <<< "$gated"

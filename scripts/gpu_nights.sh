@@ -10,7 +10,8 @@
 # be called and nothing else) or `injectpyNNN` (the Python kernel of `define_impl` busy-waits:
 # DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B
 # result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
-# and 0 otherwise, whatever the gate said (its verdicts are the data). A night takes about 8 minutes:
+# and 0 otherwise, whatever the gate said (its verdicts are the data). NIGHT_ARGS adds run.py options
+# to every night (another design to try, e.g. NIGHT_ARGS='--order grouped'). A night takes about 8 minutes:
 # where each command has a shorter limit, start it with scripts/detached.sh and wait for it there.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -31,9 +32,11 @@ for night in "${NIGHTS[@]}"; do
   esac
   name="$night-$n"
   work=$(mktemp -d)
-  echo "== $name: run.py --scenario boundary --ab env: $side_b --pairs 6 --rounds 90"
+  echo "== $name: run.py --scenario boundary --ab env: $side_b --pairs 6 --rounds 90 ${NIGHT_ARGS:-}"
   start=$SECONDS
-  if python3 run.py --scenario boundary --ab env: "$side_b" --pairs 6 --rounds 90 --out "$work" > "$OUT/$name.log" 2>&1; then
+  # shellcheck disable=SC2086  # NIGHT_ARGS is a list of options, split on purpose
+  if python3 run.py --scenario boundary --ab env: "$side_b" --pairs 6 --rounds 90 ${NIGHT_ARGS:-} --out "$work" \
+      > "$OUT/$name.log" 2>&1; then
     for f in "$work"/*.json; do  # the result, not its Google Benchmark companions
       case $f in *.gbench.json | *.gbench-gpu.json) ;; *) cp "$f" "$OUT/$name.json" ;; esac
     done
