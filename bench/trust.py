@@ -96,9 +96,12 @@ def _ancestor_problem(folder: Path, *, owned: bool) -> str | None:
     return None
 
 
-def code_path_problem(path: Path | str) -> str | None:
-    """Why code at `path` (a file or a folder whose files are loaded) could be another user's
-    (None: it cannot). The path must exist."""
+def _path_problem(path: Path | str, *, ours_only: bool, inside: str = "") -> str | None:
+    """The first way another user could change `path` (None: there is none): a link of theirs on the
+    way; `path` owned by someone but us (and root, unless `ours_only`) or writable by others; a
+    folder above it owned by another user, or writable by others and not sticky (the owner of a
+    folder above can always rename our entry, after a chmod if need be). `inside`: how the
+    message names writing (``"in "`` for a folder written into)."""
     path = Path(os.path.abspath(path))
     problem = _link_problem(path)
     if problem:
@@ -108,11 +111,17 @@ def code_path_problem(path: Path | str) -> str | None:
         st = os.stat(real)
     except OSError as exc:
         return f"cannot check {real}: {exc.strerror or exc}"
-    if not _trusted_owner(st.st_uid):
+    if st.st_uid != os.getuid() and (ours_only or not _trusted_owner(st.st_uid)):
         return f"{real} belongs to another user ({describe(st)})"
     if others_can_write(st):
-        return f"others can write {real} ({describe(st)})"
+        return f"others can write {inside}{real} ({describe(st)})"
     return _ancestor_problem(real.parent, owned=True)
+
+
+def code_path_problem(path: Path | str) -> str | None:
+    """Why code at `path` (a file or a folder whose files are loaded) could be another user's
+    (None: it cannot): it and the folders above must be ours or root's. The path must exist."""
+    return _path_problem(path, ours_only=False)
 
 
 def entry_folder_problem(folder: Path | str) -> str | None:
@@ -144,22 +153,9 @@ def trusted_code_path(path: Path | str, what: str, *, missing_ok: bool = False) 
 
 def output_folder_problem(folder: Path | str) -> str | None:
     """Why writing into the existing `folder` would let another user plant or swap what the run
-    writes (None: it would not)."""
-    folder = Path(os.path.abspath(folder))
-    problem = _link_problem(folder)
-    if problem:
-        return problem
-    real = Path(os.path.realpath(folder))
-    try:
-        st = os.stat(real)
-    except OSError as exc:
-        return f"cannot check {real}: {exc.strerror or exc}"
-    if st.st_uid != os.getuid():
-        return f"{real} belongs to another user ({describe(st)})"
-    if others_can_write(st):
-        return f"others can write in {real} ({describe(st)})"
-    # Owned too: the owner of a folder above can always rename our entry (after a chmod if need be).
-    return _ancestor_problem(real.parent, owned=True)
+    writes (None: it would not): it must be ours (not root's, when we are not root) and writable
+    by no one else, sticky or not."""
+    return _path_problem(folder, ours_only=True, inside="in ")
 
 
 def make_output_folder(folder: Path | str) -> Path:
