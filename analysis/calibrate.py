@@ -54,7 +54,7 @@ from dbench.analysis import gate as gatemod  # noqa: E402
 from dbench.analysis import gate_stats as gs  # noqa: E402
 from dbench.analysis.load import ResultFileError  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
 from dbench.bench.identity import identity_text  # noqa: E402
 
 if TYPE_CHECKING:
@@ -423,8 +423,8 @@ def check_options(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.calibrate", description=__doc__.splitlines()[0])
-    p.add_argument("runs", type=Path, nargs="+", help="A/A runs: files or folders (one run each)")
-    p.add_argument("--out", type=Path, required=True, help="the calibration file to write")
+    p.add_argument("runs", type=path_value, nargs="+", help="A/A runs: files or folders (one run each)")
+    p.add_argument("--out", type=path_value, required=True, help="the calibration file to write")
     p.add_argument("--alpha-nightly", type=float, default=0.01,
                    help="false alarms allowed per night, all rows together (Bonferroni: per row, this / rows)")
     p.add_argument("--alpha-row", type=float,
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="the slowdown whose cost in processes (pairs) each row reports (processes_for_target)")
     p.add_argument("--processes", type=float, help="processes (pairs) per side of a nightly (default: as in RUNS)")
     p.add_argument("--split-files", action="store_true", help="every file of a folder is its own run")
-    p.add_argument("--injected", type=Path, nargs="+", help="runs with a known injected slowdown, to evaluate")
+    p.add_argument("--injected", type=path_value, nargs="+", help="runs with a known injected slowdown, to evaluate")
     p.add_argument("--injected-row", default=DEFAULT_INJECTED_ROW,
                    help="regular expression matching the labels of the injected rows")
     p.add_argument("--injected-metric", choices=("cpu_us", "gpu_us"),

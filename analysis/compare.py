@@ -35,7 +35,7 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 from dbench.bench.escape import terminal  # noqa: E402
 from dbench.analysis.load import read_result, rows_frame  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,10 +143,10 @@ def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.compare", description=__doc__.splitlines()[0])
-    p.add_argument("a", type=Path)
-    p.add_argument("b", type=Path)
+    p.add_argument("a", type=path_value)
+    p.add_argument("b", type=path_value)
     p.add_argument("--max-spread", type=float, default=0.03)
-    p.add_argument("--csv", type=Path, help="write the per-row spreads here")
+    p.add_argument("--csv", type=path_value, help="write the per-row spreads here")
     p.add_argument("--value", choices=("median", "ratio_median"), default="median",
                    help="compare absolute medians (default) or ratios to the baseline")
     p.add_argument("--allow-different-env", action="store_true",

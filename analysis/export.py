@@ -25,7 +25,7 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 from dbench.analysis.load import ResultFileError, read_results  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
 from dbench.analysis.sinks import render  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402
+from dbench.bench.cli import Parser, path_value  # noqa: E402
 from dbench.analysis.sinks._trackers import benchmark_name, timed_rows  # noqa: E402,F401  (re-exported)
 from dbench.analysis.sinks.bencher import metrics as bencher  # noqa: E402,F401  (re-exported)
 from dbench.analysis.sinks.github_action_benchmark import entries as github_action_benchmark  # noqa: E402,F401
@@ -36,9 +36,9 @@ FORMATS = ("bencher", "github-action-benchmark")
 
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.export", description=__doc__.splitlines()[0])
-    p.add_argument("results", type=Path, nargs="+", help="result files or folders")
+    p.add_argument("results", type=path_value, nargs="+", help="result files or folders")
     p.add_argument("--format", choices=FORMATS, required=True)
-    p.add_argument("--out", type=Path, help="write here instead of stdout")
+    p.add_argument("--out", type=path_value, help="write here instead of stdout")
     args = p.parse_args(argv)
     try:
         if args.out:

@@ -31,7 +31,8 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 from dbench.analysis.load import read_results, rows_frame  # noqa: E402
 from dbench.bench.document import result_stem  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_dir, output_path  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.cli import Parser, name_list, path_value  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.ops.specs import MODES  # noqa: E402  (the boundary scenario's modes, which the history figures follow)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -747,22 +748,22 @@ def _note(text: str) -> None:
     print(f"figures: {text}", file=sys.stderr)
 
 
-def check_kinds(text: str) -> list[str]:
-    """--kinds: a non-empty comma-separated subset of KINDS (ValueError naming what is wrong)."""
-    kinds = [k.strip() for k in text.split(",") if k.strip()]
+def check_kinds(kinds: Sequence[str]) -> list[str]:
+    """--kinds (already a list without empty or repeated names: bench.cli.name_list): a subset of
+    KINDS (ValueError naming the unknown ones)."""
     unknown = sorted(set(kinds) - set(KINDS))
-    if not kinds or unknown:
-        raise ValueError(f"--kinds: {'unknown kinds ' + str(unknown) if unknown else 'no kind given'}; "
-                         f"valid: {','.join(KINDS)}")
-    return kinds
+    if unknown:
+        raise ValueError(f"--kinds: unknown kinds {unknown}; valid: {','.join(KINDS)}")
+    return list(kinds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.figures", description=__doc__.splitlines()[0])
-    p.add_argument("results", nargs="+", type=Path, help="result files or folders")
-    p.add_argument("--out", type=Path, required=True, help="folder for the PNGs")
-    p.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated subset of {','.join(KINDS)}")
-    p.add_argument("--history-mode", default="inference", help="the mode the history figures follow")
+    p.add_argument("results", nargs="+", type=path_value, help="result files or folders")
+    p.add_argument("--out", type=path_value, required=True, help="folder for the PNGs")
+    p.add_argument("--kinds", type=name_list, default=KINDS, help=f"comma-separated subset of {','.join(KINDS)}")
+    p.add_argument("--history-mode", default="inference", choices=MODES,
+                   help="the mode the history figures follow (of the boundary runs)")
     args = p.parse_args(argv)
     try:
         kinds = check_kinds(args.kinds)

@@ -72,7 +72,7 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 from dbench.analysis import gate_stats as gs  # noqa: E402
 from dbench.analysis.compare import environment as compare_environment  # noqa: E402
 from dbench.analysis.load import ResultFileError, check_result, read_json, read_result, result_files  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.cli import Parser, name_list, path_value  # noqa: E402  (usage errors in one line, like run.py's)
 from dbench.bench.identity import case_label, identity_text, row_identity  # noqa: E402
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_NO_DECISION = 0, 1, 2, 3
@@ -888,11 +888,13 @@ def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.gate", description=__doc__.splitlines()[0])
-    p.add_argument("new", type=Path, help="the new run: a result file or a folder of them")
-    p.add_argument("baseline", type=Path, nargs="*", help="baseline files or folders (pooled); none for an A/B file")
+    p.add_argument("new", type=path_value, help="the new run: a result file or a folder of them")
+    p.add_argument("baseline", type=path_value, nargs="*",
+                   help="baseline files or folders (pooled); none for an A/B file")
     p.add_argument("--format", choices=("md", "txt", "json"), default="txt",
                    help="a table as markdown or text, or the verdicts as JSON (outcome, classes, rows)")
-    p.add_argument("--calibration", type=Path, help="per-row noise and δ from python -m dbench.analysis.calibrate")
+    p.add_argument("--calibration", type=path_value,
+                   help="per-row noise and δ from python -m dbench.analysis.calibrate")
     p.add_argument("--delta", type=float, help="the band ±δ of rows the calibration does not cover (default 0.05)")
     p.add_argument("--alpha", type=float,
                    help="one-sided level of each CI bound (default: calibrated, else --alpha-night / rows judged)")
@@ -900,7 +902,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"false alarms a night may raise, shared by the rows judged (default {DEFAULT_ALPHA_NIGHT})")
     p.add_argument("--target", type=float, help="a class of rows gates when its median row flags this slowdown "
                    f"with {POWER:.0%}% power at tonight's design (default {DEFAULT_TARGET})")
-    p.add_argument("--require", action="append", default=[], metavar="CLASS[,CLASS]",
+    p.add_argument("--require", type=name_list, action="append", default=[], metavar="CLASS[,CLASS]",
                    help=f"classes that gate whatever they can detect: {', '.join(CLASSES)}")
     p.add_argument("--metric", choices=("auto", ABSOLUTE, RATIO), default="auto",
                    help="CPU rows: ratio to the in-run floor (auto, ratio) or absolute µs")
@@ -910,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-row", action="store_true",
                    help="A/B: judge each row on its own pairs only, not on its class's moderated t")
     args = p.parse_args(argv)
-    require = [c for item in args.require for c in item.split(",") if c]
+    require = [c for names in args.require for c in names]
     try:
         check_delta(args.delta)
         check_alpha(args.alpha)

@@ -38,7 +38,7 @@ from dbench.analysis import gate as gatemod  # noqa: E402
 from dbench.analysis import gate_stats as gs  # noqa: E402
 from dbench.analysis.load import ResultFileError, is_folder, read_results  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_file, output_path  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -246,10 +246,10 @@ def plot_target(path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.history", description=__doc__.splitlines()[0])
-    p.add_argument("folder", type=Path, help="a folder of nightly result files")
+    p.add_argument("folder", type=path_value, help="a folder of nightly result files")
     p.add_argument("--row", default="", help="only rows whose label contains this")
     p.add_argument("--format", choices=("md", "txt"), default="txt")
-    p.add_argument("--plot", type=Path, help="write a figure of the series (PNG)")
+    p.add_argument("--plot", type=path_value, help="write a figure of the series (PNG)")
     p.add_argument("--penalty", type=float, default=DEFAULT_PENALTY,
                    help="per change point, in units of σ²·ln(nights) (higher: fewer, larger steps)")
     args = p.parse_args(argv)

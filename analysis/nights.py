@@ -45,11 +45,19 @@ from dbench.analysis import gate as gatemod  # noqa: E402
 from dbench.analysis import gate_stats as gs  # noqa: E402
 from dbench.analysis.load import ResultFileError  # noqa: E402
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402
+from dbench.bench.cli import MAX_PROCESSES, MAX_SEED, Parser, name_list, path_value, seed_value, whole  # noqa: E402
 from dbench.bench.identity import row_identity  # noqa: E402
 
 # Per-process lists of an A/B row: side B's and side A's of each quantity the gate reads.
 SIDES = (("process_medians", "a_process_medians"), ("process_ratio_medians", "a_process_ratio_medians"))
+
+
+# Numbers the command line takes: a night draws 2 to all of the pool's pairs (at most --pairs' top in
+# run.py). A night costs 20-30 ms on 2 cores and, with --injected, ~0.2 MB kept for the summary: 10^4
+# nights are minutes and 2 GB, ten times the committed studies' 1000, and more nights of one pool add
+# little (its pairs are reused); a bigger number would run for hours or run out of memory.
+MAX_NIGHTS = 10_000
+pairs_value = whole(2, MAX_PROCESSES // 2)
 
 
 class NightsInputError(ValueError):
@@ -351,8 +359,8 @@ def figure(studies: Sequence[Mapping[str, Any]]) -> Any:
 def plot_main(argv: list[str]) -> int:
     """`nights plot STUDY.json... --out PNG`: the figure of studies written by --out."""
     p = Parser(prog="python -m dbench.analysis.nights plot", description=figure.__doc__.splitlines()[0])
-    p.add_argument("studies", type=Path, nargs="+")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("studies", type=path_value, nargs="+")
+    p.add_argument("--out", type=path_value, required=True)
     args = p.parse_args(argv)
     try:
         check_output_file(args.out, "--out")
@@ -379,8 +387,6 @@ def load_ab(paths: Sequence[Path]) -> list[tuple[str, dict[str, Any]]]:
 
 def _check(args: Any) -> None:
     """Every option checked before any night is drawn (NightsInputError / GateInputError: exit 2)."""
-    if args.nights < 1:
-        raise NightsInputError(f"--nights must be at least 1, not {args.nights}")
     if args.injected and not args.injected_row:
         raise NightsInputError("--injected needs --injected-row (which rows carry the slowdown)")
     try:
@@ -401,24 +407,26 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["plot"]:
         return plot_main(argv[1:])
     p = Parser(prog="python -m dbench.analysis.nights", description=__doc__.splitlines()[0])
-    p.add_argument("aa", type=Path, nargs="+", help="A/A A/B result files or folders")
-    p.add_argument("--pairs", type=int, default=6, help="pairs per night (the nightly's --pairs; default 6)")
-    p.add_argument("--nights", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--injected", type=Path, nargs="+", default=[], help="A/B files with a known slowdown on side B")
+    p.add_argument("aa", type=path_value, nargs="+", help="A/A A/B result files or folders")
+    p.add_argument("--pairs", type=pairs_value, default=6,
+                   help=f"pairs per night, 2 to {MAX_PROCESSES // 2} (the nightly's --pairs; default 6)")
+    p.add_argument("--nights", type=whole(1, MAX_NIGHTS), default=1000, help=f"1 to {MAX_NIGHTS} (default 1000)")
+    p.add_argument("--seed", type=seed_value, default=0, help=f"0 to {MAX_SEED} (default 0)")
+    p.add_argument("--injected", type=path_value, nargs="+", default=[],
+                   help="A/B files with a known slowdown on side B")
     p.add_argument("--injected-row", default="", help="regular expression of the injected rows' labels")
     p.add_argument("--injected-metric", choices=gatemod.JUDGED_METRICS, help="only this metric is injected")
-    p.add_argument("--injected-pairs", type=int, help="pairs per injected night (default --pairs)")
+    p.add_argument("--injected-pairs", type=pairs_value, help="pairs per injected night (default --pairs)")
     p.add_argument("--delta", type=float)
     p.add_argument("--alpha-night", type=float)
     p.add_argument("--alpha", type=float, help="a per-row α instead of the night's shared one (as the gate's)")
     p.add_argument("--target", type=float)
-    p.add_argument("--require", action="append", default=[], metavar="CLASS[,CLASS]")
-    p.add_argument("--calibration", type=Path)
+    p.add_argument("--require", type=name_list, action="append", default=[], metavar="CLASS[,CLASS]")
+    p.add_argument("--calibration", type=path_value)
     p.add_argument("--per-row", action="store_true", help="each row on its own pairs (the gate's --per-row)")
-    p.add_argument("--out", type=Path, help="write the summary as JSON here")
+    p.add_argument("--out", type=path_value, help="write the summary as JSON here")
     args = p.parse_args(argv)
-    args.require = [c for item in args.require for c in item.split(",") if c]
+    args.require = [c for names in args.require for c in names]
     try:
         _check(args)
         args.calibration_doc = gatemod.load_calibration(args.calibration) if args.calibration else None

@@ -25,7 +25,7 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 # Light imports only (pandas, rich and the table modules are imported where used): bad input is
 # refused before they load.
 from dbench.analysis.load import ResultFileError, read_results  # noqa: E402
-from dbench.bench.cli import Parser  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
 
 
 def _note(text: str) -> None:
@@ -55,7 +55,7 @@ def text(document: Mapping[str, Any], name: str = "") -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = Parser(prog="python -m dbench.analysis.report", description=__doc__.splitlines()[0])
-    p.add_argument("results", nargs="+", type=Path, help="result files or folders")
+    p.add_argument("results", nargs="+", type=path_value, help="result files or folders")
     from dbench.analysis.sinks import sinks
 
     p.add_argument("--format", choices=tuple(sinks()), default="md",

@@ -111,6 +111,17 @@ def name_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def path_value(text: str) -> Path:
+    """A path option's or argument's value (run.py's and every analysis command's): an empty one is
+    refused, not read as Path('') (the current folder), where it would read or write silently."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a non-empty path, got {text!r}")
+    return Path(text)
+
+
+path_value.__name__ = "path"  # argparse names the type in some messages
+
+
 def op_file(text: str) -> str:
     """--op FILE.py[:NAME]: the file exists, no other local user can change it, and NAME is a Python
     name (the file is imported later, with torch); returned with the file's resolved path, so child
@@ -257,9 +268,9 @@ def _process_options(p: Parser) -> None:
 
 def _output_options(p: Parser) -> None:
     """Where the result goes and what is done with it."""
-    p.add_argument("--baseline", type=Path, metavar="FILE|DIR",
+    p.add_argument("--baseline", type=path_value, metavar="FILE|DIR",
                    help="after the run, gate it against these result files (analysis.gate); exit with its code")
-    p.add_argument("--out", type=Path,
+    p.add_argument("--out", type=path_value,
                    help=f"output folder (default: ./{DEFAULT_OUT}/<machine>/ in the current folder)")
     p.add_argument("--plot", action="store_true",
                    help="also write the scenario's figures (PNG) beside its result file")
@@ -402,7 +413,7 @@ def absolute_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     (--processes, --ab, --shards) run elsewhere and must write and read the same places."""
     for action in parser._actions:
         value = getattr(args, action.dest, None)
-        if action.type is Path and isinstance(value, Path):
+        if action.type is path_value and isinstance(value, Path):
             setattr(args, action.dest, value.absolute())
 
 

@@ -39,16 +39,15 @@ def usage() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv:  # a usage error: on stderr, as every other
-        print(usage(), file=sys.stderr)
-        return 2
-    if argv[0] in ("-h", "--help"):
+    if argv[:1] in (["-h"], ["--help"]):
         print(usage())
         return 0
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        print(f"dbench: error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+    if not argv or argv[0] not in COMMANDS:  # a usage error: one line on stderr, as every other
+        given = f"unknown command {argv[0]!r}" if argv else "no command given"
+        print(f"dbench: error: {given}; one of {', '.join(COMMANDS)} (dbench --help says what each does)",
+              file=sys.stderr)
         return 2
+    name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
     if name == "list":
         rest = ["--list", *rest]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 39's probe campaign: every entry point tried as a hostile or careless local user would.
+"""The reliability probe campaign: every entry point tried as a hostile or careless local user would.
 
     python3 scripts/probe_campaign.py [--fast] [--class NAME ...] [--id TEXT] [--out REPORT.json] [--list] [--keep]
 
@@ -714,7 +714,7 @@ def _plant_code(where: Path, ctx: Ctx, *names: str) -> None:
 
 
 def _stage_probes() -> list[Probe]:
-    def through_link(ctx: Ctx) -> Path:  # issue 39 item 1: /tmp/<another user's link>/stage
+    def through_link(ctx: Ctx) -> Path:  # /tmp/<another user's link>/stage
         return link(ctx.tmp / "lnk", folder(ctx.tmp / "real", 0o755), NOBODY) / "stage"
 
     def is_link(ctx: Ctx) -> Path:
@@ -1176,7 +1176,7 @@ def cli_probes() -> list[Probe]:
 
 
 def _list_probes() -> list[Probe]:
-    """run.py --list makes nothing in the current folder (issue 39 item 14), even a read-only one."""
+    """run.py --list makes nothing in the current folder, even a read-only one."""
     quiet = (exit_in(0), no_traceback(), cwd_untouched())
     probes = [Probe(f"cli/{name}/list-makes-nothing", "cli", argv, quiet, slow=True, timeout=120)
               for name, argv in (("run.py", ("{run}", "--list")), ("dbench", ("{dbench}", "list")))]

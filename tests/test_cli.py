@@ -147,7 +147,7 @@ def test_every_command_prints_its_help(command: str, capsys: pytest.CaptureFixtu
 
 # ---------------------------------------------------------------------------
 # Every numeric option has a range, refused at parse time: a value accepted there is one the run can
-# use (issue 39: a seed every row FAILED on, a block size that overflowed, a warm-up that hung).
+# use (once: a seed every row FAILED on, a block size that overflowed, a warm-up that hung).
 
 def _parse(*argv: str) -> Any:
     from dbench.bench import cli
@@ -238,9 +238,11 @@ def test_list_creates_nothing(run_main: Any, tmp_path: Path, monkeypatch: pytest
 def test_dbench_without_a_command_is_a_usage_error_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     from dbench.main import main
 
-    assert main([]) == 2
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.startswith("usage: dbench COMMAND"), captured
+    for argv, what in (([], "no command given"), (["bogus"], "unknown command 'bogus'"), ([""], "unknown command ''")):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith(f"dbench: error: {what}; one of run, list"), captured
+        assert len(captured.err.splitlines()) == 1
     assert main(["--help"]) == 0 and capsys.readouterr().out.startswith("usage: dbench COMMAND")
 
 
@@ -267,7 +269,7 @@ def test_an_op_files_folder_is_redacted_in_results(tmp_path: Path, monkeypatch: 
 
 
 def test_a_missing_native_build_is_one_line_on_stderr(tmp_path: Path) -> None:
-    """DBENCH_BUILD_DIR naming no build (issue 39: its error went to stdout): a refusal, exit 2."""
+    """DBENCH_BUILD_DIR naming no build (once: its error went to stdout): a refusal, exit 2."""
     import os
 
     proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--device", "cpu",
@@ -279,3 +281,102 @@ def test_a_missing_native_build_is_one_line_on_stderr(tmp_path: Path) -> None:
     assert errors[0].startswith(f"run.py: error: {tmp_path}/no-build/lib/_dbench_raw.so not found: build the "
                                 "native libraries first"), proc.stderr
     assert "not found" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# The analysis commands check their options as run.py does (once: `nights --seed -1` a traceback,
+# `--nights 10^23` a hang, an empty --out the current folder, `gate --require ,` and `figures --kinds
+# cpu,cpu` accepted): the same converters (bench/cli.py), one line and exit 2 at parse time.
+
+GOLDEN = ROOT / "tests" / "golden"
+GATE_FILES = (str(GOLDEN / "gate-new.json"), str(GOLDEN / "gate-base.json"))
+A_RESULT = str(GOLDEN / "boundary-small-a.json")
+COMMAND_LINES = {  # a good command line of each, a bad value is added to (parsing stops before any file is read)
+    "gate": GATE_FILES, "nights": GATE_FILES, "report": (A_RESULT,), "export": (A_RESULT, "--format", "bencher"),
+    "figures": (A_RESULT, "--out", "figs"), "compare": GATE_FILES, "history": (str(GOLDEN),),
+    "calibrate": GATE_FILES + ("--out", "cal.json"),
+}
+SEED_RANGE = "a whole number from 0 to 4294967295"
+ANALYSIS_REFUSALS = [
+    ("nights", ("--seed", "-1"), f"argument --seed: expected {SEED_RANGE}, got '-1'"),
+    ("nights", ("--seed", "99999999999999999999999"), f"argument --seed: expected {SEED_RANGE}, got '9999"),
+    ("nights", ("--nights", "99999999999999999999999"), "argument --nights: expected a whole number from 1 to 10000"),
+    ("nights", ("--nights", "0"), "argument --nights: expected a whole number from 1 to 10000, got '0'"),
+    ("nights", ("--nights", "2.5"), "argument --nights: expected a whole number from 1 to 10000, got '2.5'"),
+    ("nights", ("--pairs", "1"), "argument --pairs: expected a whole number from 2 to 500, got '1'"),
+    ("nights", ("--pairs", "501"), "argument --pairs: expected a whole number from 2 to 500, got '501'"),
+    ("nights", ("--injected-pairs", "nan"), "argument --injected-pairs: expected a whole number from 2 to 500"),
+    ("nights", ("--require", ""), "argument --require: expected one or more comma-separated names, got an empty"),
+    ("nights", ("--require", "gpu,gpu"), "argument --require: 'gpu' given more than once"),
+    ("gate", ("--require", ""), "argument --require: expected one or more comma-separated names, got an empty"),
+    ("gate", ("--require", ","), "argument --require: expected one or more comma-separated names, got an empty"),
+    ("gate", ("--require", "gpu,"), "argument --require: empty name in 'gpu,'"),
+    ("figures", ("--kinds", "cpu,cpu"), "argument --kinds: 'cpu' given more than once"),
+    ("figures", ("--kinds", ","), "argument --kinds: expected one or more comma-separated names, got an empty"),
+    ("figures", ("--history-mode", "bogus"), "argument --history-mode: invalid choice: 'bogus' (choose from "
+                                             "'inference', 'no_grad'"),
+    ("figures", ("--history-mode", ""), "argument --history-mode: invalid choice: ''"),
+]
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """`dbench ARGV` in this process: exit 2 with one line on stderr (returned), nothing on stdout."""
+    from dbench.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert done.value.code == 2 and err.count("\n") == 1 and not out, (out, err)
+    return err
+
+
+@pytest.mark.parametrize(("command", "bad", "expected"), ANALYSIS_REFUSALS,
+                         ids=[f"{c} {' '.join(map(repr, bad))}" for c, bad, _ in ANALYSIS_REFUSALS])
+def test_an_analysis_option_out_of_its_range_is_one_line_at_parse_time(
+        command: str, bad: tuple[str, ...], expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = _refused([command, *COMMAND_LINES[command], *bad], capsys)
+    assert err.startswith(f"python -m dbench.analysis.{command}: error: {expected}"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+# Every path option and argument: (command, the line with '' in its place).
+EMPTY_PATHS = [
+    ("gate", ("", GATE_FILES[1])), ("gate", (GATE_FILES[0], "")), ("gate", (*GATE_FILES, "--calibration", "")),
+    ("nights", ("",)), ("nights", (*GATE_FILES, "--out", "")), ("nights", (*GATE_FILES, "--calibration", "")),
+    ("nights", (*GATE_FILES, "--injected", "")), ("nights", ("plot", GATE_FILES[0], "--out", "")),
+    ("nights", ("plot", "", "--out", "x.png")),
+    ("report", ("",)), ("export", ("", "--format", "bencher")),
+    ("export", (A_RESULT, "--format", "bencher", "--out", "")),
+    ("figures", (A_RESULT, "--out", "")), ("figures", ("", "--out", "figs")),
+    ("compare", ("", GATE_FILES[1])), ("compare", (*GATE_FILES, "--csv", "")),
+    ("history", ("",)), ("history", (str(GOLDEN), "--plot", "")),
+    ("calibrate", ("", "--out", "cal.json")), ("calibrate", (GATE_FILES[0], "--out", "")),
+    ("calibrate", (GATE_FILES[0], "--out", "cal.json", "--injected", "")),
+    ("run", ("--scenario", "boundary", "--out", "")), ("run", ("--scenario", "boundary", "--baseline", " ")),
+]
+
+
+def _empty_at(command: str, line: tuple[str, ...]) -> str:
+    """A test id: the command and the option (or argument's position) given ''."""
+    i = next(i for i, arg in enumerate(line) if not arg.strip())
+    command += " plot" if line[0] == "plot" else ""
+    return f"{command} {line[i - 1] if i and line[i - 1].startswith('--') else f'argument {i + 1}'}"
+
+
+@pytest.mark.parametrize(("command", "line"), EMPTY_PATHS, ids=[_empty_at(*case) for case in EMPTY_PATHS])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(
+        command: str, line: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    err = _refused([command, *line], capsys)
+    assert ": expected a non-empty path, got '" in err and err.startswith(("python -m dbench.analysis.", "run.py")), err
+    assert list(tmp_path.iterdir()) == []  # figures --out '' wrote its PNGs here
+
+
+def test_every_path_option_takes_the_shared_converter() -> None:
+    """A path option added later is refused empty too: none is parsed with a bare Path."""
+    sources = [ROOT / "bench" / "cli.py", *sorted((ROOT / "analysis").glob("*.py"))]
+    bare = [p.name for p in sources if "type=Path" in p.read_text()]
+    assert bare == []

@@ -55,7 +55,7 @@ def test_bad_input_exits_2(tmp_path: Path, args: list[str], capsys: pytest.Captu
 
 def test_out_on_a_full_disk_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """--out checked, then the write fails (issue 39: a traceback): one line, the file not left partial."""
+    """--out checked, then the write fails (once: a traceback): one line, the file not left partial."""
     import errno
     import os
 

@@ -1,4 +1,4 @@
-"""Issue 39's probe campaign in its fast form: a few probes of every class must all hold.
+"""The reliability probe campaign in its fast form: a few probes of every class must all hold.
 
 scripts/probe_campaign.py tries every entry point as a hostile or careless local user would (planted
 links, bad command lines, damaged files, injected text, unwritable outputs, interrupts, unfinished
@@ -21,7 +21,7 @@ CAMPAIGN = ROOT / "scripts" / "probe_campaign.py"
 
 issue_39_campaign = pytest.mark.skipif(
     os.environ.get("DBENCH_SKIP_CAMPAIGN") == "1",
-    reason="issue 39's probe campaign (scripts/probe_campaign.py --fast): the re-run that closes the issue; "
+    reason="the reliability probe campaign (scripts/probe_campaign.py --fast): a re-run of every class; "
            "DBENCH_SKIP_CAMPAIGN=1 leaves it out")
 
 
@@ -40,7 +40,7 @@ def test_the_fast_campaign_finds_no_failure(tmp_path: Path) -> None:
 
 
 def test_the_full_campaign_keeps_its_size_and_classes() -> None:
-    """The issue asks for at least 300 probes of its classes, generated, each with an id of its own."""
+    """The campaign keeps at least 300 probes of its classes, generated, each with an id of its own."""
     proc = subprocess.run([sys.executable, str(CAMPAIGN), "--list"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     ids = [line.split()[0] for line in proc.stdout.splitlines()[:-1]]

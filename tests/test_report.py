@@ -64,7 +64,7 @@ def test_cli_prints_markdown_and_refuses_a_missing_file(capsys: pytest.CaptureFi
 
 
 # ---------------------------------------------------------------------------
-# Standard output that cannot be written (issue 39: tracebacks): one line on stderr, exit 2.
+# Standard output that cannot be written (once: tracebacks): one line on stderr, exit 2.
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_SPACE = os.strerror(__import__("errno").ENOSPC)

@@ -21,6 +21,7 @@ from . import power
 from .staging import STAGE, StageError, private_folder, sibling_stage
 from ..native_build import build_dir
 from dbench.bench.atomic import file_output_problem, write_atomic
+from dbench.bench.cli import path_value
 from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
 
 EXIT_NO_DECISION = 3  # as the gate's: nothing was decided
@@ -83,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m dbench.bench.instructions", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="count instructions per call under callgrind and write them as JSON")
-    c.add_argument("--out", type=Path, help="write the counts here (default: stdout)")
+    c.add_argument("--out", type=path_value, help="write the counts here (default: stdout)")
     c.add_argument("--ops", type=_names, default=DEFAULT_OPS, help=f"default {','.join(DEFAULT_OPS)}")
     c.add_argument("--variants", type=_names, default=None, help="default: every variant")
     c.add_argument("--calls", type=_positive, default=DEFAULT_CALLS, help=f"timed calls per case (default {DEFAULT_CALLS})")
@@ -94,20 +95,20 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-mask-cpu", action="store_true", help="leave glibc's CPU feature selection alone")
     c.add_argument("--allocator", choices=("jemalloc", "glibc"), default="jemalloc",
                    help="malloc of the measured process (default jemalloc; glibc's moves counts with the heap layout)")
-    c.add_argument("--keep-dumps", type=Path, help="copy callgrind's dump files to this folder")
+    c.add_argument("--keep-dumps", type=path_value, help="copy callgrind's dump files to this folder")
     k = sub.add_parser("check", help="collect (or read --actual) and compare with the expected file")
-    k.add_argument("--expected", type=Path, default=EXPECTED_PATH, help="the committed expected counts")
-    k.add_argument("--actual", type=Path, help="a file from `collect` (default: collect now, with the expected file's config)")
-    k.add_argument("--out", type=Path, help="also write the collected counts here")
+    k.add_argument("--expected", type=path_value, default=EXPECTED_PATH, help="the committed expected counts")
+    k.add_argument("--actual", type=path_value, help="a file from `collect` (default: collect now, with the expected file's config)")
+    k.add_argument("--out", type=path_value, help="also write the collected counts here")
     k.add_argument("--update-expected", action="store_true", help="print the expected file for these counts (margins kept)")
     k.add_argument("--write", action="store_true", help="with --update-expected: write it to --expected instead")
     k.add_argument("--strict", action="store_true", help="a count that fell beyond its margin fails too")
     s = sub.add_parser("spread", help="A/A: per-row spread of several collections of the same code")
-    s.add_argument("files", type=Path, nargs="+")
+    s.add_argument("files", type=path_value, nargs="+")
     w = sub.add_parser("power", help="false alarms under other heap layouts, detections of injected costs "
                                      "(one collection per trial, about 6 minutes each)")
-    w.add_argument("--expected", type=Path, default=EXPECTED_PATH)
-    w.add_argument("--out", type=Path, required=True, help="the study's JSON (rewritten after each collection)")
+    w.add_argument("--expected", type=path_value, default=EXPECTED_PATH)
+    w.add_argument("--out", type=path_value, required=True, help="the study's JSON (rewritten after each collection)")
     w.add_argument("--heap-pads", type=_pads, default=power.DEFAULT_PADS,
                    help=f"heap pads of the A/A collections (default {','.join(map(str, power.DEFAULT_PADS))})")
     w.add_argument("--effects", type=_fractions, default=power.DEFAULT_EFFECTS,
