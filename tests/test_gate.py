@@ -556,3 +556,28 @@ def test_json_has_no_infinity() -> None:
                    ab={"a": "", "b": "x", "pairs": 2, "order": "ABBA"})
     text = gate.render(gate.gate([doc], alpha=1e-6), "json")
     assert "Infinity" not in text and json.loads(text)["rows"][0]["ci_high"] is None
+
+
+def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: Path) -> None:
+    """A real A/B run on the CPU, side B's define_impl Python kernel busy-waiting 40 µs a call
+    (DBENCH_INJECT_PY_NS): the gate, with the CPU class required, calls its rows (define_impl and
+    its autograd.Function wrapper, which calls it) regressions and no other row."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "ab"
+    run = subprocess.run([sys.executable, str(root / "run.py"), "--scenario", "boundary", "--device", "cpu",
+                          "--ops", "muladd", "--variants", "raw,define_impl,custom_op,function_raw,function_define_impl",
+                          "--modes", "inference,fwd_bwd", "--no-cpp", "--quick", "--rounds", "12",
+                          "--ab", "env:", "env:DBENCH_INJECT_PY_NS=40000", "--pairs", "3", "--out", str(out)],
+                         capture_output=True, text=True, timeout=900, cwd=root)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (path,) = [p for p in out.glob("*.json") if not p.name.endswith(".gbench.json")]
+    result = gate.gate([doc for _, doc in gate.load_run(path)], require=["cpu-python"])
+    cpu = [r for r in result.rows if gate.row_class(r.metric, r.label) == "cpu-python"]
+    injected = {r.label for r in cpu if "/define_impl/" in r.label or "/function_define_impl/" in r.label}
+    regressions = {r.label for r in result.rows if r.verdict == gs.REGRESSION}
+    assert injected and regressions == injected, (regressions, injected)
+    assert not any(r.verdict == gs.IMPROVEMENT for r in result.rows)
+    assert result.exit_code == 1
