@@ -25,6 +25,7 @@ if __name__ == "__main__":  # the command, not the library: a supervisor ends th
     supervise()  # returns in the worker process that runs the command; the supervisor exits with its status
 
 from dbench.bench.cli import UsageError  # noqa: E402  (torch-free)
+from dbench.bench.harness import common  # noqa: E402
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome  # noqa: E402
 from dbench.bench.harness.interrupts import RESERVED, GracefulStop, interrupted  # noqa: E402
 from dbench.bench.passes import Pass  # noqa: E402  (torch-free)
@@ -129,7 +130,7 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
 
         return max(code, gate(json_path, args.baseline_files, console)), json_path  # a FAILED case is never gated away
     except UsageError as exc:
-        print(f"run.py: error: {exc} (see run.py --help)", file=sys.stderr)
+        print(f"{common.PROG}: error: {exc} (see {common.PROG} --help)", file=sys.stderr)
         return EXIT_USAGE, None
     except KeyboardInterrupt:  # before a way to run took over: nothing was measured
         return interrupted(args), RESERVED[-1] if RESERVED else None
@@ -140,7 +141,7 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
 
         if not isinstance(exc, ResultWriteError):  # a result file that could not be made: one line
             raise
-        print(f"run.py: error: {exc}", file=sys.stderr)
+        print(f"{common.PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE, None
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from dbench.bench.escape import rich
+from dbench.bench.harness import common
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, shown
 
 
@@ -54,7 +55,7 @@ def plot(doc: dict[str, Any], json_path: Path, console: Any) -> int:
         figures = scenario_figures(doc, json_path.parent, json_path.stem,
                                    on_skip=lambda note: console.print(f"figure {rich(note)}", highlight=False))
     except OutputPathError as exc:
-        print(f"run.py: error: {exc}", file=sys.stderr)
+        print(f"{common.PROG}: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     for figure in figures:
         console.print(f"figure: {rich(shown(figure))}")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from .atomic import folder_output_problem
 from .defaults import DEFAULTS, ORDERS
+from .harness import common  # the command's name (run.py, dbench run): its messages' prefix
 from .trust import UntrustedPathError, make_output_folder, trusted_code_path
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
@@ -175,7 +176,7 @@ def option_strings(scenario_names: Sequence[str]) -> list[str]:
 
 
 def build_parser(scenarios: Sequence[str]) -> Parser:
-    p = Parser(prog="run.py", description="PyTorch operator boundary benchmarks")
+    p = Parser(prog=common.PROG, description="PyTorch operator boundary benchmarks")
     p.add_argument("--scenario", metavar="NAME", help=f"one of: {', '.join(scenarios)}")
     p.add_argument("--list", action="store_true",
                    help="print the scenarios, ops (the suite's and those --op loads), variants and modes, then exit")

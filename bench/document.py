@@ -313,17 +313,35 @@ def is_folder(path: Path | str) -> bool:
 COMPANION_SUFFIXES = (".gbench.json", ".gbench-gpu.json")
 
 
-def result_files(path: Path | str) -> list[Path]:
-    """A file as itself; a folder as its *.json and *.json.gz files (not searched below it, without
-    the companion files of COMPANION_SUFFIXES), sorted."""
+# Folders a --processes or --shards run keeps beside its result (<stem>.processes/, <stem>.shards/:
+# bench/processes.py, bench/shard/process.py): their children's results are merged into the run's own.
+WORK_FOLDER_SUFFIXES = (".processes", ".shards")
+
+
+def result_files(path: Path | str, recursive: bool = False) -> list[Path]:
+    """A file as itself; a folder as its *.json and *.json.gz files (without the companion files of
+    COMPANION_SUFFIXES), sorted. Only the folder itself, unless `recursive`: then also every folder
+    below it (dbench-results/<machine>/...), except hidden ones, links (no loop) and the work
+    folders of WORK_FOLDER_SUFFIXES (counted once, in the merged result)."""
     path = Path(path)
     if is_folder(path):
-        files = sorted(p for pattern in RESULT_PATTERNS for p in path.glob(pattern)
-                       if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES))
+        files = sorted(_listed(path, recursive))
         if not files:
-            raise ResultFileError(f"{path}: holds no result files (*.json, *.json.gz)")
+            below = " in it or below it" if recursive else ""
+            raise ResultFileError(f"{path}: holds no result files (*.json, *.json.gz){below}")
         return files
     return [path]
+
+
+def _listed(folder: Path, recursive: bool) -> list[Path]:
+    files = [p for pattern in RESULT_PATTERNS for p in folder.glob(pattern)
+             if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES)]
+    if recursive:
+        for sub in sorted(folder.iterdir()):
+            if (not sub.name.startswith(".") and not sub.name.endswith(WORK_FOLDER_SUFFIXES)
+                    and not sub.is_symlink() and is_folder(sub)):
+                files += _listed(sub, True)
+    return files
 
 
 def read_results(paths: Sequence[Path | str], note: Any = None) -> list[tuple[Path, dict[str, Any]]]:

@@ -29,6 +29,7 @@ from typing import Any
 
 from .ab import Slot, abba, order_text
 from .cli import MAX_SEED
+from .harness import common
 from .merging import AbPlan, Pairing, merge
 from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
 from .shard.plan import shard_cores
@@ -159,7 +160,7 @@ def _stop_on_write_error(exc: OSError, json_path: Path, document: Callable[[bool
                          fallback: Callable[[str], dict[str, Any]], console: Any) -> int:
     """A checkpoint of the merged file failed: no child runs on (reaped already); one last try to
     write what the children measured, status failed; exit 1 (a write failed once the file was reserved)."""
-    print(f"run.py: error: {exc}", file=sys.stderr)
+    print(f"{common.PROG}: error: {exc}", file=sys.stderr)
     _, csv_path = write_merged(json_path, lambda: {**document(True), "status": "failed", "error": str(exc)},
                                fallback, console)
     if csv_path is not None:

@@ -87,11 +87,12 @@ def run_scenario(scenario: str = "boundary", ops: Sequence[Op | str] = (), *, de
 
 
 def load_results(paths: Iterable[str | Path]) -> "pd.DataFrame":
-    """Every result file given (or found in a folder given) as one DataFrame."""
+    """Every result file given (or found in a folder given, or in the folders below it:
+    `dbench-results` holds one folder per machine) as one DataFrame."""
     from dbench.analysis.load import load_results as frames
     from dbench.bench.document import result_files
 
-    return frames([f for p in paths for f in result_files(p)])
+    return frames([f for p in paths for f in result_files(p, recursive=True)])
 
 
 def frame(document: dict[str, Any]) -> "pd.DataFrame":

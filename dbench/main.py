@@ -48,10 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     name, rest = argv[0], argv[1:]
-    module = importlib.import_module(COMMANDS[name][0])
-    if name == "list":
-        rest = ["--list", *rest]
-    return int(module.main(rest) or 0)
+    if name not in ("run", "list"):
+        return int(importlib.import_module(COMMANDS[name][0]).main(rest) or 0)
+    from dbench.bench.harness import common  # torch-free
+
+    before, common.PROG = common.PROG, f"dbench {name}"  # run.py's messages name the command typed
+    try:
+        return int(importlib.import_module("dbench.run").main(["--list", *rest] if name == "list" else rest) or 0)
+    finally:
+        common.PROG = before  # an in-process caller's later run.py main says run.py again
 
 
 class StdoutError(OSError):
@@ -114,7 +119,9 @@ def exit_with(prog: str, command: Callable[[], int | None]) -> None:
 def entry() -> None:
     """The console script (and python3 -m dbench)."""
     if sys.argv[1:2] == ["run"]:  # as run.py: a supervisor process ends the result of a run that crashed
+        from dbench.bench.harness import common
         from dbench.bench.harness.supervisor import supervise
 
+        common.PROG = "dbench run"  # the supervisor's own messages (a crashed worker) name the command too
         supervise()
     exit_with("dbench", main)

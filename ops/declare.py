@@ -328,18 +328,41 @@ def _import(path: Path) -> ModuleType:
     return module
 
 
+def _named(text: str, path: Path, module: ModuleType, declared: dict[str, Op], name: str) -> dict[str, Any]:
+    """The declaration `:NAME` picks: the variable NAME, or the Op whose name= is NAME (users write
+    either); refused when they are two different declarations, or when nothing matches (listing the
+    file's ops, so the user can pick)."""
+    matches = {k: v for k, v in declared.items() if v.name == name}
+    if name in declared:
+        matches = {name: declared[name], **matches}
+    elif not matches and name in vars(module):
+        return {name: getattr(module, name)}  # not an Op: load says what it is
+    distinct: dict[int, str] = {}  # one Op under two variables (`a = b = Op(...)`) is one declaration
+    for k, v in matches.items():
+        distinct.setdefault(id(v), k)
+    if len(distinct) > 1:
+        which = " and ".join(f"variable {k} (Op {matches[k].name!r})" for k in distinct.values())
+        raise DeclarationError(f"--op {text!r}: {name!r} names two declarations in {path.name}, {which}: "
+                               "pick one by its other name, or rename one")
+    if not matches:
+        ops = ", ".join(f"{k} = Op {v.name!r}" for k, v in declared.items()) or "none"
+        raise DeclarationError(f"--op {text!r}: {path.name} defines no {name!r} (as a variable or an Op's "
+                               f"name=); the dbench Ops it defines: {ops}")
+    attr = next(iter(distinct.values()))
+    return {attr: matches[attr]}
+
+
 def load(text: str) -> list[OpContract]:
     """The ops named by one --op value, as contracts (not yet registered)."""
     path, name = split_spec(text)
     # Its folder, resolved and as given (the given text's last part, FILE.py:NAME, is dropped with it).
     USER_OP_FOLDERS.update({str(path.parent), str(Path(text).expanduser().absolute().parent)})
     module = _import(path)
+    declared = {k: v for k, v in vars(module).items() if isinstance(v, Op)}
     if name is not None:
-        if not hasattr(module, name):
-            raise DeclarationError(f"--op {text!r}: {path.name} defines no {name!r}")
-        found = {name: getattr(module, name)}
+        found = _named(text, path, module, declared, name)
     else:
-        found = {k: v for k, v in vars(module).items() if isinstance(v, Op)}
+        found = declared
         if not found:
             raise DeclarationError(f"--op {text!r}: {path.name} defines no dbench Op")
     contracts = []

@@ -194,6 +194,18 @@ def _deterministic_seed() -> None:
         torch.cuda.manual_seed_all(SEED)
 
 
+_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+
+
+@pytest.fixture(autouse=True)
+def _cores_restored() -> Iterator[None]:
+    """A test that runs run.py's main in this process may pin it (--pin-cores): the next test gets
+    the cores back, or a later one that starts shards sees too few."""
+    yield
+    if _CORES is not None and os.sched_getaffinity(0) != _CORES:
+        os.sched_setaffinity(0, _CORES)
+
+
 @pytest.fixture
 def dynamo_reset():
     """A clean dynamo state before and after a compile test."""

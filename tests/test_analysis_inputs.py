@@ -129,6 +129,31 @@ def test_a_failed_or_na_row_may_hold_any_number_and_a_stopped_run_reads(tmp_path
     assert load.read_result(write(tmp_path / "s.json", stopped))["status"] == "failed"
 
 
+def test_load_results_walks_a_folder_of_machine_folders(tmp_path: Path) -> None:
+    """dbench.load_results(["dbench-results"]): the runs of every machine's folder below it, without
+    companions, hidden files or folders, links, or a --processes/--shards run's children (merged)."""
+    import shutil
+
+    import dbench
+
+    golden = Path(__file__).resolve().parent / "golden"
+    top = tmp_path / "dbench-results"
+    for machine, name in (("host-a", "boundary-small-a.json"), ("host-b/old", "boundary-small-b.json")):
+        (top / machine).mkdir(parents=True)
+        shutil.copy(golden / name, top / machine / name)
+    (top / "host-a" / "boundary-small-a.gbench.json").write_text("{}")  # the C++ driver's: not a result
+    for skipped in ("host-a/boundary-small-a.processes/process-0", ".hidden"):  # merged already; hidden
+        (top / skipped).mkdir(parents=True)
+        shutil.copy(golden / "boundary-small-a.json", top / skipped / "child.json")
+    (top / "loop").symlink_to(top)
+    frame = dbench.load_results([top])
+    alone = [len(dbench.load_results([golden / n])) for n in ("boundary-small-a.json", "boundary-small-b.json")]
+    assert len(frame) == sum(alone)
+    (top / "empty" / "below").mkdir(parents=True)
+    with pytest.raises(load.ResultFileError, match="holds no result files .* in it or below it"):
+        dbench.load_results([top / "empty"])
+
+
 def test_non_regular_and_oversized_files_are_refused_before_reading(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(load.ResultFileError, match="is a folder"):

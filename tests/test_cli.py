@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -371,7 +371,7 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     err = _refused([command, *line], capsys)
-    assert ": expected a non-empty path, got '" in err and err.startswith(("python -m dbench.analysis.", "run.py")), err
+    assert ": expected a non-empty path, got '" in err and err.startswith(("python -m dbench.analysis.", "dbench run:")), err
     assert list(tmp_path.iterdir()) == []  # figures --out '' wrote its PNGs here
 
 
@@ -380,3 +380,48 @@ def test_every_path_option_takes_the_shared_converter() -> None:
     sources = [ROOT / "bench" / "cli.py", *sorted((ROOT / "analysis").glob("*.py"))]
     bare = [p.name for p in sources if "type=Path" in p.read_text()]
     assert bare == []
+
+
+def _status(command: Callable[[list[str]], int], argv: list[str]) -> Any:
+    try:
+        return command(argv)
+    except SystemExit as exc:  # argparse's errors leave through the parser
+        return exc.code
+
+
+@pytest.mark.parametrize(("argv", "prog"), [
+    (["run", "--scenario", "boundary", "--no-such-option"], "dbench run"),  # argparse's own
+    (["run", "--scenario", "no_such_scenario"], "dbench run"),  # the checks after parsing
+    (["run", "--scenario", "boundary", "--op", "OPS:absent"], "dbench run"),  # after loading --op (run.py's print)
+    (["list", "--op", "missing.py"], "dbench list"),
+])
+def test_dbench_run_and_list_name_the_command_typed(argv: list[str], prog: str, run_main: Any, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`dbench run` / `dbench list` messages say so, not run.py (which a pip user never typed); run.py's
+    own are unchanged afterwards, in the same process."""
+    from dbench.main import main
+
+    ops = tmp_path / "ops.py"
+    ops.write_text("x = 1\n")
+    argv = [a.replace("OPS", str(ops)) for a in argv]
+    assert _status(main, argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{prog}: error: ") and f"(see {prog} --help)" in err, err
+    assert "run.py" not in err
+    assert _status(run_main.main, argv[1:]) == 2
+    assert capsys.readouterr().err.startswith("run.py: error: ")
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert capsys.readouterr().out.startswith("usage: dbench run ")
+
+
+def test_the_supervisor_names_the_command_typed(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker of `dbench run` killed by a signal: the supervisor's line names `dbench run` (set before it forks)."""
+    import signal
+
+    from dbench.bench.harness import common, supervisor
+
+    monkeypatch.setattr(common, "PROG", "dbench run")
+    assert supervisor._killed(signal.SIGSEGV, []) == common.EXIT_FAILED
+    assert capsys.readouterr().err == "dbench run: error: the run was killed by signal SIGSEGV; no result written\n"

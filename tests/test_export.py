@@ -70,3 +70,18 @@ def test_out_on_a_full_disk_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: 
     assert export.main([str(path), "--format", "bencher", "--out", str(out)]) == 2
     assert capsys.readouterr().err == f"export: error: cannot write {out}: No space left on device\n"
     assert not out.exists()
+
+
+def test_a_user_ops_rows_are_named_by_its_source() -> None:
+    """Two different user ops of one name (two files, or an edited file) are two benchmarks, never one
+    series; a shipped op's name (no op_source) is as before."""
+    docs = []
+    for source in ("a.py:my_op@111111111111", "b.py:my_op@222222222222"):
+        row = make_row("my_op", "raw", absolute=[2.0, 2.1, 2.2])
+        docs.append(make_doc([{**row, "op_source": source}, make_row("noop", "raw", absolute=[1.0, 1.1])]))
+    names = list(export.bencher(docs))
+    assert names == ["boundary/my_op/raw/inference from a.py:my_op@111111111111 [cuda:0 float32 4x32]",
+                     "boundary/noop/raw/inference [cuda:0 float32 4x32]",
+                     "boundary/my_op/raw/inference from b.py:my_op@222222222222 [cuda:0 float32 4x32]"]
+    listed = [e["name"] for e in export.github_action_benchmark(docs)]
+    assert len(set(listed)) == 3 and listed[0].endswith("from a.py:my_op@111111111111 [cuda:0 float32 4x32] cpu_us")

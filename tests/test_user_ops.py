@@ -180,11 +180,39 @@ def test_declaration_errors_say_what_to_change(kw: dict[str, Any], said: str) ->
     assert said in str(info.value)
 
 
+def test_op_name_picks_by_variable_or_by_declared_name(tmp_path: Path, catalogue: None) -> None:
+    """`--op FILE:NAME` finds the variable NAME or the Op declared name=NAME (both identify the op's
+    rows by its variable); no match lists the file's ops; a NAME that is two declarations is refused."""
+    ops = _write(tmp_path, "named.py", """
+        from dbench import Op
+        rms = Op(name="my_rmsnorm", forward=lambda x: x.clone())
+        alias = rms
+        helper = 3
+    """)
+    by_variable, by_name = load(f"{ops}:rms"), load(f"{ops}:my_rmsnorm")
+    assert [(c.name, c.origin.split("@")[0]) for c in by_variable + by_name] == [("my_rmsnorm", "named.py:rms")] * 2
+    with pytest.raises(DeclarationError, match="named.py defines no 'absent' .*: rms = Op 'my_rmsnorm', "
+                                               "alias = Op 'my_rmsnorm'$"):
+        load(f"{ops}:absent")
+    with pytest.raises(DeclarationError, match="helper is a int, not a dbench Op"):
+        load(f"{ops}:helper")
+    both = _write(tmp_path, "both.py", """
+        from dbench import Op
+        norm = Op(name="other", forward=lambda x: x.clone())
+        rms = Op(name="norm", forward=lambda x: x.clone())
+    """)
+    with pytest.raises(DeclarationError, match="'norm' names two declarations in both.py, variable norm "
+                                               r"\(Op 'other'\) and variable rms \(Op 'norm'\)"):
+        load(f"{both}:norm")
+    assert [c.name for c in load(f"{both}:other") + load(f"{both}:rms")] == ["other", "norm"]
+
+
 @pytest.mark.parametrize("argv, said", [
     (["--op", "missing.py"], "is not a file"),
     (["--op", "notes.txt"], "expected FILE.py or FILE.py:NAME"),
     (["--op", "my_ops.py:not-a-name"], "is not a Python name"),
-    (["--op", "my_ops.py:absent"], "defines no 'absent'"),
+    (["--op", "my_ops.py:absent"], "defines no 'absent' (as a variable or an Op's name=); "
+                                    "the dbench Ops it defines: user_rmsnorm = Op 'user_rmsnorm'"),
     (["--op", "clash.py"], "op name 'noop' is taken by the suite's own ops"),
     (["--op", "my_ops.py", "--ops", "nope"], "unknown op 'nope'"),
     (["--op", "my_ops.py", "--scenario", "fusion"], "the fusion scenario takes only its own ops"),

@@ -14,12 +14,15 @@ def timed_rows(documents: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str
 
 
 def benchmark_name(doc: Mapping[str, Any], row: Mapping[str, Any]) -> str:
-    """One name per row of a run: scenario/op/variant/mode[axes] (driver) [device dtype shape]."""
+    """One name per row of a run: scenario/op/variant/mode[axes] (driver) [device dtype shape]; a user's
+    op adds its op_source (`from FILE.py:NAME@<digest>`), so two different ops of one name, or an edited
+    op, never share a tracker's series. A shipped op's name is unchanged."""
     from dbench.bench.escape import terminal  # a tracker shows the name: no control characters
 
     driver = row.get("driver") or "python"
     shape = "x".join(map(str, row.get("shape") or [])) or "-"
-    return terminal(f"{doc.get('scenario')}/{case_label(row)}" + ("" if driver == "python" else f" ({driver})")
+    source = f" from {row['op_source']}" if row.get("op_source") else ""
+    return terminal(f"{doc.get('scenario')}/{case_label(row)}{source}" + ("" if driver == "python" else f" ({driver})")
                     + f" [{row.get('device')} {row.get('dtype')} {shape}]")
 
 

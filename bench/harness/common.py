@@ -11,6 +11,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # table (~250 rows summarised) takes ~0.1 s, and a Ctrl-C or SIGTERM always writes the last round.
 CHECKPOINT_SECONDS = 5.0
 Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
+# The command as the user typed it, the prefix of its one-line messages ("run.py: error: ..."):
+# dbench/main.py sets "dbench run" / "dbench list" for the console script. Read it when a message is
+# made (common.PROG), never copied at import.
+PROG = "run.py"
 
 
 def shown(path: Path) -> Path:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import common
 from .common import EXIT_INTERRUPTED, shown
 from .supervisor import end_running, tell_reserved  # standard library only
 
@@ -80,7 +81,7 @@ def mark_interrupted(args: Any) -> Path | None:
         stem = f"{args.scenario}-{(args.device or 'unknown').replace(':', '')}-{now.strftime('%Y%m%dT%H%M%SZ')}"
         return create_unique(folder, stem, ".json", json.dumps(doc, indent=1) + "\n")
     except (OSError, ValueError) as exc:
-        print(f"run.py: error: the interrupted run's result could not be written: {exc}", file=sys.stderr)
+        print(f"{common.PROG}: error: the interrupted run's result could not be written: {exc}", file=sys.stderr)
     return None
 
 

@@ -176,7 +176,7 @@ class Run:
         except ResultWriteError as again:
             kept = (f"the final write failed too ({again.strerror}): {shown(self.json_path)} is left as its last "
                     "complete write")
-        print(f"run.py: error: {exc}; stopped after {rounds} round(s); {kept}", file=sys.stderr)
+        print(f"{common.PROG}: error: {exc}; stopped after {rounds} round(s); {kept}", file=sys.stderr)
         return Finished(EXIT_FAILED, None)
 
     # --- the passes ------------------------------------------------------------------------------
@@ -191,13 +191,13 @@ class Run:
                     f"building and checking case {next(built)}: {label}"))
                 self.cases = self.scenario.build(sel)
         except NativeBuildMissing as exc:
-            print(f"run.py: error: {exc}", file=sys.stderr)  # a refusal: one line on stderr, as every other
+            print(f"{common.PROG}: error: {exc}", file=sys.stderr)  # a refusal: one line on stderr, as every other
             raise _Refused(str(exc)) from None
         if not any(c.runnable or c.error for c in self.cases) and not self.args.shard_child:
             # The plan said something could run (check_selection); building found otherwise.
             why = f"nothing selected can be timed on {self.device}: " + \
                   ("; ".join(dict.fromkeys(str(c.na_reason) for c in self.cases)) or "no cases")
-            print(f"run.py: error: {why}", file=sys.stderr)
+            print(f"{common.PROG}: error: {why}", file=sys.stderr)
             raise _Refused(why)
         self.console.print(f"[bold]{self.scenario.name}[/bold]: {len(self.cases)} cases "
                            f"({sum(c.runnable for c in self.cases)} timed) on {self.device}, "

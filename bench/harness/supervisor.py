@@ -176,6 +176,7 @@ def end_running(path: Path, status: str, error: str) -> bool:
 
 def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
     """A worker killed by `sig`: its result files still `running` marked, one line on stderr."""
+    from . import common
     from .common import EXIT_FAILED, EXIT_INTERRUPTED, shown
 
     stopped = sig in INTERRUPTS
@@ -186,8 +187,8 @@ def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
             if end_running(path, status, error):
                 marked.append(path)
         except (OSError, ValueError) as exc:
-            print(f"run.py: error: {path} could not be marked {status}: {exc}", file=sys.stderr)
+            print(f"{common.PROG}: error: {path} could not be marked {status}: {exc}", file=sys.stderr)
     where = f"result: {', '.join(str(shown(p)) for p in marked)} (status {status})" if marked else "no result written"
     what = "interrupted" if stopped else f"error: the run was killed by signal {sig.name}"
-    print(f"run.py: {what}; {where}", file=sys.stderr)
+    print(f"{common.PROG}: {what}; {where}", file=sys.stderr)
     return EXIT_INTERRUPTED if stopped else EXIT_FAILED

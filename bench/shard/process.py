@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ..document import COMPANION_SUFFIXES
+from ..harness import common
 from ..harness.supervisor import die_with_parent  # no child outlives the run (also the command's own worker)
 from ..passes import Pass
 from ..trust import open_new_file
@@ -401,7 +402,7 @@ def write_merged(json_path: Path, merged: Callable[[], dict[str, Any]], fallback
         try:
             return doc, write_result(json_path, doc)
         except ResultWriteError as exc:
-            print(f"run.py: error: {exc}; that file keeps its previous contents", file=sys.stderr)
+            print(f"{common.PROG}: error: {exc}; that file keeps its previous contents", file=sys.stderr)
             console.print("[red]the merged result was not written[/red] (each child's own result is in its folder)")
             return doc, None
 
