@@ -1,5 +1,5 @@
 // One timed block at a time on the CUPTI collector, read back as per-call GPU
-// figures: the GPU pass of the C++ driver (bench/cpp/driver.cpp,
+// figures: the GPU pass of the C++ driver (bench/cpp/timing.h,
 // --dbench_gpu_timer=cupti). Torch-free; tested against the fake libcupti
 // (test_blocks.cpp).
 //

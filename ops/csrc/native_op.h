@@ -5,7 +5,7 @@
 //                       C++ Autograd-key kernel its Gradient says), dbench::<op>_backward
 //   stable_library.cpp  STABLE_TORCH_LIBRARY dbench_stable::<op>
 //   raw_module.cpp      the pybind11 launchers _dbench_raw.<op>, <op>_backward
-//   bench/cpp/driver.cpp  the C++ driver's benchmarks, for the ops with kBoundary
+//   bench/cpp/boundary.cpp  the C++ driver's benchmarks, for the ops with kBoundary
 // A declaration is torch-free (the stable-ABI library includes it too):
 //
 //   struct myop {
