@@ -50,12 +50,12 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 
 # Light imports only (numpy and scipy are imported where used): options, paths and files are
 # checked before they load.
-from dbench.analysis import gate as gatemod  # noqa: E402
-from dbench.analysis import gate_stats as gs  # noqa: E402
-from dbench.analysis.load import ResultFileError  # noqa: E402
-from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
-from dbench.bench.identity import identity_text  # noqa: E402
+from dbench.analysis import gate as gatemod
+from dbench.analysis import gate_stats as gs
+from dbench.analysis.load import ResultFileError
+from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
+from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
+from dbench.bench.identity import identity_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -165,9 +165,9 @@ def calibrate(runs: Sequence[Run], *, alpha_nightly: float = 0.01, power: float 
 
     paired = check_runs(runs)
     groups, names = row_groups(runs, paired)
-    noise = {key: {q: (pair_noise if paired else within_between)(g) for q, g in by_q.items()}
-             for key, by_q in groups.items()}
-    noise = {k: {q: v for q, v in by_q.items() if v is not None} for k, by_q in noise.items()}
+    estimated = {key: {q: (pair_noise if paired else within_between)(g) for q, g in by_q.items()}
+                 for key, by_q in groups.items()}
+    noise = {k: {q: v for q, v in by_q.items() if v is not None} for k, by_q in estimated.items()}
     noise = {k: v for k, v in noise.items() if v}
     if not noise:
         raise gatemod.GateInputError("no row has enough processes or runs to estimate its noise "
@@ -209,13 +209,15 @@ def summary_lines(doc: Mapping[str, Any]) -> list[str]:
     def class_of(r: Mapping[str, Any]) -> str:
         return row_class(str(r.get("metric") or ""), str(r.get("label") or ""))
 
+    def text(x: float) -> str:
+        return "never" if math.isinf(x) else f"{x:g}"
+
     for name in sorted({class_of(r) for r in doc["rows"].values()}):
         rows = [r for r in doc["rows"].values() if class_of(r) == name]
         deltas = sorted(r["delta"] for r in rows)
         det = sorted(r[f"detectable_{SUFFIX[gatemod.ABSOLUTE if r['stable_absolute'] else gatemod.RATIO]}"]
                      or math.inf for r in rows)
         need = sorted(r.get("processes_for_target") or math.inf for r in rows)
-        text = (lambda x: "never" if math.isinf(x) else f"{x:g}")
         out.append(f"  {name}: {len(rows)} rows; δ median {statistics.median(deltas):.1%}, max {deltas[-1]:.1%}; "
                    f"flagged at 95 %: median {statistics.median(det):.1%}; {unit} to flag +{target:.0%}: "
                    f"median {text(statistics.median(need))}, 90th percentile {text(need[int(0.9 * (len(need) - 1))])}")
@@ -282,8 +284,9 @@ def row_entry(row: Mapping[str, Any], by_q: Mapping[str, Noise], n: float, alpha
     stable = (row.get("metric") != "cpu_us" or gatemod.RATIO not in effective
               or effective.get(gatemod.ABSOLUTE, math.inf) <= effective[gatemod.RATIO])
     q = gatemod.ABSOLUTE if stable else gatemod.RATIO
+    needed = processes_for(target, by_q[q], alpha, power, floor, paired) if q in by_q else None
     entry.update(stable_absolute=bool(stable), mde=entry[f"mde_{SUFFIX[q]}"], delta=entry[f"delta_{SUFFIX[q]}"],
-                 processes_for_target=processes_for(target, by_q[q], alpha, power, floor, paired) if q in by_q else None)
+                 processes_for_target=needed)
     return entry
 
 
@@ -370,8 +373,8 @@ def evaluate(aa_runs: Sequence[Run], injected_runs: Sequence[Run], calibration: 
     hits = [v for r in inj for v in _judged(r) if pattern.search(v.label)
             and (injected_metric is None or v.metric.startswith(injected_metric))]
     observed = _geomean_ratio(hits)
-    promised = [claimed_power(calibration, v.row_id, observed) for v in hits] if observed else []
-    promised = [p for p in promised if p is not None]
+    claimed = [claimed_power(calibration, v.row_id, observed) for v in hits] if observed else []
+    promised = [p for p in claimed if p is not None]
     classes: dict[str, tuple[int, int, float | None]] = {}
     for name in sorted({row_class(v.metric, v.label) for v in hits}):
         group = [v for v in hits if row_class(v.metric, v.label) == name]

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbench.bench.escape import terminal  # noqa: E402
-from dbench.analysis.load import read_result, rows_frame  # noqa: E402
-from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.bench.escape import terminal
+from dbench.analysis.load import read_result, rows_frame
+from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
+from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -127,12 +127,14 @@ def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
     print()
     print(order[["op", "mode", "metric", "driver", "same_order"]].to_string(index=False))
     for _, row in order[~order["same_order"]].iterrows():
-        print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {'':{len(row['op']) + len(row['mode']) + 1}}  B {row['order_b']}")
+        indent = " " * (len(row["op"]) + len(row["mode"]) + 1)
+        print(f"  {row['op']}/{row['mode']}: A {row['order_a']}\n  {indent}  B {row['order_b']}")
     for (driver, metric), g in merged.groupby(["driver", "metric"]):
         print(f"  {terminal(driver)} {terminal(metric)}: rows {len(g)}, median spread {g['spread'].median():.2%}, "
               f"max {g['spread'].max():.2%}, over limit {(g['spread'] > max_spread).sum()}")
     print(f"\nrows {len(merged)}, median spread {merged['spread'].median():.2%}, max spread "
-          f"{merged['spread'].max():.2%} (limit {max_spread:.0%}), rows over limit {(merged['spread'] > max_spread).sum()}")
+          f"{merged['spread'].max():.2%} (limit {max_spread:.0%}), "
+          f"rows over limit {(merged['spread'] > max_spread).sum()}")
     if not problems.empty:
         print(f"\n{len(problems)} row(s) not compared (these fail the comparison):")
         for _, r in problems.iterrows():
@@ -168,12 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     for d in differences:
         print(f"warning: different environments, {terminal(d)}")
-    probes = [(doc.get("speed_probe") or {}).get("median") for doc in docs]
-    if all(x is not None for x in probes):
-        print(f"speed probe: A {probes[0]:.3f} µs, B {probes[1]:.3f} µs (B/A {probes[1] / probes[0]:.3f})")
-    frames = [rows_frame(docs[0], str(args.a)), rows_frame(docs[1], str(args.b))]
-    problems = unmatched(*frames, args.value)
-    merged = spreads(*frames, args.value)
+    probe_a, probe_b = ((doc.get("speed_probe") or {}).get("median") for doc in docs)
+    if probe_a is not None and probe_b is not None:
+        print(f"speed probe: A {probe_a:.3f} µs, B {probe_b:.3f} µs (B/A {probe_b / probe_a:.3f})")
+    rows_a, rows_b = rows_frame(docs[0], str(args.a)), rows_frame(docs[1], str(args.b))
+    problems = unmatched(rows_a, rows_b, args.value)
+    merged = spreads(rows_a, rows_b, args.value)
     if merged.empty:
         print("no common rows")
         return EXIT_DIFFERENT

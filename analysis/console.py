@@ -24,7 +24,7 @@ def report(scenario: Any, doc: dict[str, Any], env: dict[str, Any], console: Any
 
     try:
         print_document({**doc, "env": env}, console)
-    except Exception as exc:  # noqa: BLE001  # only an interrupted run's partial rows get here
+    except Exception as exc:  # only an interrupted run's partial rows get here
         if doc["status"] != "interrupted":
             raise
         console.print(f"[yellow]no table for the rows timed before the interrupt[/yellow] "

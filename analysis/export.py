@@ -22,13 +22,13 @@ from pathlib import Path
 if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbench.analysis.load import ResultFileError, read_results  # noqa: E402
-from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.analysis.sinks import render  # noqa: E402
-from dbench.bench.cli import Parser, path_value  # noqa: E402
-from dbench.analysis.sinks._trackers import benchmark_name, timed_rows  # noqa: E402,F401  (re-exported)
-from dbench.analysis.sinks.bencher import metrics as bencher  # noqa: E402,F401  (re-exported)
-from dbench.analysis.sinks.github_action_benchmark import entries as github_action_benchmark  # noqa: E402,F401
+from dbench.analysis.load import ResultFileError, read_results
+from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
+from dbench.analysis.sinks import render
+from dbench.bench.cli import Parser, path_value
+from dbench.analysis.sinks._trackers import benchmark_name, timed_rows  # noqa: F401  (re-exported)
+from dbench.analysis.sinks.bencher import metrics as bencher  # noqa: F401  (re-exported)
+from dbench.analysis.sinks.github_action_benchmark import entries as github_action_benchmark  # noqa: F401
 
 # The trackers' formats of analysis/sinks/ (dbench report renders every format, to stdout).
 FORMATS = ("bencher", "github-action-benchmark")

@@ -1,6 +1,7 @@
 """Figures of result files (matplotlib, rendered headless with Agg).
 
-    python -m dbench.analysis.figures RESULTS... --out DIR [--kinds cpu,ratio,launch,compile,crossover,regions,roofline,args,history]
+    python -m dbench.analysis.figures RESULTS... --out DIR
+        [--kinds cpu,ratio,launch,compile,crossover,regions,roofline,args,history]
 
 Each function takes the pandas frame of `analysis.load` (any set of runs) and returns a Figure;
 `scenario_figures` writes the figures that suit one result (by its scenario) as PNGs, and the CLI
@@ -28,11 +29,11 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 
 # Light imports only: numpy, pandas, matplotlib and the table modules are imported in the functions
 # that draw, so the command checks its options, output folder and files before loading them.
-from dbench.analysis.load import read_results, rows_frame  # noqa: E402
-from dbench.bench.document import result_stem  # noqa: E402
-from dbench.analysis.outputs import OutputPathError, check_output_dir, output_path  # noqa: E402
-from dbench.bench.cli import Parser, name_list, path_value  # noqa: E402  (usage errors in one line, like run.py's)
-from dbench.ops.specs import MODES  # noqa: E402  (the boundary scenario's modes, which the history figures follow)
+from dbench.analysis.load import read_results, rows_frame
+from dbench.bench.document import result_stem
+from dbench.analysis.outputs import OutputPathError, check_output_dir, output_path
+from dbench.bench.cli import Parser, name_list, path_value  # usage errors in one line, like run.py's
+from dbench.ops.specs import MODES  # the boundary scenario's modes, which the history figures follow
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,8 +64,8 @@ def _caption(frame: pd.DataFrame) -> str:
 
     env = _env(frame)
     # A time that does not parse is left out of the caption, never a reason not to draw.
-    times = pd.to_datetime(pd.Series(frame["env_time"].dropna().unique()), errors="coerce", utc=True).dropna() \
-        if "env_time" in frame else []
+    stamps = frame["env_time"].dropna().unique() if "env_time" in frame else []
+    times = pd.to_datetime(pd.Series(stamps, dtype=object), errors="coerce", utc=True).dropna()
     when = "time unknown" if not len(times) else f"{times.min():%Y-%m-%d %H:%M}" + (
         f"–{times.max():%H:%M} UTC" if times.max() != times.min() else " UTC")
     sources = frame["source"].dropna().unique() if "source" in frame else []
@@ -87,7 +88,7 @@ def _ok(data: pd.DataFrame) -> pd.DataFrame:
 MODE_COLUMNS = 3
 
 
-def _panels(count: int, rows: int, width: float = 5.4, cols: int | None = None) -> tuple[Figure, list[Axes]]:
+def _panels(count: int, rows: float, width: float = 5.4, cols: int | None = None) -> tuple[Figure, list[Axes]]:
     from matplotlib.figure import Figure
 
     cols = min(cols or count, count)
@@ -313,7 +314,8 @@ def history_chart(frame: pd.DataFrame, op: str, mode: str = "inference", value: 
         ax.set_xlabel(f"run start (UTC), {rows['time'].min():%Y-%m-%d}", fontsize=9)
     for ax in axes[::cols]:
         ax.set_ylabel(unit, fontsize=9)
-    what = "CPU time per call ÷ the floor's" if value == "ratio_median" else f"{metric.replace('_us', '').upper()} µs per call"
+    what = ("CPU time per call ÷ the floor's" if value == "ratio_median"
+            else f"{metric.replace('_us', '').upper()} µs per call")
     _titled(fig, f"{op}/{mode}: {what} in {rows['source'].nunique()} runs, median and 95 % CI", frame)
     return fig
 

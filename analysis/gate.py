@@ -45,8 +45,8 @@ and the count of each verdict, and the exit status:
 * ``NO DECISION`` (exit 3): no row was compared, no row was decided (every row inconclusive,
   missing, new or n/a), every class is advisory, no row of a gating class was decided, a
   --require'd class decided nothing, a row timed in the baseline is missing tonight (n/a,
-  untimed or gone), or the new run did not finish (status running, interrupted or failed). Never a pass: a gate that judged nothing, or not what the baseline timed, has
-  not passed.
+  untimed or gone), or the new run did not finish (status running, interrupted or failed). Never
+  a pass: a gate that judged nothing, or not what the baseline timed, has not passed.
 * ``PASS`` (exit 0): none of the above; inconclusive and new rows are listed, and do not fail.
 * exit 2, bad input, one line on stderr: an unreadable, oversized, empty or non-result file or one
   with a non-finite or non-positive time (named, with the row), a calibration file with a value
@@ -69,11 +69,11 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 
 # Light imports only (numpy and scipy wait inside gate_stats, tabulate inside render): bad input
 # is refused before any of them is loaded.
-from dbench.analysis import gate_stats as gs  # noqa: E402
-from dbench.analysis.compare import environment as compare_environment  # noqa: E402
-from dbench.analysis.load import ResultFileError, check_result, read_json, read_result, result_files  # noqa: E402
-from dbench.bench.cli import Parser, name_list, path_value  # noqa: E402  (usage errors in one line, like run.py's)
-from dbench.bench.identity import case_label, identity_text, row_identity  # noqa: E402
+from dbench.analysis import gate_stats as gs
+from dbench.analysis.compare import environment as compare_environment
+from dbench.analysis.load import ResultFileError, check_result, read_json, read_result, result_files
+from dbench.bench.cli import Parser, name_list, path_value  # usage errors in one line, like run.py's
+from dbench.bench.identity import case_label, identity_text, row_identity
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_NO_DECISION = 0, 1, 2, 3
 PASS, FAIL, NO_DECISION = "PASS", "FAIL", "NO DECISION"
@@ -471,7 +471,9 @@ class GateResult:
 def level_text(alpha: float) -> str:
     """The two-sided level 1 - 2α, with the digits it needs: 90%, 99.98% (never a rounded 100%)."""
     level = 100 * (1 - 2 * alpha)
-    return f"{level:.0f}%" if abs(level - round(level)) < 1e-9 else f"{level:.{max(1, 1 - math.floor(math.log10(100 - level)))}f}%"
+    if abs(level - round(level)) < 1e-9:
+        return f"{level:.0f}%"
+    return f"{level:.{max(1, 1 - math.floor(math.log10(100 - level)))}f}%"
 
 
 def geomean(values: Sequence[float | None]) -> float | None:
@@ -589,7 +591,7 @@ def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metr
     q = judged_quantity(new, other, metric_mode, cal)
     d = row_delta(metric, q, cal, delta)
     base_values = other.values[q] if other is not None else [a for _, a in new.pairs[q]]
-    common = dict(label=label, row_id=row_id, metric=metric_name(metric, q), delta=d,
+    common: dict[str, Any] = dict(label=label, row_id=row_id, metric=metric_name(metric, q), delta=d,
                   baseline=geomean(base_values), new=geomean(new.values[q]),
                   n_baseline=int(gs.log_values(base_values).size), n_new=int(gs.log_values(new.values[q]).size))
     effect = effect_of(new, other, q, cal)
@@ -614,7 +616,8 @@ def _clocks(docs: Sequence[Mapping[str, Any]]) -> str:
     found = []
     for doc in docs:
         env = doc.get("env") or {}
-        processes = env.get("processes") if isinstance(env.get("processes"), list) else []
+        listed = env.get("processes")
+        processes = listed if isinstance(listed, list) else []
         found += [env.get("sm_clock_mhz")] + [p.get("sm_clock_mhz") for p in processes if isinstance(p, Mapping)]
     clocks = sorted({str(c) for c in found if c is not None})
     return "/".join(clocks) + " MHz" if clocks else "not recorded"
@@ -804,8 +807,9 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
                           delta_origin(delta, calibration))
     classes = class_states(verdicts, DEFAULT_TARGET if target is None else target, require, by_class)
     header += [c.line() for c in classes.values()]
-    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings, classes,
-                      [f"{s} is {d.get('status')!r}" for s, d in zip(new_sources, new_docs) if d.get("status") not in (None, "complete")])
+    unfinished = [f"{s} is {d.get('status')!r}" for s, d in zip(new_sources, new_docs)
+                  if d.get("status") not in (None, "complete")]
+    return GateResult(verdicts, design, alpha, new_sources, baseline_sources, header, warnings, classes, unfinished)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def _side(x: np.ndarray, sigma: float | None, sigma_df: float) -> tuple[float, f
     return None
 
 
-def independent_effect(new: Sequence[float], base: Sequence[float], *, sigma: float | None = None,
+def independent_effect(new: Sequence[float | None], base: Sequence[float | None], *, sigma: float | None = None,
                        sigma_df: float = math.inf, run_var: float = 0.0, run_df: float = math.inf) -> Effect | None:
     """Welch's t on log values (new and base are raw positive values, one per process).
 

@@ -34,11 +34,11 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy, tabulate, ruptures and matplotlib are imported where used).
-from dbench.analysis import gate as gatemod  # noqa: E402
-from dbench.analysis import gate_stats as gs  # noqa: E402
-from dbench.analysis.load import ResultFileError, is_folder, read_results  # noqa: E402
-from dbench.analysis.outputs import OutputPathError, check_output_file, output_path  # noqa: E402
-from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.analysis import gate as gatemod
+from dbench.analysis import gate_stats as gs
+from dbench.analysis.load import ResultFileError, is_folder, read_results
+from dbench.analysis.outputs import OutputPathError, check_output_file, output_path
+from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,8 +134,8 @@ def row_series(docs: Sequence[Mapping[str, Any]], row_filter: str = "") -> list[
         q = gatemod.RATIO if ratio else gatemod.ABSOLUTE
         nights, values = [], []
         for i, rows in enumerate(per_night):
-            row = rows.get(key)
-            value = gatemod.geomean(row.values[q]) if row is not None and row.status == "ok" else None
+            night = rows.get(key)
+            value = gatemod.geomean(night.values[q]) if night is not None and night.status == "ok" else None
             if value is not None:
                 nights.append(i)
                 values.append(value)

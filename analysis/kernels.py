@@ -235,7 +235,8 @@ def launch_grid(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         return out
     for op, g in found.groupby("op", sort=False):
         grid = pd.DataFrame({
-            "crossover (elements)": [size_text(v, "") if not pd.isna(v) else "not reached" for v in g["crossover_elements"]],
+            "crossover (elements)": [size_text(v, "") if not pd.isna(v) else "not reached"
+                                     for v in g["crossover_elements"]],
             "CPU µs/call there": [f"{v:.2f}" if not pd.isna(v) else "" for v in g["cpu_us_at"]],
             ("GPU/CPU there" if g["criterion"].iloc[0].startswith("GPU") else "÷ raw there"):
                 [f"{v:.2f}" if not pd.isna(v) else "" for v in g["share_at"]],
@@ -392,8 +393,8 @@ def fusion_grids(frame: pd.DataFrame, roofs: dict[str, Any] | None = None) -> li
                 cells[v].append(_fusion_cell(line.loc[v]) if v in line.index else "-")
         first = g.drop_duplicates("k").set_index("k")
         grid = pd.DataFrame({**{f"{v} {unit} µs": cells[v] for v in variants},
-                             "unfused / fused": [f"{first.loc[k, 'speedup']:.2f}" if not pd.isna(first.loc[k, "speedup"])
-                                                 else "" for k in ks],
+                             "unfused / fused": [f"{first.loc[k, 'speedup']:.2f}"
+                                                 if not pd.isna(first.loc[k, "speedup"]) else "" for k in ks],
                              "modelled (k)": [f"{k}" for k in ks]},
                             index=pd.Index(ks, name="k"))
         out.append((f"fusion at {size_text(float(size), 'B')}: time per call, GB/s and % of the copy roof", grid))
@@ -414,7 +415,8 @@ def _fusion_cell(r: pd.Series) -> str:
         return "FAILED"
     if r["above_roof"]:
         return f"{r['median']:.2f} ABOVE ROOF"
-    pct = " in cache" if r["bound"] == "cache" else "" if pd.isna(r["pct_of_copy_roof"]) else f" {r['pct_of_copy_roof']:.0%}"
+    pct = (" in cache" if r["bound"] == "cache" else "" if pd.isna(r["pct_of_copy_roof"])
+           else f" {r['pct_of_copy_roof']:.0%}")
     rate = "" if pd.isna(r["gbps"]) else f" {r['gbps']:.0f} GB/s"
     return f"{r['median']:.2f}{rate}{pct}"
 
@@ -425,7 +427,8 @@ def print_fusion(doc: dict[str, Any], console: Console | None = None) -> None:
     roofs = doc.get("roofs")
     console.print(f"copy roof {copy_roof(roofs):.0f} GB/s (best of memcpy and the copy kernel, this run)")
     _print_grids(console, fusion_grids(frame, roofs), doc)
-    for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "n/a")].drop_duplicates("variant").iterrows():
+    absent = frame[(frame["scenario"] == "fusion") & (frame["status"] == "n/a")]
+    for _, r in absent.drop_duplicates("variant").iterrows():
         console.print(f"  [dim]{rich(r['variant'])}: {rich(r['reason'])}[/dim]", soft_wrap=True)
     for _, r in frame[(frame["scenario"] == "fusion") & (frame["status"] == "failed")].iterrows():
         console.print(f"  [red]FAILED {rich(r['variant'])} k={rich(r['k'])} size={rich(r['size'])}[/red]: "
@@ -481,7 +484,8 @@ def break_even(frame: pd.DataFrame) -> pd.DataFrame:
         breaks = timed["graph_breaks"].dropna()  # none for cudagraph: it compiles nothing
         reasons = timed["graph_break_reason"].dropna()
         out.append({**rec, "status": "ok", **_pays_back(timed, eager, rec["n_max"]),
-                    "graph_breaks": ", ".join(f"{b:.0f}" for b in breaks) if breaks.any() else "0" if len(breaks) else "",
+                    "graph_breaks": (", ".join(f"{b:.0f}" for b in breaks) if breaks.any()
+                                     else "0" if len(breaks) else ""),
                     "graph_break_reason": reasons.iloc[0] if len(reasons) else None})
     return pd.DataFrame(out)
 

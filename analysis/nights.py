@@ -41,12 +41,12 @@ from typing import Any, Mapping, Sequence
 if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbench.analysis import gate as gatemod  # noqa: E402
-from dbench.analysis import gate_stats as gs  # noqa: E402
-from dbench.analysis.load import ResultFileError  # noqa: E402
-from dbench.analysis.outputs import OutputPathError, check_output_file, write_output  # noqa: E402
-from dbench.bench.cli import MAX_PROCESSES, MAX_SEED, Parser, name_list, path_value, seed_value, whole  # noqa: E402
-from dbench.bench.identity import row_identity  # noqa: E402
+from dbench.analysis import gate as gatemod
+from dbench.analysis import gate_stats as gs
+from dbench.analysis.load import ResultFileError
+from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
+from dbench.bench.cli import MAX_PROCESSES, MAX_SEED, Parser, name_list, path_value, seed_value, whole
+from dbench.bench.identity import row_identity
 
 # Per-process lists of an A/B row: side B's and side A's of each quantity the gate reads.
 SIDES = (("process_medians", "a_process_medians"), ("process_ratio_medians", "a_process_ratio_medians"))
@@ -170,8 +170,8 @@ class Tally:
 
 
 def settings_of(args: Any) -> dict[str, Any]:
-    return dict(delta=args.delta, alpha=args.alpha, alpha_night=args.alpha_night, target=args.target, require=args.require,
-                pool=not args.per_row, calibration=args.calibration_doc)
+    return dict(delta=args.delta, alpha=args.alpha, alpha_night=args.alpha_night, target=args.target,
+                require=args.require, pool=not args.per_row, calibration=args.calibration_doc)
 
 
 def run_nights(p: Pool, pairs: int, nights: int, seed: int, swap: bool, settings: Mapping[str, Any],
@@ -276,8 +276,11 @@ def lines(doc: Mapping[str, Any]) -> list[str]:
             out.append(f"  {c['name']}: CI excluding 1 on {c['row_excludes_one']} of {c['row_trials']} row verdicts "
                        f"({c['row_excludes_one_rate']:.2g}); tests " + ", ".join(
                            f"{t} on {v} night(s)" for t, v in c.get("tests", {}).items()))
+
+    def show(x: float | None) -> str:
+        return "∞" if x is None else f"{x:.1f}"
+
     for pool, d in (s.get("d0") or {}).items():
-        show = (lambda x: "∞" if x is None else f"{x:.1f}")
         out.append(f"  prior d0 of {pool}: median {show(d['median'])}, range {show(d['min'])}–{show(d['max'])}, "
                    f"∞ on {d['infinite_nights']} night(s)")
     inj = doc.get("injected")
@@ -358,7 +361,7 @@ def figure(studies: Sequence[Mapping[str, Any]]) -> Any:
 
 def plot_main(argv: list[str]) -> int:
     """`nights plot STUDY.json... --out PNG`: the figure of studies written by --out."""
-    p = Parser(prog="python -m dbench.analysis.nights plot", description=figure.__doc__.splitlines()[0])
+    p = Parser(prog="python -m dbench.analysis.nights plot", description=(figure.__doc__ or "").split("\n")[0])
     p.add_argument("studies", type=path_value, nargs="+")
     p.add_argument("--out", type=path_value, required=True)
     args = p.parse_args(argv)

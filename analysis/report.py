@@ -24,8 +24,8 @@ if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file()
 
 # Light imports only (pandas, rich and the table modules are imported where used): bad input is
 # refused before they load.
-from dbench.analysis.load import ResultFileError, read_results  # noqa: E402
-from dbench.bench.cli import Parser, path_value  # noqa: E402  (usage errors in one line, like run.py's)
+from dbench.analysis.load import ResultFileError, read_results
+from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
 
 
 def _note(text: str) -> None:

@@ -114,7 +114,8 @@ def _point(row: pd.Series) -> str:
     axes = axes if isinstance(axes, (list, tuple)) else []
     named = [f"{a}={row.get(a)}" for a in axes]
     shape = row.get("shape")
-    return ", ".join(named + [f"shape {list(shape)}" if isinstance(shape, (list, tuple)) else "", str(row.get("dtype") or "")]).strip(", ")
+    shape_text = f"shape {list(shape)}" if isinstance(shape, (list, tuple)) else ""
+    return ", ".join(named + [shape_text, str(row.get("dtype") or "")]).strip(", ")
 
 
 def tables(frame: pd.DataFrame) -> list[TableData]:

@@ -32,7 +32,7 @@ def table_note(scenario: str) -> str:
     return DECLARATIONS[scenario].table_note if scenario in DECLARATIONS else ""
 
 
-def notes(document: dict[str, Any]) -> list[str]:
+def notes(document: Mapping[str, Any]) -> list[str]:
     import pandas as pd
 
     from dbench.analysis.table import legend, na_reasons
@@ -54,7 +54,7 @@ def run_parts(document: Mapping[str, Any]) -> list[str]:
     return [str(p) for p in (rounds, document.get("status")) if p]
 
 
-def no_rows_line(document: dict[str, Any]) -> str:
+def no_rows_line(document: Mapping[str, Any]) -> str:
     """What a result without rows says: nothing was measured, and the run's status and error."""
     error = f" ({document['error']})" if document.get("error") else ""
     return f"no rows: the run measured nothing (status {document.get('status') or 'unknown'}){error}"
@@ -108,7 +108,7 @@ def print_document(document: Mapping[str, Any], console: Any, note: str | None =
                      note=table_note(str(document.get("scenario"))) if note is None else note)
 
 
-def table_frame(document: dict[str, Any], name: str = "") -> pd.DataFrame:
+def table_frame(document: Mapping[str, Any], name: str = "") -> pd.DataFrame:
     """Every table's data (numbers, CI, flags, reasons), one row per cell."""
     import pandas as pd
 

@@ -55,7 +55,7 @@ def paired_ratio(a: Sequence[float | None], b: Sequence[float | None],
     mean = sum(logs) / len(logs)
     out["median"] = math.exp(mean)
     if len(logs) >= 2:
-        import scipy.stats  # noqa: PLC0415  # lazily: the command line is checked without it
+        import scipy.stats  # lazily: the command line is checked without it
 
         sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
         half = float(scipy.stats.t.ppf(0.5 + confidence / 2, len(logs) - 1)) * sd / math.sqrt(len(logs))

@@ -46,12 +46,23 @@ class Case:
 CASE_ERRORS: tuple[type[BaseException], ...] = (Exception, SystemExit)
 
 
+# torch.testing.assert_close's first line; its summary follows on the next lines.
+_COMPARISON_HEADS = ("are not close!", "are not equal!")
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
-    """What a failed check says in a row: the exception's first line (its type when it has none)."""
+    """What a failed check says in a row: the exception's first line (its type when it has none);
+    for a comparison of torch.testing, its summary too (how many elements differ, the greatest
+    differences and where), joined on one line."""
     if isinstance(exc, SystemExit):
         return f"SystemExit: the op's code called sys.exit({exc.code!r})"
     text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__[:limit]
+    if lines[0].endswith(_COMPARISON_HEADS):
+        return "; ".join(lines[:4])[:max(limit, 400)]
+    return lines[0][:limit]
 
 
 def failure(phase: str, exc: BaseException) -> str:

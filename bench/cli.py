@@ -5,9 +5,9 @@ anything heavy is imported or built: one line on stderr naming the option and
 what it accepts, exit status 2. Checks that need torch (is CUDA there, how
 many GPUs) come right after, in run.py, still before any work.
 
-The run defaults (``DEFAULTS``, bench/defaults.py: full run, ``--quick``) fill the unset options;
-``parse`` fills them into the namespace, so run.py, the runner's config and
-the sharded runs all read the same resolved values.
+The options it leaves unset take the run defaults once the device is known:
+bench/options.py ``resolve`` makes the run's one typed, frozen ``RunOptions``,
+which run.py, the runner's config and every child process read.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping, NoReturn, Sequence
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 
 from .atomic import folder_output_problem
-from .defaults import DEFAULTS, ORDERS
+from .defaults import ORDERS
 from .harness import common  # the command's name (run.py, dbench run): its messages' prefix
 from .trust import UntrustedPathError, make_output_folder, trusted_code_path
 
@@ -96,7 +96,9 @@ pairs_value = whole(1, MAX_PROCESSES // 2)
 shards_value = whole(1, MAX_PROCESSES)
 cpp_seconds = _number(float, f"a number of seconds > 0 and below {MAX_CPP_SECONDS:g}",
                       lambda v: 0 < v < MAX_CPP_SECONDS)
-AB_PAIRS = 6  # --ab default: 12 processes; the fewest pairs at which the gate's GPU rows gate a full table (results/h200/gate/nights)
+# --ab default: 12 processes; the fewest pairs at which the gate's GPU rows gate a full table
+# (results/h200/gate/nights).
+AB_PAIRS = 6
 
 
 def name_list(text: str) -> tuple[str, ...]:
@@ -170,7 +172,7 @@ def gpus_value(text: str) -> str:
 # The parser.
 
 
-def option_strings(scenario_names: Sequence[str]) -> list[str]:
+def option_strings(scenario_names: Iterable[str]) -> list[str]:
     """Every option string of run.py's parser (children's command lines resolve abbreviations with them)."""
     return [s for a in build_parser(tuple(scenario_names))._actions for s in a.option_strings]
 
@@ -247,7 +249,8 @@ def _process_options(p: Parser) -> None:
                    help="pin the process to the last N allowed cores (default 1; 0 = no pinning)")
     p.add_argument("--no-pin", action="store_true", help="same as --pin-cores 0")
     p.add_argument("--pin-offset", type=cores_value, default=0,
-                   help="skip the last K x pin-cores allowed cores before pinning (each --gpus/--shards child gets its own K)")
+                   help="skip the last K x pin-cores allowed cores before pinning "
+                        "(each --gpus/--shards child gets its own K)")
     shard = p.add_mutually_exclusive_group()
     shard.add_argument("--gpus", type=gpus_value, metavar="all|N",
                        help="CUDA: shard the cases over N GPUs of this host (all: every visible one), one process "
@@ -275,29 +278,6 @@ def _output_options(p: Parser) -> None:
                    help=f"output folder (default: ./{DEFAULT_OUT}/<machine>/ in the current folder)")
     p.add_argument("--plot", action="store_true",
                    help="also write the scenario's figures (PNG) beside its result file")
-
-
-def apply_defaults(args: argparse.Namespace, overrides: Mapping[str, tuple[Any, Any]] | None = None,
-                   cuda_overrides: Mapping[str, tuple[Any, Any]] | None = None,
-                   device: str | None = None,
-                   repeated_cuda_overrides: Mapping[str, tuple[Any, Any]] | None = None) -> argparse.Namespace:
-    """Fill every unset run option from DEFAULTS, or the scenario's `overrides` of them, or on a
-    CUDA device its `cuda_overrides`, and in an --ab or --processes run on a CUDA device its
-    `repeated_cuda_overrides` over those (the --quick column with --quick). Without --device the
-    device is not known before torch is imported: the options the CUDA overrides name stay unset,
-    and run.py calls this again with the device once it is known (only unset options are filled)."""
-    column = 1 if args.quick else 0
-    device = device or args.device
-    repeated = getattr(args, "ab", None) is not None or getattr(args, "processes", None) is not None
-    cuda = {**(cuda_overrides or {}), **((repeated_cuda_overrides or {}) if repeated else {})}
-    deferred = set(cuda) if device is None else set()
-    on_cuda = device is not None and device.startswith("cuda")
-    for name, values in {**DEFAULTS, **(overrides or {}), **(cuda if on_cuda else {})}.items():
-        if name not in deferred and getattr(args, name, None) is None:
-            setattr(args, name, values[column])
-    if args.no_pin:
-        args.pin_cores = 0
-    return args
 
 
 def check_names(args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
@@ -397,7 +377,8 @@ def check_baseline(path: Path) -> list[Path]:
 def check_pinning(args: argparse.Namespace) -> None:
     """--pin-cores (with --pin-offset) within the cores this process may run on: asking for more is
     an error, not a silent clamp (a sharded run checks its shards' cores itself, bench/shard)."""
-    if args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or args.gpus is not None or args.shards is not None:
+    sharded = args.gpus is not None or args.shards is not None
+    if args.no_pin or args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or sharded:
         return
     allowed = len(os.sched_getaffinity(0))
     need = args.pin_cores * (args.pin_offset + 1)
@@ -451,8 +432,9 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
           default_out: Path | None = None, declarations: Mapping[str, Any] | None = None) -> argparse.Namespace:
     """Parse and check the whole command line; exits 2 with one line on the first problem.
     declarations: each scenario's declaration (scenarios/declaration.py; read here for its own
-    variant names `variants`, the ops it takes `ops`, and its run defaults `defaults` and
-    `cuda_defaults`); a scenario without one takes `ops`, `variants` and DEFAULTS.
+    variant names `variants`, the ops it takes `ops` and its modes); a scenario without one takes
+    `ops` and `variants`. The run defaults are not filled here: bench/options.py resolve does that
+    once, when the device is known.
     default_out: the folder the machine's folder goes in without --out (DEFAULT_OUT in the current
     folder); made absolute, as every path option, in args.default_out."""
     parser = build_parser(scenarios)
@@ -466,11 +448,7 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     declared = (declarations or {}).get(args.scenario)
     modes: Sequence[str] | None = None
     if declared is not None:
-        args = apply_defaults(args, declared.defaults, declared.cuda_defaults,
-                              repeated_cuda_overrides=declared.repeated_cuda_defaults)
         ops, variants, modes = declared.ops or ops, declared.variants or variants, declared.modes
-    else:
-        args = apply_defaults(args)
     try:
         check_names(args, scenarios, ops, variants, modes)
         if args.shards is not None and args.device not in (None, "cpu"):

@@ -71,7 +71,7 @@ CPP_VARIANTS: dict[str, tuple[str, str]] = {
     "autograd": ("cpp_autograd_typed", "C++ typed dispatcher call of the *_autograd op (C++ Autograd-key kernel)"),
 }
 CPP_VARIANT_NAMES: tuple[str, ...] = tuple(v for v, _ in CPP_VARIANTS.values())
-# The modes the driver times (bench/cpp/driver.cpp): a selection's other modes have no C++ rows.
+# The modes the driver times (bench/cpp/boundary.cpp): a selection's other modes have no C++ rows.
 CPP_MODES: tuple[str, ...] = ("inference", "no_grad", "inference_mode", "fwd_requires_grad", "fwd_bwd")
 BASELINE_KIND = "direct"  # paired deltas: vs the launcher of the same op in the same mode (the forward-only modes)
 DELTA_PAIRING = "repetition index (Google Benchmark random interleaving: pairs are not time-aligned)"
@@ -240,10 +240,11 @@ def _counter_samples(case: Mapping[str, Any], metric: str) -> tuple[list[float],
 def _cpu_row(key: dict[str, Any], case: Mapping[str, Any], base: Mapping[str, Any] | None,
              baseline: str | None, pairing: str) -> dict[str, Any]:
     samples: list[float] = case["samples"]
-    paired = base is not None and bool(samples) and len(base["samples"]) == len(samples)
+    base_samples = base["samples"] if base is not None and samples and len(base["samples"]) == len(samples) else None
+    paired = base_samples is not None
     return stat_row(
         key, metric="cpu_us", unit="us", timer=TIMER, samples=samples,
-        base_samples=base["samples"] if paired else None, baseline=baseline,
+        base_samples=base_samples, baseline=baseline,
         status="failed" if case["error"] else None, reason=case["error"],
         block_calls=case["block_calls"], delta_pairing=pairing if paired else None,
         benchmark=case["benchmark"],
@@ -317,8 +318,8 @@ def run_cpp_driver(
     ``repetitions`` samples per benchmark (randomly interleaved across benchmarks),
     each at least ``min_time`` seconds long; with ``rounds`` (a CPU run), ``repetitions`` rounds of
     one ``min_time`` block per benchmark in the grouped order (the driver's --dbench_rounds,
-    shuffled by ``seed``), so that each case's samples pair in time with its floor's. ``extra_args`` go to the driver last
-    (e.g. ``--benchmark_filter=muladd/``, ``--dbench_no_pin``). ``context`` is
+    shuffled by ``seed``), so that each case's samples pair in time with its floor's. ``extra_args``
+    go to the driver last (e.g. ``--benchmark_filter=muladd/``, ``--dbench_no_pin``). ``context`` is
     Google Benchmark's context block (host, CPUs, caches, load average, library
     build type) plus the driver's ``dbench_*`` keys and the command line.
     ``gpu_timer="cupti"`` makes the run a GPU pass (``run_cpp_gpu_pass``). ``keep``: a path to
@@ -372,7 +373,8 @@ def _driver_json(path: Path, args: list[str], timeout: float | None) -> tuple[st
                                   _tail(exc.stdout, exc.stderr)) from exc
         tail = _tail(proc.stdout, proc.stderr)
         if proc.returncode != 0:
-            how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with status {proc.returncode}"
+            how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
+                   else f"exited with status {proc.returncode}")
             raise CppDriverFailed(f"C++ driver {path.name} {how}: {_last_line(tail)}", tail)
         try:
             text = out.read_text()

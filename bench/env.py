@@ -110,7 +110,7 @@ def _others(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def gpu_state_nvml(index: int, bus_id: str | None) -> dict[str, Any] | None:
     """Clocks, throttle reasons, other processes and ECC from NVML (nvidia-ml-py); None without it."""
     try:
-        import pynvml  # noqa: PLC0415  # optional (requirements.txt): nvidia-smi is the fallback
+        import pynvml  # optional (requirements.txt): nvidia-smi is the fallback
     except ImportError:
         return None
     try:
@@ -319,7 +319,7 @@ def knobs() -> dict[str, str]:
 def capture(device: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     triton_version = None
     try:
-        import triton  # noqa: PLC0415
+        import triton
 
         triton_version = triton.__version__
     except ImportError:

@@ -42,7 +42,8 @@ def build_dir(environ: Mapping[str, str] | None = None) -> Path:
     resolved and checked (trusted_build): its libraries are loaded into the process. A folder not
     there is returned as it is, when no one else could create it (the loaders then say how to build)."""
     given = (os.environ if environ is None else environ).get(BUILD_ENV)
-    return trusted_build(given or str(ROOT / "build"), f"the build folder ({BUILD_ENV})" if given else "the build folder")
+    what = f"the build folder ({BUILD_ENV})" if given else "the build folder"
+    return trusted_build(given or str(ROOT / "build"), what)
 
 
 def built_extension(name: str) -> Path | None:

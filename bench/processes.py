@@ -19,11 +19,12 @@ No child outlives the parent (bench/shard/process.py: die_with_parent, reap).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ from .ab import Slot, abba, order_text
 from .cli import MAX_SEED
 from .harness import common
 from .merging import AbPlan, Pairing, merge
-from .shard.command import PARENT_ONLY_OPTIONS, REPO_ROOT, RUN_PY, strip_options
+from .options import RunOptions
+from .shard.command import REPO_ROOT
 from .shard.plan import shard_cores
 from .shard.merge import empty_merge
 from .shard.process import (
@@ -50,30 +52,21 @@ from .shard.process import (
 )
 from .sides import Side
 
-# What the parent sets for each child (a value follows each): its share of the run, its seed, where.
-CHILD_OPTIONS = ("--rounds", "--gpu-rounds", "--cpp-repetitions", "--time-budget", "--seed", "--device", "--out",
-                 "--gpus", "--shards", "--block-ms", "--warmup-ms", "--order", "--cpp-min-time")
-
-
 def share(total: int, parts: int) -> int:
     """Each of `parts` processes' share of `total` rounds (or repetitions): at least one."""
     return max(1, math.ceil(total / parts))
 
 
-def child_argv(argv: Sequence[str], options: Iterable[str], args: Any, *, per_side: int, seed: int,
-               device: str, out_dir: Path) -> list[str]:
-    """The child's arguments: the parent's, less the parent-only options and --plot (the parent
-    plots the merged result), with the child's share of the rounds, its seed, device and folder, and
-    the parent's design (block, warm-up, order, C++ seconds per repetition: a child, which is not
-    itself an --ab or --processes run, would otherwise take a single run's defaults)."""
-    kept = strip_options(argv, {**PARENT_ONLY_OPTIONS, **{o: 1 for o in CHILD_OPTIONS}, "--plot": 0}, options)
-    extra = ["--rounds", str(share(args.rounds, per_side)), "--gpu-rounds", str(share(args.gpu_rounds, per_side)),
-             "--cpp-repetitions", str(share(args.cpp_repetitions, per_side)), "--seed", str(seed),
-             "--device", device, "--out", str(out_dir), "--block-ms", repr(args.block_ms),
-             "--warmup-ms", repr(args.warmup_ms), "--order", args.order, "--cpp-min-time", repr(args.cpp_min_time)]
-    if args.time_budget:
-        extra += ["--time-budget", repr(args.time_budget / per_side)]
-    return [*kept, *extra]
+def child_options(options: RunOptions, *, per_side: int, seed: int, out_dir: Path) -> RunOptions:
+    """A child's options: the parent's, resolved (so its design: block, warm-up, order, C++ seconds
+    per repetition, which a child that is not itself an --ab or --processes run would not take),
+    with its share of the rounds, GPU rounds, C++ repetitions and time budget, its seed and folder,
+    and none of what only the parent does (repeat, pair, gate, plot)."""
+    return dataclasses.replace(
+        options, rounds=share(options.rounds, per_side), gpu_rounds=share(options.gpu_rounds, per_side),
+        cpp_repetitions=share(options.cpp_repetitions, per_side), seed=seed, out=out_dir,
+        time_budget=options.time_budget / per_side if options.time_budget else None,
+        processes=None, ab=None, pairs=None, ab_sides=(), baseline=None, baseline_files=(), plot=False)
 
 
 def slots(processes: int | None, pairs: int | None) -> list[Slot]:
@@ -85,16 +78,17 @@ def _name(slot: Slot, total: int) -> str:
     return f"process {slot.index + 1} of {total}{side}"
 
 
-def _parent_cores(args: Any) -> tuple[set[int], set[int]] | None:
+def _parent_cores(options: RunOptions) -> tuple[set[int], set[int]] | None:
     """(every allowed core, the cores off the ones the children pin to) when there are such cores:
     this (polling) process waits on those, and goes back to all of them only to start a child,
     which inherits the set and pins itself within it."""
-    pin = 0 if args.no_pin else args.pin_cores
+    pin = options.pin_cores
     if pin <= 0 or not hasattr(os, "sched_getaffinity"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
     try:
-        cores = shard_cores(allowed, args.pin_offset, min(pin, len(allowed)) if args.pin_offset == 0 else pin)
+        offset = options.pin_offset
+        cores = shard_cores(allowed, offset, min(pin, len(allowed)) if offset == 0 else pin)
     except ValueError:
         return None  # the child says why it cannot pin
     spare = set(allowed) - set(cores)
@@ -102,7 +96,7 @@ def _parent_cores(args: Any) -> tuple[set[int], set[int]] | None:
 
 
 def _run_in_turn(children: Sequence[Child], rounds: int, console: Any, repo_root: Path,
-                 cores: tuple[set[int], set[int]] | None, on_done: Callable[[], None]) -> bool:
+                 cores: tuple[set[int], set[int]] | None, on_done: Callable[[], object]) -> bool:
     """Run the children one after another with a progress bar each, on_done() after each one;
     True when interrupted."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -172,37 +166,37 @@ def _stop_on_write_error(exc: OSError, json_path: Path, document: Callable[[bool
 def run_repeated(
     *,
     argv: Sequence[str],
-    options: Iterable[str],
     scenario: Any,
-    device: str,
-    args: Any,
+    options: RunOptions,
     json_path: Path,
     console: Any,
     show: Callable[[dict[str, Any], str], None],
-    sides: tuple[Side, Side] | None = None,
     repo_root: Path = REPO_ROOT,
 ) -> int:
-    """--processes N (sides None) or --ab (sides = (A, B), args.pairs pairs): run, merge, write, print.
+    """--processes N, or --ab (options.ab_sides, options.pairs pairs): run, merge, write, print.
+    argv: the command line as typed, recorded in the merged document.
     show(document, note) prints a --processes run's tables (run.py: the scenario's own report or the table)."""
     from .results import ResultWriteError, write_result
 
-    plan = slots(None if sides else args.processes, args.pairs if sides else None)
-    per_side = args.pairs if sides else args.processes
+    device = options.device
+    sides: tuple[Side, Side] | None = (options.ab_sides[0], options.ab_sides[1]) if options.ab is not None else None
+    plan = slots(None if sides else options.processes, options.pairs if sides else None)
+    per_side = (options.pairs if sides else options.processes) or 1
     by_side = {"a": sides[0], "b": sides[1]} if sides else None
     json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.processes"
-    children, seeds = _children(plan, by_side, argv, options, args, device, per_side, work)
-    rounds = share(args.rounds, per_side)
-    what = (f"A/B, {args.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
+    children, seeds = _children(plan, by_side, options, per_side, work)
+    rounds = share(options.rounds, per_side)
+    what = (f"A/B, {options.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
             if sides else f"{len(plan)} processes")
     console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, one after another, {rounds} rounds each; "
                   f"logs and each process's result in {rel(work, repo_root)}")
-    merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, args, repo_root)
+    merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, options, repo_root)
     document, fallback = merger.document, merger.fallback
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
         new_folder(work)  # never one that is there: its logs could be planted links (ResultWriteError)
-        interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(args),
+        interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(options),
                                    on_done=lambda: write_result(json_path, document(final=False)))
     except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
         return _stop_on_write_error(exc, json_path, document, fallback, console)
@@ -229,9 +223,10 @@ class _Merger:
     """The one document of a run in processes: the merge of what its children wrote so far."""
 
     def __init__(self, scenario: str, command: str, children: Sequence[Child], plan: Sequence[Slot],
-                 seeds: Sequence[int], sides: tuple[Side, Side] | None, args: Any, repo_root: Path) -> None:
+                 seeds: Sequence[int], sides: tuple[Side, Side] | None, options: RunOptions,
+                 repo_root: Path) -> None:
         self.scenario, self.command, self.children, self.plan, self.seeds = scenario, command, children, plan, seeds
-        self.sides, self.args, self.repo_root = sides, args, repo_root
+        self.sides, self.options, self.repo_root = sides, options, repo_root
         self.by_side = {"a": sides[0], "b": sides[1]} if sides else None
 
     def _metas(self, final: bool) -> list[dict[str, Any]]:
@@ -248,12 +243,13 @@ class _Merger:
 
         docs = [read_doc(latest_result(c.out_dir)) for c in self.children]
         metas = self._metas(final)
-        ab = AbPlan(self.plan, (self.sides[0].spec, self.sides[1].spec), self.args.pairs) if self.sides else None
+        ab = (AbPlan(self.plan, (self.sides[0].spec, self.sides[1].spec), self.options.pairs or 0)
+              if self.sides else None)
         if all(d is None for d in docs):
             merged = self._empty(metas)
         else:
             merged = merge(docs, metas, Pairing.AB if ab else Pairing.PROCESSES,
-                           config={"rounds": self.args.rounds, "seed": self.args.seed,
+                           config={"rounds": self.options.rounds, "seed": self.options.seed,
                                    "wall_seconds": round(sum(c.seconds for c in self.children), 2)},
                            env={"command": self.command}, ab=ab)
         if not final:
@@ -266,20 +262,19 @@ class _Merger:
         return {**self._empty(self._metas(True)), "error": error}
 
 
-def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, argv: Sequence[str], options: Iterable[str],
-              args: Any, device: str, per_side: int, work: Path) -> tuple[list[Child], list[int]]:
+def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options: RunOptions, per_side: int,
+              work: Path) -> tuple[list[Child], list[int]]:
     """One child process of run.py per slot (its side's Python and environment in an A/B run), and
     each one's seed: both sides of a pair visit the cases in the same orders."""
     children, seeds = [], []
     for slot in plan:
-        seed = (args.seed + slot.pair) % (MAX_SEED + 1)  # a seed near the top wraps, within --seed's range
+        seed = (options.seed + slot.pair) % (MAX_SEED + 1)  # a seed near the top wraps, within --seed's range
         side = by_side[slot.side] if by_side and slot.side else None
         out_dir = work / f"process-{slot.index}"
-        command = [side.python if side else sys.executable, str(RUN_PY),
-                   *child_argv(argv, options, args, per_side=per_side, seed=seed, device=device, out_dir=out_dir)]
-        children.append(Child(slot.index, _name(slot, len(plan)), command, out_dir, work / f"process-{slot.index}.log",
-                              env=side.env if side else None, device=device,
-                              describe=f"side {side.spec}" if side else ""))
+        mine = child_options(options, per_side=per_side, seed=seed, out_dir=out_dir)
+        children.append(Child(slot.index, _name(slot, len(plan)), side.python if side else sys.executable, out_dir,
+                              work / f"process-{slot.index}.log", options=mine, env=side.env if side else None,
+                              device=options.device, describe=f"side {side.spec}" if side else ""))
         seeds.append(seed)
     return children, seeds
 

@@ -24,6 +24,7 @@ its rates are reported and its fraction of roof is not.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -118,7 +119,8 @@ def measure_roofs(device: str, dtypes: tuple[torch.dtype, ...], timer: Any = Non
             rates: dict[str, float] = {}
             for size in GPU_GEMM_SIZES:
                 a, b = torch.randn(size, size, device=device).to(dt), torch.randn(size, size, device=device).to(dt)
-                seconds = gpu_seconds(lambda: torch.mm(a, b), device, timer, f"mm-{dt}-{size}", calls=3, reps=5)
+                seconds = gpu_seconds(functools.partial(torch.mm, a, b), device, timer, f"mm-{dt}-{size}",
+                                      calls=3, reps=5)
                 rates[f"torch.mm (cuBLAS) {size}^3"] = 2 * size**3 / seconds / 1e12
             best = max(rates, key=lambda k: rates[k])
             compute[_name(dt)] = Roof(rates[best], best, {k: round(v, 1) for k, v in rates.items()})
@@ -136,7 +138,7 @@ def measure_roofs(device: str, dtypes: tuple[torch.dtype, ...], timer: Any = Non
             for size in CPU_GEMM_SIZES:
                 a, b = torch.randn(size, size).to(dt), torch.randn(size, size).to(dt)
                 calls = max(1, (512 // size) ** 3)  # about the work of one 512^3 product per block
-                seconds = _fastest_seconds(lambda: torch.mm(a, b), calls, 5)
+                seconds = _fastest_seconds(functools.partial(torch.mm, a, b), calls, 5)
                 rates[f"torch.mm {size}^3, {torch.get_num_threads()} thread(s)"] = 2 * size**3 / seconds / 1e12
             compute[_name(dt)] = best_roof(rates, 4)  # about 0.1 TFLOP/s on one core
         gpu = None

@@ -193,7 +193,7 @@ def _warm_all(cases: list[Case], config: RunConfig, overhead: float, reporter: R
             with nvtx_range(f"warm-up {case.label}"):
                 case.block = calibrate(case, config, overhead)
                 warm_up(case, config)
-        except CASE_ERRORS as exc:  # noqa: BLE001  # one broken case must not end the run
+        except CASE_ERRORS as exc:  # one broken case must not end the run
             _drop(case, failure("during warm-up", exc), reporter)
         reporter.advance(warm)
         reporter.refresh()
@@ -266,7 +266,7 @@ def run(cases: list[Case], config: RunConfig, on_round: Callable[[int], None] | 
                     try:
                         with nvtx_range(case.label):
                             elapsed = time_block(case, case.block)
-                    except CASE_ERRORS as exc:  # noqa: BLE001
+                    except CASE_ERRORS as exc:
                         _drop(case, failure(f"in round {r + 1}", exc), shown)
                         continue
                     case.samples.append(elapsed / case.block / 1e3)
@@ -320,7 +320,7 @@ def run_gpu(
             for case in runnable:  # untimed: whatever enabling the timer costs lands here
                 try:
                     time_block(case, max(1, case.block // 4))
-                except CASE_ERRORS as exc:  # noqa: BLE001
+                except CASE_ERRORS as exc:
                     case.gpu_error = failure("in the GPU pass", exc)
             for r in range(rounds):
                 order = [c for c in runnable if c.gpu_error is None]
@@ -332,7 +332,7 @@ def run_gpu(
                                 case.flush()
                             with nvtx_range(f"{case.label} x{calls[case.label]}"):
                                 time_block(case, calls[case.label], timer)
-                    except CASE_ERRORS as exc:  # noqa: BLE001
+                    except CASE_ERRORS as exc:
                         case.gpu_error = failure(f"in GPU round {r + 1}", exc)
                         shown.failed(case.label, case.gpu_error, "GPU pass")
                     shown.advance(task)

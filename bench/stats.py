@@ -19,6 +19,8 @@ import numpy as np
 import scipy.stats
 
 CONFIDENCE = 0.95
+# A list of samples, or the array of one (paired differences and ratios are arrays).
+Samples = Sequence[float] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def _ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     return int(ci.low), int(ci.high)
 
 
-def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+def median_ci(samples: Samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """CI of the median; with too few samples for the level, the sample range.
 
     The order-statistic interval needs n >= 6 for 95%; below that the widest
@@ -67,7 +69,7 @@ def median_ci(samples: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     return float(x[ranks[0]]), float(x[ranks[1]])
 
 
-def summarize(samples: Sequence[float], confidence: float = CONFIDENCE) -> Summary:
+def summarize(samples: Samples, confidence: float = CONFIDENCE) -> Summary:
     x = np.asarray(samples, dtype=float)
     if x.size == 0:
         nan = math.nan

@@ -14,14 +14,13 @@ this package's path names (so one name, dbench.*, imports them in both).
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 if not (_HERE / "bench").is_dir() and (_HERE.parent / "bench" / "__init__.py").is_file():
     __path__.append(str(_HERE.parent))  # a checkout: dbench.bench is <checkout>/bench
-
-import importlib
-from typing import Any
 
 # The public names, imported on first use: `import dbench.bench.cli` stays free of torch (a command
 # line is checked before torch is imported).
@@ -35,10 +34,17 @@ _PUBLIC = {
     "load_results": "dbench.api",
     "frame": "dbench.api",
 }
-__all__ = list(_PUBLIC)
+# Public modules: dbench.inputs (typed inputs of a declaration: integers, offsets, constant, absent).
+_MODULES = {"inputs": "dbench.ops.inputs"}
+__all__ = ["Op", "DeclarationError", "Work", "elementwise_work", "run_scenario", "Result", "load_results", "frame",
+           "inputs"]  # _PUBLIC and _MODULES (spelled out: static readers need plain strings)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+        globals()[name] = value
+        return value
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'dbench' has no attribute {name!r}")

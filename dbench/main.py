@@ -4,6 +4,7 @@
     dbench list [--op my_ops.py]                           (scenarios, ops, variants, modes)
     dbench gate NEW [BASELINE ...]                         (dbench.analysis.gate)
     dbench report | figures | compare | history | calibrate | nights | export  (dbench.analysis.*)
+    dbench instructions check --op my_ops.py:my_op --expected counts.json   (dbench.bench.instructions)
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("dbench.analysis.calibrate", "the gate's per-row thresholds from repeated runs"),
     "nights": ("dbench.analysis.nights", "synthetic nights from A/A runs: what the gate's settings decide"),
     "export": ("dbench.analysis.export", "result files for Bencher or github-action-benchmark"),
+    "instructions": ("dbench.bench.instructions.__main__",
+                     "instructions per call under callgrind (a CPU count CI can gate on): collect, check"),
 }
 
 
@@ -48,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     name, rest = argv[0], argv[1:]
+    if name == "instructions":
+        return int(importlib.import_module(COMMANDS[name][0]).main(rest, prog="dbench instructions") or 0)
     if name not in ("run", "list"):
         return int(importlib.import_module(COMMANDS[name][0]).main(rest) or 0)
     from dbench.bench.harness import common  # torch-free
@@ -67,9 +72,9 @@ class _Stdout(io.FileIO):
     """Standard output's descriptor, its write errors raised as StdoutError, so the entry point tells
     them apart from any other OSError (a result file's has its own handling)."""
 
-    def write(self, data: bytes) -> int:  # type: ignore[override]
+    def write(self, data: bytes) -> int:  # type: ignore[override]  # FileIO takes any buffer; stdout gets bytes
         try:
-            return super().write(data)  # type: ignore[return-value]
+            return super().write(data)
         except OSError as exc:
             raise StdoutError(exc.errno, exc.strerror) from None
 
@@ -93,7 +98,7 @@ def guarded(prog: str, command: Callable[[], int | None]) -> int:
     old = sys.stdout
     old.flush()
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(_Stdout(fd, "w", closefd=False)), encoding=old.encoding,
-                                  errors=old.errors, line_buffering=old.line_buffering,
+                                  errors=old.errors, line_buffering=bool(old.line_buffering),
                                   write_through=getattr(old, "write_through", False))
     try:
         status = int(command() or 0)

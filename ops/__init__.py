@@ -21,7 +21,7 @@ _LAZY = {
     "register_all": "variants",
 }
 
-__all__ = ["MODES", "OP_NAMES", "VARIANT_NAMES", "Mode", *_LAZY]
+__all__ = ["MODES", "OP_NAMES", "VARIANT_NAMES", "Mode"] + list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

@@ -129,7 +129,8 @@ def _mm_shapes(shape: Shape) -> tuple[Shape, ...]:
 def _mm_output_shape(a: Tensor, b: Tensor) -> tuple[int, int]:
     """The launchers' shape contract, with their messages."""
     for name, t in (("a", a), ("b", b)):
-        torch._check(t.dim() == 2, lambda: f"mm: argument '{name}' must be a 2-D tensor, got {t.dim()}-D shape {list(t.shape)}")
+        torch._check(t.dim() == 2, lambda name=name, t=t: f"mm: argument '{name}' must be a 2-D tensor, "
+                                                          f"got {t.dim()}-D shape {list(t.shape)}")
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"mm: inner dimensions do not match: 'a' is {list(a.shape)}, 'b' is {list(b.shape)} "
                          "(a.size(1) must equal b.size(0))")
@@ -212,7 +213,8 @@ def _own_module(name: str) -> OpContract:
     """An op declared in a module of its own, ops/shipped/<name>.py, as its CONTRACT."""
     module = importlib.import_module(f".shipped.{name}", __package__)
     contract = module.CONTRACT
-    assert isinstance(contract, OpContract) and contract.name == name, f"ops/shipped/{name}.py must declare CONTRACT for {name!r}"
+    assert isinstance(contract, OpContract) and contract.name == name, \
+        f"ops/shipped/{name}.py must declare CONTRACT for {name!r}"
     return contract
 
 

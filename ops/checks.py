@@ -8,6 +8,7 @@ a fullgraph trace of the registered variants. A failure says which registration 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ import torch
 from dbench.bench.case import CASE_ERRORS, first_line
 
 from .contract import InputSpec, OpContract
+from .declare import AdaptedOp
 from .specs import needs_gradient
 from .variants import Variant, flavour
 
@@ -35,11 +37,20 @@ def _failing_test(exc: BaseException) -> str | None:
     return next((t for t in OPCHECK_UTILS if t in text.split("\n")[0] or f"{t} failed" in text), None)
 
 
-def _opcheck_reason(exc: BaseException, contract: OpContract) -> str:
+# What test_schema says when the schema hides a write or an alias (its hint applies only then).
+_SCHEMA_FINDINGS = ("mutated", "mutable", "alias")
+
+
+def _opcheck_reason(exc: BaseException, contract: OpContract, registered: bool) -> str:
     test = _failing_test(exc)
     cause = exc.__cause__ if exc.__cause__ is not None else exc
     hint = f" ({HINTS[test]})" if test else ""
-    if test == "test_faketensor" and contract.fake_fn is None:
+    if test == "test_schema" and not any(word in str(cause) for word in _SCHEMA_FINDINGS):
+        hint = ""  # another error inside the schema test: its message is the cause
+    if registered and test:  # the library's own op: its registration, not the declaration, is at fault
+        hint = (f" (the registered op's own registration is at fault, not this declaration: "
+                f"{HINTS[test].split(': ')[0]}; report it to the op's authors, or drop registered=)")
+    elif test == "test_faketensor" and contract.fake_fn is None:
         hint = (" (no fake was declared, and the one derived from the "
                 + ("reference" if contract.reference is not None else "first input") + " differs from the kernel's "
                 "outputs: declare fake=)")
@@ -47,15 +58,37 @@ def _opcheck_reason(exc: BaseException, contract: OpContract) -> str:
 
 
 def _target(v: Variant) -> Any:
-    """What opcheck can check: the op itself, or the registered op a function_* wraps."""
+    """What opcheck can check: the op itself, or the registered op a function_* wraps (a library's
+    op called through registered_args: the op, given the adapted arguments by _opcheck)."""
     if v.spec.wrap == "function":
         return flavour(v.spec.flavour, v.op.name).fwd
-    return v.fn
+    return v.fn.op if isinstance(v.fn, AdaptedOp) else v.fn
 
 
 def _layouts(contract: OpContract) -> tuple[str, ...]:
+    """The layouts the op is checked on: dense permuted too where it has 2-D inputs, unless it
+    declares that it takes compact inputs only (layouts=("compact",))."""
     two_d = any(len(s) == 2 for s in contract.shapes(contract.boundary_shape))
-    return ("compact", "permuted") if two_d else ("compact",)
+    return tuple(layout for layout in contract.layouts if layout == "compact" or two_d)
+
+
+def launcher_failure(contract: OpContract, device: str, args: tuple[Any, ...], layout: str) -> str | None:
+    """When a registration check fails: does the op's own launcher raise on the same inputs? Then the
+    launcher, not a registration, is the cause (its exception and the frame that raised it)."""
+    import traceback
+
+    from .variants import get_variant
+
+    try:
+        get_variant("raw", contract.name, device).fn(*args)
+    except CASE_ERRORS as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+        hint = ("; it assumes compact (contiguous) inputs: make them contiguous in the launcher, or declare "
+                "layouts=(\"compact\",)") if layout == "permuted" else ""
+        return (f"the launcher raised on {layout} inputs, before any registration was checked: "
+                f"{type(exc).__name__}: {first_line(exc, 240)}{where}{hint}")
+    return None
 
 
 def _inputs(contract: OpContract, device: str, dtype: torch.dtype, layout: str, grad: bool) -> tuple[Any, ...]:
@@ -69,11 +102,17 @@ def _opcheck(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool)
     v = get_variant(variant, op, device)
     target = _target(v)
     for layout in _layouts(v.op):
+        args, kwargs = _inputs(v.op, device, dtype, layout, grad), dict[str, Any]()
+        if isinstance(v.fn, AdaptedOp):
+            args, kwargs = v.fn.split(*args)
         try:
-            torch.library.opcheck(target, _inputs(v.op, device, dtype, layout, grad), test_utils=OPCHECK_UTILS)
-        except CASE_ERRORS as exc:  # noqa: BLE001  # the failure is the finding
+            torch.library.opcheck(target, args, kwargs, test_utils=OPCHECK_UTILS)
+        except CASE_ERRORS as exc:  # the failure is the finding
+            launcher = launcher_failure(v.op, device, _inputs(v.op, device, dtype, layout, False), layout)
+            if launcher is not None:
+                return launcher
             with_grad = " with inputs that require grad" if grad else ""
-            return f"{_opcheck_reason(exc, v.op)} [{layout} inputs{with_grad}]"
+            return f"{_opcheck_reason(exc, v.op, v.spec.flavour == 'registered')} [{layout} inputs{with_grad}]"
     return None
 
 
@@ -86,7 +125,7 @@ def _gradcheck(op: str, variant: str, device: str) -> str | None:
     where = "cpu"
     try:
         v.fn(*_inputs(v.op, "cpu", torch.float64, "compact", False))
-    except CASE_ERRORS:  # noqa: BLE001  # no CPU kernel
+    except CASE_ERRORS:  # no CPU kernel
         where = device
     args = _inputs(v.op, where, torch.float64, "compact", True)
     try:
@@ -94,7 +133,7 @@ def _gradcheck(op: str, variant: str, device: str) -> str | None:
             return v.op.differentiable_outputs(v.fn(*a))
 
         torch.autograd.gradcheck(fn, args, eps=1e-6, atol=1e-5, rtol=1e-4)
-    except CASE_ERRORS as exc:  # noqa: BLE001
+    except CASE_ERRORS as exc:
         return f"gradcheck (float64, {where}): {first_line(exc, 240)}"
     return None
 
@@ -111,7 +150,7 @@ def _compiles(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool
         if grad:
             outs = v.op.differentiable_outputs(out)
             torch.autograd.grad(outs, v.op.grad_inputs(args), [torch.ones_like(o) for o in outs])
-    except CASE_ERRORS as exc:  # noqa: BLE001
+    except CASE_ERRORS as exc:
         return f"torch.compile(fullgraph=True): {first_line(exc, 240)}"
     return None
 

@@ -15,10 +15,14 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import torch
 from torch import Tensor
 
+from .inputs import MakeContext
+
 Args = tuple[Any, ...]
 Shape = tuple[int, ...]
 # Every op takes these; the 16-bit types are computed in float32 and rounded once on store (the
 # chain: once per operation, as eager PyTorch). The C++ launchers' message lists them in this order.
+# Input layouts: "compact" (contiguous) and "permuted" (dense, strides of t().contiguous().t()).
+LAYOUTS: tuple[str, ...] = ("compact", "permuted")
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -33,8 +37,9 @@ class OpKernels(Protocol):
     def bwd(self) -> Callable[..., Tensor] | None: ...
 
 
-# A backward formula receives the autograd ctx, the incoming gradient and the variant's kernels.
-BackwardFn = Callable[[Any, Tensor, OpKernels], tuple[Tensor | None, ...]]
+# A backward formula receives the autograd ctx, the incoming gradient (a Tensor; a tuple of them for
+# an op with several outputs) and the variant's kernels.
+BackwardFn = Callable[[Any, Any, OpKernels], tuple[Tensor | None, ...]]
 
 
 def expected_dtypes(dtypes: Sequence[torch.dtype]) -> str:
@@ -157,6 +162,12 @@ class OpContract:
     # Run the contract checks (opcheck, gradcheck, compile) before timing, in the run itself:
     # the shipped ops are checked by the test suite instead.
     runtime_checks: bool = False
+    # The input layouts the op takes (InputSpec.layout): a launcher that assumes contiguous inputs
+    # declares ("compact",), and the dense-permuted contract check is skipped for it.
+    layouts: tuple[str, ...] = LAYOUTS
+    # How an input is made when it is not a random floating tensor (ops/inputs.py): input name ->
+    # maker (integers, sorted offsets, a constant, None for a `Tensor?`); the others are randn.
+    input_makers: Mapping[str, Callable[[MakeContext], Tensor | None]] | None = None
     # Tensor arguments that are lists (`Tensor[]`): name -> how many tensors make_inputs puts in each.
     list_inputs: Mapping[str, int] | None = None
     # A fake given by the declaration (else derived from the output shape rules, or the reference).
@@ -212,17 +223,35 @@ class OpContract:
         gen = torch.Generator(device=draw_on).manual_seed(spec.seed)
         if spec.layout == "permuted" and not any(len(s) == 2 for s in self.shapes(spec.shape)):
             raise ValueError("permuted layout needs 2-D inputs")
-        if spec.layout not in ("compact", "permuted"):
+        if spec.layout not in LAYOUTS:
             raise ValueError(f"unknown layout {spec.layout!r}")
         lists = self.list_inputs or {}
+        makers = self.input_makers or {}
         args: list[Any] = []
         for arg, shape in zip(self.tensor_args, self.shapes(spec.shape)):
             grad = spec.requires_grad and arg in self.differentiable
-            if arg in lists:
+            if arg in makers:
+                args.append(self._made(arg, makers[arg], MakeContext(tuple(shape), tuple(spec.shape), spec.dtype,
+                                                                      torch.device(spec.device), gen), spec, grad))
+            elif arg in lists:
                 args.append([self._draw(spec, shape, gen, draw_on, False) for _ in range(lists[arg])])
             else:
                 args.append(self._draw(spec, shape, gen, draw_on, grad))
         return (*args, *self.scalars)
+
+    def _made(self, arg: str, maker: Callable[[MakeContext], Tensor | None], ctx: MakeContext, spec: InputSpec,
+              grad: bool) -> Tensor | None:
+        """A declared maker's input: a tensor or None, in the layout asked for; a gradient only for a
+        floating tensor of a differentiable input."""
+        t = maker(ctx)
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"op {self.name!r}: the maker of input {arg!r} returned a {type(t).__name__}, "
+                            "not a tensor or None")
+        if t is None:
+            return None
+        if spec.layout == "permuted" and t.dim() == 2:
+            t = t.t().contiguous().t()
+        return t.requires_grad_(grad and t.is_floating_point())
 
     @staticmethod
     def _draw(spec: InputSpec, shape: Shape, gen: torch.Generator, draw_on: torch.device, grad: bool) -> Tensor:
@@ -238,11 +267,12 @@ class OpContract:
         """The tensor arguments, a `Tensor[]` argument's tensors in its place."""
         flat: list[Tensor] = []
         for a in args[: len(self.tensor_args)]:
-            flat.extend(a if isinstance(a, (list, tuple)) else (a,))
+            flat.extend(a if isinstance(a, (list, tuple)) else () if a is None else (a,))
         return flat
 
     def grad_inputs(self, args: Args) -> list[Tensor]:
-        return [a for a, n in zip(args, self.tensor_args) if n in self.differentiable and a.requires_grad]
+        return [a for a, n in zip(args, self.tensor_args)
+                if n in self.differentiable and isinstance(a, Tensor) and a.requires_grad]
 
     def fake(self, *args: Any) -> Any:
         """Metadata-only output: contiguous, shaped as output_shape says (default: like the first tensor).
@@ -277,8 +307,8 @@ class OpContract:
         return first.shape
 
     def reference_fp64(self, args: Args) -> Any:
-        def fp64(t: Tensor) -> Tensor:
-            return t.detach().to(torch.float64)
+        def fp64(t: Tensor | None) -> Tensor | None:  # indices, offsets and absent inputs as they are
+            return t.detach().to(torch.float64) if t is not None and t.is_floating_point() else t
 
         n = len(self.tensor_args)
         tensors = [[fp64(t) for t in a] if isinstance(a, (list, tuple)) else fp64(a) for a in args[:n]]

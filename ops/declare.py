@@ -23,7 +23,8 @@ import torch
 
 from dbench.bench.trust import trusted_code_path
 
-from .contract import Args, OpContract, OpKernels, Shape, Work, written_arguments
+from .contract import LAYOUTS, Args, OpContract, OpKernels, Shape, Work, written_arguments
+from .inputs import MakeContext
 from .specs import USER_OP_FOLDERS, USER_OP_NAMES
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -73,8 +74,19 @@ class Op:
     work: Callable[[Args], Work] | None = None
     backward_work: Callable[[Args], Work] | None = None
     registered: Any = None  # torch.ops.ns.name (packet or overload): the `registered` row
+    # How the declaration's call (*inputs, *scalars) maps onto the registered op's arguments, when
+    # they differ (extra constants, an optional argument left None, another order): a function
+    # returning the registered op's positional arguments as a tuple, or (args, kwargs). Its call
+    # is part of the `registered` row's time.
+    registered_args: Callable[..., Any] | None = None
     native: Callable[..., Any] | None = None  # PyTorch code of the same semantics: the `aten` row
     triton: bool = False  # the launchers call Triton kernels (through wrap_triton): a triton_op row
+    # The input layouts the launcher takes: ("compact",) when it assumes contiguous inputs (the
+    # contract checks then skip dense permuted ones, and say so).
+    layouts: Sequence[str] = ("compact", "permuted")
+    # Inputs that are not random floating tensors: name -> maker (dbench.inputs: integers, offsets,
+    # constant, absent, or a function of a MakeContext returning a tensor or None).
+    input_makers: Mapping[str, Callable[[MakeContext], Any]] = field(default_factory=dict)
     # "(Tensor x, float eps) -> Tensor"; default: generated. `Tensor(a!) x` declares that the op writes x.
     schema: str | None = None
     backward_schema: str | None = None
@@ -114,7 +126,8 @@ def _schemas(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -> dict[st
         try:
             parsed = torch._C.parse_schema(name + text)
         except RuntimeError as exc:
-            raise DeclarationError(f"op {op.name!r}: schema {text!r} does not parse: {str(exc).splitlines()[0]}") from None
+            raise DeclarationError(f"op {op.name!r}: schema {text!r} does not parse: "
+                                   f"{str(exc).splitlines()[0]}") from None
         got = (len(parsed.arguments), len(parsed.returns))
         _check(got == expect[name], op.name, f"schema {text!r} has {got[0]} argument(s) and {got[1]} return(s); "
                f"the declaration calls it with {expect[name][0]} and gets {expect[name][1]}")
@@ -132,6 +145,12 @@ def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
     _check(len(set(names)) == len(names), op.name, "input, scalar and output names must differ")
     _check(len(op.outputs) > 0, op.name, "declare at least one output")
     _check(op.size_axis in ("bytes", "side"), op.name, f"size_axis must be 'bytes' or 'side', got {op.size_axis!r}")
+    for n, maker in op.input_makers.items():
+        _check(n in op.inputs, op.name, f"input_makers names {n!r}, which is not one of the inputs {list(op.inputs)}")
+        _check(callable(maker), op.name, f"the maker of input {n!r} is not callable")
+        _check(n not in op.lists, op.name, f"input {n!r} is a list input: its tensors are made by the suite")
+    _check("compact" in op.layouts and set(op.layouts) <= set(LAYOUTS), op.name,
+           f"layouts must include 'compact' and name only {list(LAYOUTS)}, got {list(op.layouts)}")
     for d in op.dtypes:
         _check(isinstance(d, torch.dtype) and d.is_floating_point, op.name, f"dtype {d!r} is not a floating dtype")
     diff_in = tuple(op.differentiable if op.differentiable is not None else (op.inputs if op.backward else ()))
@@ -198,8 +217,8 @@ def _backward_formula(op: Op, diff_in: Sequence[str], diff_out: Sequence[str]) -
         grads = tuple(grad) if isinstance(grad, tuple) else (grad,)
         if len(grads) != len(diff_out):  # autograd passes every output's gradient
             grads = tuple(grads[i] for i in out_index)
-        got = kernels.bwd(*grads, *ctx.saved_tensors, *ctx.scalars)
-        got = tuple(got) if isinstance(got, (tuple, list)) else (got,)
+        out = kernels.bwd(*grads, *ctx.saved_tensors, *ctx.scalars)
+        got = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         result: list[Any] = [None] * n_args
         for pos in lists:
             # A Tensor[] input gets a None per tensor where the autograd wrapper sees its tensors
@@ -225,23 +244,97 @@ def _derived_backward_fake(op: Op, diff_in: Sequence[str], diff_out: Sequence[st
     return fake
 
 
+class AdaptedOp:
+    """A library's registered op called through the declaration's registered_args: the `registered`
+    row calls this; the contract checks give the op itself its adapted arguments (split)."""
+
+    def __init__(self, op: Any, adapt: Callable[..., Any]) -> None:
+        self.op, self.adapt = op, adapt
+
+    def split(self, *args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        got = self.adapt(*args)
+        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], (tuple, list)) \
+                and isinstance(got[1], dict):
+            return tuple(got[0]), dict(got[1])
+        return tuple(got), {}
+
+    def __call__(self, *args: Any) -> Any:
+        call, kwargs = self.split(*args)
+        return self.op(*call, **kwargs)
+
+
+class _Arg:
+    """A stand-in for one of the declaration's arguments in the dry run of registered_args."""
+
+    def __init__(self, name: str, tensor: bool) -> None:
+        self.name, self.tensor = name, tensor
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _adapted_call(op: Op) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """registered_args applied to stand-ins for the declaration's arguments (None: it does more
+    than place them, e.g. calls a tensor method; the run's checks then judge the call)."""
+    stand_ins = [*(_Arg(n, True) for n in op.inputs), *(_Arg(n, False) for n in op.scalars)]
+    if op.registered_args is None:
+        return tuple(stand_ins), {}
+    try:
+        got = op.registered_args(*stand_ins)
+    except Exception:  # noqa: BLE001 (any error: the adapter computes on its arguments)
+        return None
+    _check(isinstance(got, (tuple, list)), op.name,
+           f"registered_args must return the registered op's arguments as a tuple, or (args, kwargs); "
+           f"got {type(got).__name__}")
+    return AdaptedOp(None, lambda *_: got).split()
+
+
+def _check_fits(op: Op, reg: Any) -> None:
+    """The registered op's schema takes the call the declaration (through registered_args) makes:
+    refused when the file is loaded, naming both, not at timing."""
+    call = _adapted_call(op)
+    if call is None:
+        return
+    args, kwargs = call
+    schema = getattr(reg, "_opoverload", reg)._schema
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    required = [a for a in positional if not a.has_default_value()]
+    names = {a.name for a in schema.arguments}
+    wanted = f"the registered op {schema.name}{str(schema)[len(schema.name):]}"
+    fix = " (give registered_args=, mapping the declaration's arguments onto it)" if op.registered_args is None else ""
+    _check(len(required) <= len(args) + sum(a.name in kwargs for a in required) and len(args) <= len(positional),
+           op.name, f"{wanted} does not take the call ({', '.join(map(repr, args))}){fix}")
+    unknown = sorted(set(kwargs) - names)
+    _check(not unknown, op.name, f"{wanted} has no argument(s) {unknown}")
+    for value, arg in zip(args, positional):
+        if isinstance(value, _Arg) and value.tensor:
+            _check("Tensor" in str(arg.type), op.name,
+                   f"{wanted} takes {arg.type} {arg.name} where the call puts the tensor input {value.name!r}{fix}")
+
+
 def _registered(op: Op) -> Callable[..., Any] | None:
     reg = op.registered
     if reg is None:
+        _check(op.registered_args is None, op.name, "registered_args= without registered=")
         return None
     if isinstance(reg, torch._ops.OpOverloadPacket):
         reg = reg.default
     _check(isinstance(reg, torch._ops.OpOverload) or hasattr(reg, "_opoverload"), op.name,
            "registered= must be a registered op (torch.ops.namespace.name), got " + type(reg).__name__)
-    return reg
+    _check(op.registered_args is None or callable(op.registered_args), op.name, "registered_args must be callable")
+    _check_fits(op, reg)
+    return reg if op.registered_args is None else AdaptedOp(reg, op.registered_args)
 
 
 def contract_of(op: Op, origin: str) -> OpContract:
     """The contract the variant factory generates this op's variants from."""
     diff_in, diff_out = _validate(op)
     schemas = _schemas(op, diff_in, diff_out)
-    backward_op = op.name + "_backward" if op.backward is not None else None
-    launchers = {op.name: op.forward, **({backward_op: op.backward} if backward_op else {})}
+    backward_op: str | None = None
+    launchers: dict[str, Callable[..., Any]] = {op.name: op.forward}
+    if op.backward is not None:
+        backward_op = op.name + "_backward"
+        launchers[backward_op] = op.backward
     flavours = set(_BASE_FLAVOURS)
     if op.backward is not None:
         flavours.add("autograd_key_py")
@@ -284,6 +377,8 @@ def contract_of(op: Op, origin: str) -> OpContract:
         registered=_registered(op),
         origin=origin,
         runtime_checks=True,
+        layouts=tuple(op.layouts),
+        input_makers=dict(op.input_makers) or None,
         fake_fn=op.fake,
         backward_fake_fn=op.backward_fake or (_derived_backward_fake(op, diff_in, diff_out) if op.backward else None),
     )
@@ -311,6 +406,17 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def origin_of(path: Path, attr: str) -> str:
+    """A user op's origin: 'my_ops.py:NAME@<source digest>' (an edited file is another origin)."""
+    return f"{path.name}:{attr}@{digest(path)}"
+
+
+def split_origin(origin: str) -> tuple[str, str]:
+    """'my_ops.py:NAME@digest' -> ('my_ops.py:NAME', 'digest')."""
+    source, _, source_digest = origin.rpartition("@")
+    return source, source_digest
+
+
 def _import(path: Path) -> ModuleType:
     module_name = f"dbench_user_{path.stem}_{digest(path)}"
     if module_name in sys.modules:
@@ -321,7 +427,8 @@ def _import(path: Path) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # sys.exit() at import would end the run silently (a Ctrl-C still interrupts)
+    # SystemExit too: sys.exit() at import would end the run silently (a Ctrl-C still interrupts).
+    except (Exception, SystemExit) as exc:
         del sys.modules[module_name]
         why = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
         raise DeclarationError(f"--op {path}: importing it failed: {why}") from exc
@@ -369,7 +476,7 @@ def load(text: str) -> list[OpContract]:
     for attr, op in found.items():
         if not isinstance(op, Op):
             raise DeclarationError(f"--op {text!r}: {attr} is a {type(op).__name__}, not a dbench Op")
-        contracts.append(contract_of(op, f"{path.name}:{attr}@{digest(path)}"))
+        contracts.append(contract_of(op, origin_of(path, attr)))
     return contracts
 
 

@@ -42,15 +42,19 @@ def check_inputs(op: str, names: tuple[str, ...], tensors: tuple[Tensor, ...],
     first_name, first = names[0], tensors[0]
     for name, t in zip(names, tensors):
         if t.layout != torch.strided:
-            raise RuntimeError(f"{op}: argument '{name}' has unsupported layout {t.layout} (only strided tensors are supported)")
+            raise RuntimeError(f"{op}: argument '{name}' has unsupported layout {t.layout} "
+                               "(only strided tensors are supported)")
         if t.dtype not in dtypes:
             raise RuntimeError(f"{op}: argument '{name}' has unsupported dtype {t.dtype} ({expected_dtypes(dtypes)})")
         if t.device != first.device:
-            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' are on different devices ({first.device} vs {t.device})")
+            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' are on different devices "
+                               f"({first.device} vs {t.device})")
         if t.dtype != first.dtype:
-            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have different dtypes ({first.dtype} vs {t.dtype})")
+            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have different dtypes "
+                               f"({first.dtype} vs {t.dtype})")
         if same_shape and t.shape != first.shape:
-            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have mismatched shapes {list(first.shape)} vs {list(t.shape)}")
+            raise RuntimeError(f"{op}: arguments '{first_name}' and '{name}' have mismatched shapes "
+                               f"{list(first.shape)} vs {list(t.shape)}")
 
 
 @functools.cache
@@ -214,7 +218,8 @@ def _rowwise(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
             raise RuntimeError(f"{qualified}: eps must be positive, got {eps}")
         cols = x.shape[-1]
         if cols > MAX_L2NORM_COLS:
-            raise RuntimeError(f"{qualified}: rows longer than {MAX_L2NORM_COLS} elements are not supported by the Triton kernel")
+            raise RuntimeError(f"{qualified}: rows longer than {MAX_L2NORM_COLS} elements are not supported "
+                               "by the Triton kernel")
         tensors = tuple(t.contiguous() for t in tensors)
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
         if out.numel() == 0:
@@ -277,7 +282,8 @@ def _matmul(op_name: str, arg_names: tuple[str, ...]) -> Callable[..., Tensor]:
         check_inputs(qualified, arg_names, (a, b), dtypes=tuple(_MM_CONFIG), same_shape=False)
         for name, t in zip(arg_names, (a, b)):
             if t.dim() != 2:
-                raise RuntimeError(f"{qualified}: argument '{name}' must be a 2-D tensor, got {t.dim()}-D shape {list(t.shape)}")
+                raise RuntimeError(f"{qualified}: argument '{name}' must be a 2-D tensor, "
+                                   f"got {t.dim()}-D shape {list(t.shape)}")
         if a.shape[1] != b.shape[0]:
             raise RuntimeError(f"{qualified}: inner dimensions do not match: 'a' is {list(a.shape)}, 'b' is "
                                f"{list(b.shape)} (a.size(1) must equal b.size(0))")
@@ -329,7 +335,8 @@ def _with_schema_signature(fn: Callable[..., Tensor], schema_args: str, own: boo
 
 def _register(contract: OpContract, op_name: str, launcher: Callable[..., Tensor]) -> Any:
     return torch.library.triton_op(
-        f"{NS}::{op_name}", _with_schema_signature(launcher, contract.signature(op_name), contract.launchers is not None),
+        f"{NS}::{op_name}",
+        _with_schema_signature(launcher, contract.signature(op_name), contract.launchers is not None),
         mutates_args=()
     )
 

@@ -109,7 +109,8 @@ def flavour(kind: str, op: str) -> Flavour:
         return _custom_op("dbench_nested_custom_op", contract, lambda n: _inner_of(inner, contract, n))
     if kind == "custom_op_autograd":
         fl = _custom_op("dbench_custom_op_autograd", contract, contract.launcher)
-        fl.fwd.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
+        custom: Any = fl.fwd  # a torch.library.custom_op (CustomOpDef), which Flavour types as a callable
+        custom.register_autograd(registered_backward(contract, fl), setup_context=contract.save)
         return fl
     if kind == "autograd_key_py":
         return _autograd_key_py(contract)
@@ -299,6 +300,10 @@ class Variant:
             return self.unavailable
         if needs_gradient(mode) and not self.spec.differentiable:
             return self.spec.no_grad_reason
+        if needs_gradient(mode) and self.op.backward is None:
+            # aten and registered carry their own autograd, but with no backward declared the op has
+            # no function_raw row to pair them with, and its native form may not be differentiable.
+            return f"op {self.op.name!r} declares no backward: its gradient modes are not timed"
         return None
 
 

@@ -108,7 +108,8 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
     Declaration(
         "offsets", "GPU time of each kernel with int32 and forced int64 offsets, and a run past INT32_MAX",
         # No index axis for mm: its kernel always addresses in int64.
-        passes=_KERNEL_PASSES, modes=("forward", "backward"), variants=("raw",), ops=("noop", "muladd", "l2norm", "chain"),
+        passes=_KERNEL_PASSES, modes=("forward", "backward"), variants=("raw",),
+        ops=("noop", "muladd", "l2norm", "chain"),
         defaults=_KERNEL_DEFAULTS,
         table_note="int64 / int32: GPU time of the forced-int64 kernel over the int32 one, same inputs.",
         tables="offsets", figures=("offsets",),

@@ -127,6 +127,7 @@ def cpp_op(made: OpContract) -> Any:
         torch.library.register_fake(qualname)(kernel_fake)
         op = getattr(getattr(torch.ops, CPP_NAMESPACE), made.name)
         if not made.written(made.name):
+            assert made.backward_op is not None  # every op of this scenario declares its backward
             torch.library.register_autograd(
                 qualname, registered_backward(made, Flavour(op, made.launcher(made.backward_op))),
                 setup_context=made.save)
@@ -155,6 +156,7 @@ def contract(name: str) -> OpContract:
     try:
         made = contract_of(dataclasses.replace(op, registered=cpp_op(made)), origin="")
         stable_op(made)
+        assert made.flavours is not None  # contract_of names a declared op's flavours
         made = dataclasses.replace(made, flavours=made.flavours | {"stable"})
     except NativeBuildMissing:
         pass

@@ -6,7 +6,7 @@ import itertools
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 import torch
 from torch import Tensor
@@ -220,7 +220,12 @@ def case_key(scenario: str, op: str, variant: str, mode: str, device: str, shape
 # Pre-flight tolerances against the fp64 reference, per dtype. The 16-bit types: torch.testing's
 # rtol, and an atol for entries near zero, which carry the absolute error of rounded operands
 # (a * b + c cancelling; PyTorch's composites round each op), as tests/conftest.py says.
-TOLERANCES: dict[torch.dtype, dict[str, float]] = {
+class Tolerance(TypedDict):
+    atol: float
+    rtol: float
+
+
+TOLERANCES: dict[torch.dtype, Tolerance] = {
     torch.float16: {"atol": 1e-3, "rtol": 1e-3},
     torch.bfloat16: {"atol": 1e-2, "rtol": 1.6e-2},
     torch.float32: {"atol": 1e-5, "rtol": 1e-5},
@@ -261,7 +266,8 @@ def make_call(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
         return fwd_bwd
     with torch.no_grad():  # the outputs' shapes, from one call
         shapes = [o for o in contract.differentiable_outputs(fn(*args))]
-    grads = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(dtype=o.dtype, device=o.device) for o in shapes]
+    grads = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(dtype=o.dtype, device=o.device)
+             for o in shapes]
 
     def fwd_bwd_outputs() -> tuple[Tensor, ...]:
         return torch.autograd.grad(contract.differentiable_outputs(fn(*args)), grad_inputs, grads)
@@ -282,8 +288,13 @@ def preflight(variant: Variant, contract: OpContract, mode: str, spec: InputSpec
         context = mode_context(mode)
         with context() if context is not None else nullcontext():
             return _agreement(variant, contract, mode, spec)
-    except CASE_ERRORS as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
+    except CASE_ERRORS as exc:  # any failure disqualifies the case from timing
         return f"pre-flight check failed: {first_line(exc)}"
+
+
+def _labelled(label: str) -> Callable[[str], str]:
+    """assert_close's msg: its own message after `label` (as it is when the label is empty)."""
+    return lambda m: f"{label}: {m}" if label else m
 
 
 def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> str | None:
@@ -301,11 +312,14 @@ def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpe
     expected = contract.outputs_of(contract.reference_fp64(args))
     for name, o, e in zip(contract.outputs, outs, expected):
         torch.testing.assert_close(o.double().cpu(), e.cpu(), **tol,
-                                   msg=lambda m, name=name: f"output {name!r}: {m}" if contract.n_outputs > 1 else m)
+                                   msg=_labelled(f"output {name!r}" if contract.n_outputs > 1 else ""))
     if mode == Mode.FWD_BWD.value:
-        grad_outs = [torch.randn_like(e) for e, n in zip(expected, contract.outputs) if n not in contract.nondiff_outputs]
-        got = torch.autograd.grad(diff_outs, contract.grad_inputs(args), [g.to(o.dtype) for g, o in zip(grad_outs, diff_outs)])
-        ref_args = tuple(a.detach().double().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a for a in args)
+        grad_outs = [torch.randn_like(e) for e, n in zip(expected, contract.outputs)
+                     if n not in contract.nondiff_outputs]
+        got = torch.autograd.grad(diff_outs, contract.grad_inputs(args),
+                                  [g.to(o.dtype) for g, o in zip(grad_outs, diff_outs)])
+        ref_args = tuple(a.detach().double().requires_grad_(a.requires_grad)
+                         if isinstance(a, Tensor) and a.is_floating_point() else a for a in args)
         ref_outs = contract.differentiable_outputs(contract.reference(*ref_args))
         want = torch.autograd.grad(ref_outs, contract.grad_inputs(ref_args), grad_outs)
         for g, w in zip(got, want):
@@ -323,7 +337,7 @@ def _registered(variant: str, op: str, device: str) -> tuple[Variant | None, str
         return get_variant(variant, op, device), None
     except NativeBuildMissing:
         raise
-    except CASE_ERRORS as exc:  # noqa: BLE001  # the registration's own error is the finding
+    except CASE_ERRORS as exc:  # the registration's own error is the finding
         return None, f"registering {variant} failed: {first_line(exc)}"
 
 

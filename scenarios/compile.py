@@ -39,7 +39,8 @@ def fresh_function(fn: Callable[..., Tensor], nargs: int, calls: int = 1, first_
     name = f"boundary_{next(_uid)}"
     namespace: dict[str, Any] = {"fn": fn}
     pick = "[0]" if first_output else ""
-    body = f"    return fn({params}){pick}\n" if calls == 1 else f"    a0 = fn({params}){pick}\n" * calls + "    return a0\n"
+    body = (f"    return fn({params}){pick}\n" if calls == 1
+            else f"    a0 = fn({params}){pick}\n" * calls + "    return a0\n")
     exec(f"def {name}({params}):\n{body}", namespace)  # noqa: S102
     return namespace[name]
 
@@ -66,7 +67,8 @@ def recompiles_on_repeat(compiled: Callable[..., Any], args: tuple[Any, ...]) ->
     return None
 
 
-def _compiled_call(variant: Variant, args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
+def _compiled_call(variant: Variant,
+                   args: tuple[Any, ...]) -> tuple[Callable[[], Any] | None, Tensor | None, str | None]:
     wrapper = fresh_function(variant.fn, len(args))
     try:
         compiled = torch.compile(wrapper, fullgraph=True, dynamic=False)
@@ -134,6 +136,7 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
         return
     args = contract.make_inputs(spec)
     fn = variant.fn
+    call: Callable[[], Any] | None
     if mode == "eager":
         call, out, reason = (lambda: fn(*args)), fn(*args), None
     elif mode == "compiled":
@@ -150,5 +153,6 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
 SCENARIO = Scenario(
     DECLARATIONS["compile"],
     build=build,
-    plan=lambda sel: grid_plan(sel, sel.modes_of(MODES), variant_mode=lambda mode: "inference"),  # every mode takes inference inputs
+    # Every mode takes inference inputs.
+    plan=lambda sel: grid_plan(sel, sel.modes_of(MODES), variant_mode=lambda mode: "inference"),
 )

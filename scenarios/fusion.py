@@ -141,7 +141,7 @@ def build(sel: Selection) -> list[Case]:
             if variant == "unfused":
                 check_exact(case, call, fused_call, "the fused kernel")
             else:
-                check_against(case, call, lambda: reference(x, k), sel.dtype)
+                check_against(case, call, functools.partial(reference, x, k), sel.dtype)
     check_unique_labels(c.key for c in cases)
     return cases
 

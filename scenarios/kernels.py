@@ -74,7 +74,11 @@ def l2_flush(device: str) -> Callable[[], None]:
     """A write over more than the L2 (twice its size, at least 256 MiB), as nvbench flushes it."""
     props = torch.cuda.get_device_properties(torch.device(device))
     buffer = torch.empty(max(2 * props.L2_cache_size, MIN_FLUSH_BYTES) // 4, dtype=torch.float32, device=device)
-    return lambda: buffer.zero_()
+
+    def flush() -> None:
+        buffer.zero_()
+
+    return flush
 
 
 def check_against(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tensor], dtype: torch.dtype) -> None:
@@ -108,7 +112,7 @@ def _checked(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tens
             if g.shape != w.shape:
                 raise AssertionError(f"shape {list(g.shape)} instead of {list(w.shape)}")
             compare(g, w)
-    except CASE_ERRORS as exc:  # noqa: BLE001  # any failure disqualifies the case from timing
+    except CASE_ERRORS as exc:  # any failure disqualifies the case from timing
         case.error = f"{failure}: {first_line(exc)}"
         return
     case.call = call

@@ -76,7 +76,8 @@ def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*args[:len(args) - len(contract.scalars)], *contract.heaviest_scalars)
 
 
-def launch(contract: OpContract, mode: str, index: str, args: tuple[Any, ...], grad: Tensor | None) -> Callable[[], Tensor]:
+def launch(contract: OpContract, mode: str, index: str, args: tuple[Any, ...],
+           grad: Tensor | None) -> Callable[[], Tensor]:
     """One call of the op's kernel (forward, or its backward kernel) at a forced offset width."""
     from dbench.ops.native import raw
 
@@ -167,7 +168,7 @@ def build(sel: Selection) -> list[Case]:
                 same = (point["dtype"], point["size"], mode)
                 if index == "int32":
                     int32[same] = call
-                    check_against(case, call, lambda: expected(contract, mode, args, grad), dtype)
+                    check_against(case, call, functools.partial(expected, contract, mode, args, grad), dtype)
                 else:
                     check_exact(case, call, int32[same], "the int32 kernel")
     cases += huge_cases(sel, pool, sync)
@@ -236,7 +237,8 @@ def huge_cases(sel: Selection, pool: InputPool, sync: Callable[[], None]) -> lis
             continue
         case.work = contract.work(args) if contract.work else None
         # partial, not a lambda: the call is kept past this loop iteration (a closure would time the last op)
-        check_exact(case, functools.partial(getattr(raw(), op), *args), chunked(contract, args), "the compact chunked run")
+        check_exact(case, functools.partial(getattr(raw(), op), *args), chunked(contract, args),
+                    "the compact chunked run")
         key["exact"] = case.error is None
     return cases
 

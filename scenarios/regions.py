@@ -38,7 +38,7 @@ from dbench.bench.case import Case
 from dbench.ops import InputSpec, OpContract, Variant
 
 from . import DECLARATIONS
-from .base import TOLERANCES, Axis, Planned, Scenario, Selection, case_grid, grid_plan
+from .base import TOLERANCES, Axis, Tolerance, Planned, Scenario, Selection, case_grid, grid_plan
 from .compile import (CUDA_GRAPHS_NEED_CUDA, cudagraph_call, exception_line, fresh_function, prepare_dynamo,
                       recompiles_on_repeat)
 
@@ -96,7 +96,8 @@ def chain_reference(contract: OpContract, args: tuple[Any, ...], n: int) -> Tens
 
 def check_chain(out: Tensor, contract: OpContract, args: tuple[Any, ...], n: int) -> str | None:
     """The chain's output against the fp64 chain; the tolerance grows with n (n rounded calls)."""
-    tol = {k: v * n for k, v in TOLERANCES[args[0].dtype].items()}
+    one = TOLERANCES[args[0].dtype]
+    tol = Tolerance(atol=one["atol"] * n, rtol=one["rtol"] * n)
     try:
         torch.testing.assert_close(out.double().cpu(), chain_reference(contract, args, n).cpu(), **tol)
     except AssertionError as exc:

@@ -97,7 +97,7 @@ def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPo
         return _declared_calls(contract, args, mode, pool, compiled)
     if mode == "forward":
         launcher = getattr(raw(), contract.name)
-        calls = {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args)}  # type: ignore[misc]
+        calls = {"raw": lambda: launcher(*args), "aten": lambda: contract.aten(*args)}
         if not contract.no_compiled_reason:
             calls["compiled"] = lambda: compiled(contract.name)(*args)
         return calls
@@ -112,6 +112,7 @@ class _SavedFor:
     """What an op's setup_context saves, collected outside autograd (the backward kernel's inputs)."""
 
     saved_tensors: tuple[Any, ...] = ()
+    scalars: tuple[Any, ...] = ()  # a declared op's save() keeps its scalar arguments here
 
     def save_for_backward(self, *tensors: Any) -> None:
         self.saved_tensors = tensors
@@ -131,8 +132,8 @@ def _declared_calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool
     fwd = contract.launcher(contract.name)
     native = contract.aten
     if mode == "forward":
-        return {"raw": lambda: fwd(*args),
-                **({"aten": lambda: native(*args), "compiled": lambda: compiled(contract.name)(*args)} if native else {})}
+        theirs = {"aten": lambda: native(*args), "compiled": lambda: compiled(contract.name)(*args)} if native else {}
+        return {"raw": lambda: fwd(*args), **theirs}
     ctx = _SavedFor()
     outs = fwd(*args)
     contract.save(ctx, args, outs)
@@ -158,7 +159,7 @@ def _native_backward(contract: OpContract, args: tuple[Any, ...], grads: list[to
     the backward kernel computes, PyTorch's way."""
     n = len(contract.tensor_args)
     leaves = _leaves(contract, args[:n])
-    outs = contract.differentiable_outputs(contract.aten(*leaves, *args[n:]))  # type: ignore[misc]
+    outs = contract.differentiable_outputs(contract.aten(*leaves, *args[n:]))
     wrt = contract.grad_inputs(leaves)
     return lambda: _one_or_all(torch.autograd.grad(outs, wrt, grads, retain_graph=True))
 
@@ -201,7 +202,7 @@ def build(sel: Selection) -> list[Case]:
         """The op's aten form compiled, tuned on its largest inputs in this run (on first use)."""
         contract, dtype = OPS[op], op_dtype(sel, op)
         largest = op_shape(contract, sizes(sel, op)[-1], dtype)
-        return compile_tuned(contract.aten, lambda: pool.args(contract, largest, dtype))  # type: ignore[arg-type]
+        return compile_tuned(contract.aten, lambda: pool.args(contract, largest, dtype))
 
     flush = l2_flush(sel.device) if "cold" in sel.cache and sel.device.startswith("cuda") else None
     sync = device_sync(sel.device)
@@ -234,7 +235,7 @@ def build(sel: Selection) -> list[Case]:
                     if contract.kernel_of is not None and variant == "raw":  # which of its kernels this row times
                         key["kernel"] = contract.kernel_of(*args)
                     # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
-                    expected = (lambda: _reference(contract, args, mode, pool)) \
+                    expected = functools.partial(_reference, contract, args, mode, pool) \
                         if variant == "aten" or "aten" not in made else made["aten"]
                     check_against(case, made[variant], expected, dtype)
     check_unique_labels(c.key for c in cases)

@@ -1,32 +1,35 @@
-"""What a command line selects of a scenario on a device, and whether any of it can be timed there."""
+"""What a run's options select of a scenario on their device, and whether any of it can be timed there."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any, Sequence
 
 from dbench.bench.cli import UsageError
+from dbench.bench.options import RunOptions
 
 
-def selected_ops(scenario: Any, args: Any, every: Sequence[str]) -> tuple[str, ...]:
+def selected_ops(scenario: Any, options: RunOptions, every: Sequence[str]) -> tuple[str, ...]:
     """--ops, else the ops --op loaded, else the scenario's, else every shipped op."""
-    return tuple(args.ops or getattr(args, "user_ops", None) or scenario.default_ops or every)
+    return tuple(options.ops or options.user_ops or scenario.default_ops or every)
 
 
-def selection(scenario: Any, device: str, args: Any) -> Any:
-    """What the command line selects of `scenario` on `device` (scenarios.Selection)."""
+def selection(scenario: Any, options: RunOptions) -> Any:
+    """What the options select of `scenario` on their device (scenarios.Selection)."""
     import torch
 
     from dbench.ops import OP_NAMES, VARIANT_NAMES
 
     from .base import Selection
 
-    return Selection(ops=selected_ops(scenario, args, OP_NAMES),
-                     variants=args.variants or scenario.variants or VARIANT_NAMES, device=device,
-                     dtype=getattr(torch, args.dtype), seed=args.seed, quick=args.quick, cache=tuple(args.cache),
-                     explicit_ops=args.ops is not None or bool(args.op), shape=args.shape, modes=args.modes)
+    return Selection(ops=selected_ops(scenario, options, OP_NAMES),
+                     variants=options.variants or scenario.variants or VARIANT_NAMES, device=options.device,
+                     dtype=getattr(torch, options.dtype), seed=options.seed, quick=options.quick, cache=options.cache,
+                     explicit_ops=options.ops is not None or bool(options.op_files), shape=options.shape,
+                     modes=options.modes)
 
 
-def check_selection(scenario: Any, device: str, args: Any, console: Any) -> None:
+def check_selection(scenario: Any, options: RunOptions, console: Any) -> None:
     """Before any case is built: can the selection time anything on this device? Nothing: a usage
     error naming what cannot run here and why. Only part of it: the rest runs, the parts that cannot
     are named once. (A shard's child times the share it was given: its parent checked the whole.)"""
@@ -34,6 +37,7 @@ def check_selection(scenario: Any, device: str, args: Any, console: Any) -> None
 
     from .base import not_runnable
 
+    device, args = options.device, options
     if scenario.requires_cuda and not device.startswith("cuda"):
         why = ("--device cpu was given" if args.device == "cpu"
                else f"this machine has none (torch {torch.__version__})")
@@ -43,10 +47,27 @@ def check_selection(scenario: Any, device: str, args: Any, console: Any) -> None
         raise UsageError(f"argument --cache: scenario {scenario.name} has no cache axis (roofline has)")
     if scenario.plan is None or args.shard_child:
         return
-    planned = scenario.plan(selection(scenario, device, args))
+    planned = scenario.plan(selection(scenario, options))
     given = [dim for dim, option in (("op", args.ops), ("variant", args.variants)) if option is not None]
     notes = not_runnable(planned, given + (["cache"] if tuple(args.cache) != ("warm",) else []))
     if not any(p.na_reason is None for p in planned):
         raise UsageError(f"nothing selected can be timed on {device}: {'; '.join(notes) or 'no cases'}")
     if notes:
         console.print(f"[yellow]not timed on {device}:[/yellow] {'; '.join(notes)}", soft_wrap=True)
+
+
+def resolved(args: argparse.Namespace, console: Any) -> tuple[RunOptions | None, list[str]]:
+    """The run's options from its checked command line (None after --list, which prints and stops),
+    and the shards' devices ([] unless --gpus / --shards)."""
+    from dbench.bench.harness.device import resolve_device
+    from dbench.bench.options import resolve
+    from . import DECLARATIONS
+    from .listing import load_user_ops, print_list
+
+    user_ops = load_user_ops(args) if args.op else []
+    if args.list:
+        print_list(console)
+        return None, []
+    repeated = args.processes is not None or args.ab is not None
+    device, shard_devices = resolve_device(args, in_process=not repeated)
+    return resolve(args, DECLARATIONS[args.scenario], device, tuple(user_ops)), shard_devices

@@ -28,6 +28,7 @@ between kernels, which batched events count and CUPTI's kernel time does not.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from typing import Any, Callable
 
@@ -49,7 +50,7 @@ REPS = 15
 def _cupti_per_call(timer: CuptiTimer, label: str, fn: Callable[[], Any], calls: int,
                     reps: int) -> tuple[list[float], list[float]]:
     """GPU-busy and span µs per call, one of each per block."""
-    for r in range(reps):
+    for _ in range(reps):
         torch.cuda.synchronize()
         timer.begin_block(label)
         for _ in range(calls):
@@ -107,11 +108,11 @@ def kernels(device: str) -> list[tuple[str, str, float | None, Callable[[], Any]
     cycles_per_us = calibrate_sleep()
     for target in SLEEP_TARGETS_US:
         cycles = int(target * cycles_per_us)
-        out.append(("sleep", f"{target}us", float(target), lambda c=cycles: torch.cuda._sleep(c)))
+        out.append(("sleep", f"{target}us", float(target), functools.partial(torch.cuda._sleep, cycles)))
     launcher = raw().noop
     for n in COPY_ELEMENTS:
         x = torch.randn(n, device=device)
-        out.append(("copy", f"{n * 4 / 2**20:g}MiB", None, lambda x=x: launcher(x)))
+        out.append(("copy", f"{n * 4 / 2**20:g}MiB", None, functools.partial(launcher, x)))
     return out
 
 
@@ -219,7 +220,8 @@ def report(rows: list[dict[str, Any]], console: Any) -> int:
         verdict = {True: "yes", False: "[red]NO[/red]", None: ""}[e["within_2pct"]]
         table.add_row(e["kernel"], e["size"], fmt(e.get("cupti"), ".2f"), fmt(e.get("cupti_span"), ".2f"),
                       fmt(e.get("events"), ".2f"), fmt(e.get("events_per_call"), ".2f"), fmt(e.get("do_bench"), ".2f"),
-                      fmt(e.get("cupti_span/cupti"), ".3f"), fmt(e.get("events/span"), ".3f"), fmt(e.get("events/cupti"), ".3f"), fmt(e.get("events_per_call/cupti"), ".3f"),
+                      fmt(e.get("cupti_span/cupti"), ".3f"), fmt(e.get("events/span"), ".3f"),
+                      fmt(e.get("events/cupti"), ".3f"), fmt(e.get("events_per_call/cupti"), ".3f"),
                       fmt(e.get("do_bench/cupti"), ".3f"), verdict)
     console.print(table)
     console.print("[dim]cupti: kernel (busy) time; span: first start to last end of back-to-back calls, gaps "

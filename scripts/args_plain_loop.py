@@ -83,7 +83,8 @@ def main() -> int:
         other, other_share = theirs.get(variant, (None, None))
         out["variants"][variant] = {"medians_us": dict(zip(map(str, ARITIES), medians)), "slope_us": slope,
                                     "share": share, "scenario_slope_us": other, "scenario_share": other_share}
-        cells = ("—", "—", "—") if other is None else (f"{other:.4f}", f"{other / slope:.3f}", f"{100 * other_share:.2f}")
+        cells = (("—", "—", "—") if other is None
+                 else (f"{other:.4f}", f"{other / slope:.3f}", f"{100 * other_share:.2f}"))
         print(f"| {variant} | " + " | ".join(f"{m:.2f}" for m in medians)
               + f" | {slope:.4f} | {cells[0]} | {cells[1]} | {100 * share:.2f} | {cells[2]} |")
     if args.json:

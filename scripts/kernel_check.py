@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -30,12 +31,12 @@ from pathlib import Path
 # every other check uses is never wrapped.
 os.environ.setdefault("DBENCH_INJECT_GPU_NS", "2000")
 
-import torch  # noqa: E402
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbench.ops import native  # noqa: E402
-from dbench.ops.specs import MM_KERNEL_ENV, MM_KERNELS  # noqa: E402
+from dbench.ops import native
+from dbench.ops.specs import MM_KERNEL_ENV, MM_KERNELS
 
 ELEMENTWISE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # Elementwise bounds against the fp64 reference: the 16-bit types round once (half an ulp).
@@ -67,7 +68,7 @@ def check_elementwise(raw) -> list[str]:
                 if not torch.allclose(raw.muladd(*args).double(), ref, rtol=tol, atol=tol):
                     failures.append(f"muladd {dtype} n={n} {name}")
         for cols in (3, 8, 1030):
-            x, g = torch.randn(2, 5, cols, dtype=dtype, device="cuda"), torch.randn(2, 5, cols, dtype=dtype, device="cuda")
+            x, g = (torch.randn(2, 5, cols, dtype=dtype, device="cuda") for _ in range(2))
             for xs, gs in ((x, g), (_offset(x, 1), _offset(g, 1))):
                 y = raw.l2norm(xs, 1e-6)
                 if not torch.allclose(y.double(), _l2norm_ref(xs), rtol=tol, atol=tol):
@@ -108,7 +109,8 @@ def check_mm(raw, kernel: str) -> list[str]:
     failures = []
     shapes = ((130, 72, 264), (17, 33, 65), (256, 64, 256), (300, 520, 776), (129, 136, 512), (5, 0, 7), (1, 1, 1))
     with _mm_kernel(kernel):
-        for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5), (torch.float64, 1e-12)):
+        for dtype, bound in ((torch.bfloat16, 1e-2), (torch.float16, 2e-3), (torch.float32, 1e-5),
+                             (torch.float64, 1e-12)):
             for m, k, n in shapes:
                 a = torch.randn(m, k, dtype=dtype, device="cuda")
                 b = torch.randn(k, n, dtype=dtype, device="cuda")
@@ -196,7 +198,8 @@ def check_chain_and_widths(raw) -> list[str]:
                     for index in ("int32", "int64"):
                         if not torch.equal(kernels.chain(xs, k, index=index), fused):
                             failures.append(f"chain {dtype} n={n} k={k} {name} index={index}")
-                        if not torch.equal(kernels.chain_backward(gs, xs, k, index=index), raw.chain_backward(gs, xs, k)):
+                        got = kernels.chain_backward(gs, xs, k, index=index)
+                        if not torch.equal(got, raw.chain_backward(gs, xs, k)):
                             failures.append(f"chain_backward {dtype} n={n} k={k} {name} index={index}")
                 for index in ("int32", "int64"):
                     if not torch.equal(kernels.noop(xs, index=index), xs):
@@ -313,7 +316,8 @@ def bench() -> int:
                 for size in (4096, 8192):
                     a = torch.randn(size, size, dtype=dtype, device="cuda")
                     b = torch.randn(size, size, dtype=dtype, device="cuda")
-                    ours, cublas = _time_ms(lambda: raw.mm(a, b)), _time_ms(lambda: torch.mm(a, b))
+                    ours = _time_ms(functools.partial(raw.mm, a, b))
+                    cublas = _time_ms(functools.partial(torch.mm, a, b))
                     tflops = 2 * size**3 / 1e9
                     print(f"mm [{kernel:8}] {str(dtype):15} {size}^3: ours {tflops / ours:7.1f} TFLOP/s, torch.mm "
                           f"{tflops / cublas:7.1f} TFLOP/s, ratio {cublas / ours:.2f}")
@@ -323,8 +327,8 @@ def bench() -> int:
         y, z = torch.randn_like(x), torch.randn_like(x)
         for name, args in (("aligned", (x, y, z)), ("offset", (x[1:], y[1:], z[1:]))):
             nbytes = args[0].numel() * args[0].element_size()
-            t_copy = _time_ms(lambda: raw.noop(args[0]), 20)
-            t_fma = _time_ms(lambda: raw.muladd(*args), 20)
+            t_copy = _time_ms(functools.partial(raw.noop, args[0]), 20)
+            t_fma = _time_ms(functools.partial(raw.muladd, *args), 20)
             print(f"{str(dtype):14} {name:8} copy {2 * nbytes / t_copy / 1e6:7.0f} GB/s, "
                   f"muladd {4 * nbytes / t_fma / 1e6:7.0f} GB/s (vector path: {raw.vector_path(list(args))})")
     bench_l2norm(raw)
@@ -338,10 +342,10 @@ def bench_l2norm(raw) -> None:
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn((256 << 20) // dtype.itemsize // 1024, 1024, dtype=dtype, device="cuda")
         nbytes = 2 * x.numel() * x.element_size()
-        t_copy = _time_ms(lambda: raw.noop(x), 20)
+        t_copy = _time_ms(functools.partial(raw.noop, x), 20)
         line = f"l2norm {str(dtype):14} {list(x.shape)}: copy {nbytes / t_copy / 1e6:6.0f} GB/s"
         for path in ("warp", "block"):
-            t = _time_ms(lambda: kernels.l2norm(x, 1e-6, path=path), 20)
+            t = _time_ms(functools.partial(kernels.l2norm, x, 1e-6, path=path), 20)
             line += f", {path} {nbytes / t / 1e6:6.0f} GB/s ({t_copy / t:.1%} of copy)"
         print(line + f"; auto takes {raw.row_path([x])}")
 

@@ -50,7 +50,6 @@ import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -779,7 +778,8 @@ def _out_probes() -> list[Probe]:
         who = "another-users" if owner else "mine"
         probes.append(Probe(f"links/default-out/{who}-{mode:04o}", "links", ("{run}", *QUICK),
                             (*refused(), no_outputs("target")),
-                            setup=(_set("target", lambda ctx, m=mode, o=owner: folder(ctx.cwd / "dbench-results", m, o)),),
+                            setup=(_set("target",
+                                        lambda ctx, m=mode, o=owner: folder(ctx.cwd / "dbench-results", m, o)),),
                             root=root, timeout=90))
 
     def machine_folder(ctx: Ctx) -> Path:  # ./dbench-results/<machine>/ made by another user
@@ -835,7 +835,8 @@ def _race_probes() -> list[Probe]:
          Trigger("plant <stem>-muladd-cpu.png", plant_beside("-muladd-cpu.png"),
                  when=result_state("out", lambda d: d.get("status") == "complete"))),
         ("processes-folder", (*QUICK, "--processes", "2"),
-         Trigger("plant <stem>.processes", plant_work("processes", "process-1.log", inside=False), when=appears("out"))),
+         Trigger("plant <stem>.processes", plant_work("processes", "process-1.log", inside=False),
+                 when=appears("out"))),
         ("processes-log", (*QUICK, "--processes", "2"),
          Trigger("plant process-1.log", plant_work("processes", "process-1.log", inside=True),
                  when=appears("out", "*.processes"))),
@@ -907,9 +908,15 @@ def _code_probes() -> list[Probe]:
     def python_link(ctx: Ctx) -> None:
         ctx.vars.update(code=str(link(ctx.tmp / "bin" / "python3", PY, NOBODY)), marker=str(ctx.tmp / "marker"))
 
-    shared_bin: Callable[[Ctx], Path] = lambda ctx: _shared(ctx, 0o777)
-    own_bin: Callable[[Ctx], Path] = lambda ctx: folder(ctx.tmp / "bin")
-    others_link: Callable[[Ctx], Path] = lambda ctx: link(ctx.tmp / "lnk", folder(ctx.tmp / "real"), NOBODY)
+    def shared_bin(ctx: Ctx) -> Path:
+        return _shared(ctx, 0o777)
+
+    def own_bin(ctx: Ctx) -> Path:
+        return folder(ctx.tmp / "bin")
+
+    def others_link(ctx: Ctx) -> Path:
+        return link(ctx.tmp / "lnk", folder(ctx.tmp / "real"), NOBODY)
+
     run_quick = ("{run}", *QUICK, "--out", "{out}")
     ab = ("{run}", *QUICK, "--out", "{out}", "--ab", "env:")
     cases: list[tuple[str, tuple[str, ...], dict[str, str], Setup, bool]] = [
@@ -1029,15 +1036,18 @@ RUN_OPTIONS = (
                         "folder": "{tmp}/empty"}),
 )
 RUN_LINES: dict[str, tuple[str, ...]] = {
-    "unknown-option": ("--nosuch",), "positional": ("extra",), "processes-with-ab": ("--processes", "2", "--ab", "env:", "env:"),
+    "unknown-option": ("--nosuch",), "positional": ("extra",),
+    "processes-with-ab": ("--processes", "2", "--ab", "env:", "env:"),
     "processes-with-shards": ("--processes", "2", "--shards", "2"), "pairs-without-ab": ("--pairs", "2"),
-    "baseline-with-ab": ("--baseline", "{good}", "--ab", "env:", "env:"), "shards-on-cuda": ("--shards", "2", "--device", "cuda"),
+    "baseline-with-ab": ("--baseline", "{good}", "--ab", "env:", "env:"),
+    "shards-on-cuda": ("--shards", "2", "--device", "cuda"),
     "gpus-on-cpu": ("--gpus", "2", "--device", "cpu"), "shards-with-gpus": ("--shards", "2", "--gpus", "2"),
     "ab-one-side": ("--ab", "env:"), "ab-unknown-prefix": ("--ab", "env:", "bogus:x"),
     "ab-env-no-value": ("--ab", "env:", "env:X"), "ab-env-bad-key": ("--ab", "env:", "env:1X=2"),
     "ab-env-twice": ("--ab", "env:", "env:A=1,A=2"), "ab-missing-python": ("--ab", "/no/such/python", "env:"),
     "ab-empty-side": ("--ab", "", "env:"), "ab-empty-build": ("--ab", "env:", "build:"),
-    "ab-missing-build": ("--ab", "env:", "build:/no/such/build"), "ab-not-a-build": ("--ab", "env:", "build:{tmp}/empty"),
+    "ab-missing-build": ("--ab", "env:", "build:/no/such/build"),
+    "ab-not-a-build": ("--ab", "env:", "build:{tmp}/empty"),
     "ab-empty-python": ("--ab", "env:", "python:"), "ab-shell": ("--ab", "/bin/sh", "env:"),
     "ab-true": ("--ab", "env:", "python:/bin/true"), "ab-bad-knob": ("--ab", "env:", "env:DBENCH_MM_KERNEL=bogus"),
     "ab-missing-build-env": ("--ab", "env:", "env:DBENCH_BUILD_DIR=/nonexistent"),
@@ -1045,7 +1055,8 @@ RUN_LINES: dict[str, tuple[str, ...]] = {
 RUN_ENV_LINES: dict[str, dict[str, str]] = {
     "mm-kernel-bogus": {"DBENCH_MM_KERNEL": "bogus"}, "inject-ns-float": {"DBENCH_INJECT_NS": "3e2"},
     "inject-cpu-ns-negative": {"DBENCH_INJECT_CPU_NS": "-1"}, "inject-gpu-ns-huge": {"DBENCH_INJECT_GPU_NS": HUGE_INT},
-    "build-dir-missing": {"DBENCH_BUILD_DIR": "/nonexistent"}, "build-dir-empty-folder": {"DBENCH_BUILD_DIR": "{tmp}/empty"},
+    "build-dir-missing": {"DBENCH_BUILD_DIR": "/nonexistent"},
+    "build-dir-empty-folder": {"DBENCH_BUILD_DIR": "{tmp}/empty"},
     "build-dir-a-file": {"DBENCH_BUILD_DIR": "{tmp}/junk.json"},
 }
 
@@ -1056,7 +1067,8 @@ def _cli_files(ctx: Ctx) -> None:
     (ctx.tmp / "empty").mkdir()
     os.mkfifo(ctx.tmp / "fifo.json")
     (ctx.tmp / "notes.txt").write_text("notes\n")
-    (ctx.tmp / "ops.py").write_text("from dbench import Op\nprobe_op = Op(name='probe_op', forward=lambda x: x.clone())\n")
+    (ctx.tmp / "ops.py").write_text("from dbench import Op\n"
+                                    "probe_op = Op(name='probe_op', forward=lambda x: x.clone())\n")
     for name, var in (("gate-new.json", "new"), ("gate-base.json", "base"), ("boundary-small-a.json", "a")):
         shutil.copyfile(GOLDEN / name, ctx.tmp / name)
         ctx.vars[var] = str(ctx.tmp / name)
@@ -1086,7 +1098,8 @@ COMMANDS: tuple[Command, ...] = (
                "unknown-option": ("{dbench}", "gate", *GATE, "--nosuch")}),
     Command("report", ("{dbench}", "report", "{a}"), (Option("--format", "choice"),),
             lines={"no-arguments": ("{dbench}", "report"), "missing-file": ("{dbench}", "report", "{tmp}/no-such.json"),
-                   "empty-folder": ("{dbench}", "report", "{tmp}/empty"), "unknown-option": ("{dbench}", "report", "{a}", "-x")}),
+                   "empty-folder": ("{dbench}", "report", "{tmp}/empty"),
+                   "unknown-option": ("{dbench}", "report", "{a}", "-x")}),
     Command("figures", ("{dbench}", "figures", "{a}", "--out", "{tmp}/figs"), (
         Option("--kinds", "", {"unknown": "bogus", "empty": "", "comma": ",", "twice": "cpu,cpu"}),
         Option("--history-mode", "", {"unknown": "bogus", "empty": ""}),
@@ -1095,18 +1108,20 @@ COMMANDS: tuple[Command, ...] = (
                "missing-file": ("{dbench}", "figures", "{tmp}/no-such.json", "--out", "{tmp}/figs")}),
     Command("compare", ("{dbench}", "compare", *GATE), (
         Option("--max-spread", "nonnegative"), Option("--value", "choice"),
-        Option("--csv", "", {"below-a-file": "{tmp}/junk.json/x.csv", "proc": "/proc/no-such/x.csv", "a-folder": "{tmp}/empty",
-                             "empty": ""})),
+        Option("--csv", "", {"below-a-file": "{tmp}/junk.json/x.csv", "proc": "/proc/no-such/x.csv",
+                             "a-folder": "{tmp}/empty", "empty": ""})),
         lines={"one-file": ("{dbench}", "compare", "{new}"), "three-files": ("{dbench}", "compare", *GATE, "{a}"),
                "missing-file": ("{dbench}", "compare", "{new}", "{tmp}/no-such.json")}),
     Command("history", ("{dbench}", "history", "{nights}"), (
-        Option("--format", "choice"), Option("--penalty", "positive", only=("zero", "negative", "nan", "inf", "word", "empty")),
+        Option("--format", "choice"),
+        Option("--penalty", "positive", only=("zero", "negative", "nan", "inf", "word", "empty")),
         Option("--plot", "", {"below-a-file": "{tmp}/junk.json/h.png", "proc": "/proc/no-such/h.png"})),
         lines={"missing-folder": ("{dbench}", "history", "{tmp}/no-such"), "a-file": ("{dbench}", "history", "{base}"),
                "empty-folder": ("{dbench}", "history", "{tmp}/empty"), "no-arguments": ("{dbench}", "history")}),
     Command("calibrate", ("{dbench}", "calibrate", "{aa1}", "{aa2}", "--out", "{tmp}/cal.json"), (
         Option("--alpha-nightly", "fraction"), Option("--alpha-row", "fraction"), Option("--power", "fraction"),
-        Option("--floor", "nonnegative"), Option("--target-effect", "positive", only=("zero", "negative", "nan", "inf", "word")),
+        Option("--floor", "nonnegative"),
+        Option("--target-effect", "positive", only=("zero", "negative", "nan", "inf", "word")),
         Option("--processes", "positive", only=("zero", "negative", "nan", "inf", "word", "huge")),
         Option("--injected-metric", "choice"), Option("--injected-row", "regex", extra=("--injected", "{aa2}"))),
         lines={"no-out": ("{dbench}", "calibrate", "{aa1}", "{aa2}"),
@@ -1122,8 +1137,8 @@ COMMANDS: tuple[Command, ...] = (
         lines={"no-arguments": ("{dbench}", "nights"), "missing-file": ("{dbench}", "nights", "{tmp}/no-such.json")}),
     Command("export", ("{dbench}", "export", "{a}", "--format", "bencher"), (
         Option("--format", "", {"unknown": "bogus", "empty": "", "md": "md"}),
-        Option("--out", "", {"below-a-file": "{tmp}/junk.json/x.json", "proc": "/proc/no-such/x.json", "a-folder": "{tmp}/empty",
-                             "empty": ""})),
+        Option("--out", "", {"below-a-file": "{tmp}/junk.json/x.json", "proc": "/proc/no-such/x.json",
+                             "a-folder": "{tmp}/empty", "empty": ""})),
         lines={"no-format": ("{dbench}", "export", "{a}"), "missing-file": ("{dbench}", "export", "{tmp}/no-such.json",
                                                                           "--format", "bencher")}),
 )
@@ -1185,8 +1200,8 @@ def _list_probes() -> list[Probe]:
         tmpfs("ro", readonly=True)(ctx)
         ctx.vars["cwd"] = ctx.vars["ro"]
 
-    probes.append(Probe("cli/run.py/list-in-a-read-only-folder", "cli", ("{run}", "--list"), (exit_in(0), no_traceback()),
-                        setup=(read_only_cwd,), slow=True, timeout=120))
+    probes.append(Probe("cli/run.py/list-in-a-read-only-folder", "cli", ("{run}", "--list"),
+                        (exit_in(0), no_traceback()), setup=(read_only_cwd,), slow=True, timeout=120))
     return probes
 
 
@@ -1414,7 +1429,9 @@ def _shape_problem(fmt: str, got: str, clean: str) -> str | None:
         if "<img" in got:
             return "raw <img in markdown"
         a, b = _md_shape(got), _md_shape(clean)
-        return None if a == b else f"table lines and columns differ from the clean document's ({len(a)} vs {len(b)} lines)"
+        if a == b:
+            return None
+        return f"table lines and columns differ from the clean document's ({len(a)} vs {len(b)} lines)"
     if fmt == "csv":
         records = _csv_records(got)
         for record in records:
@@ -1556,7 +1573,8 @@ def _moments(processes: bool) -> dict[str, tuple[float, Callable[[Ctx], bool] | 
     """name -> (seconds after the start, and the state of the run to wait for)."""
     moments: dict[str, tuple[float, Callable[[Ctx], bool] | None]] = {
         "0.2s": (0.2, None), "1s": (1.0, None), "3s": (3.0, None),
-        "before-the-rounds": (0.0, result_state("out", lambda d: d.get("status") == "running" and not rounds_done(1)(d))),
+        "before-the-rounds": (0.0, result_state("out",
+                                                lambda d: d.get("status") == "running" and not rounds_done(1)(d))),
     }
     if processes:
         moments.update({"9s": (9.0, None), "in-process-0-rounds": (0.0, _child_rounds(2)),
@@ -1585,10 +1603,12 @@ def interrupts_probes() -> list[Probe]:
     probes.append(Probe("interrupts/run/SIGINT-twice/mid-rounds", "interrupts", ("{run}", *LONG, "--out", "{out}"),
                         stopped, triggers=(Trigger("two SIGINTs", send(signal.SIGINT, twice=True),
                                                    when=result_state("out", rounds_done(2))),), slow=True, timeout=240))
-    probes.append(Probe("interrupts/run/SIGTERM-then-SIGINT/mid-rounds", "interrupts", ("{run}", *LONG, "--out", "{out}"),
-                        stopped, triggers=(Trigger("SIGTERM", send(signal.SIGTERM), when=result_state("out", rounds_done(2))),
-                                           Trigger("SIGINT", send(signal.SIGINT), at=0.0,
-                                                   when=result_state("out", rounds_done(2)))), slow=True, timeout=240))
+    mid_rounds = result_state("out", rounds_done(2))
+    probes.append(Probe("interrupts/run/SIGTERM-then-SIGINT/mid-rounds", "interrupts",
+                        ("{run}", *LONG, "--out", "{out}"), stopped,
+                        triggers=(Trigger("SIGTERM", send(signal.SIGTERM), when=mid_rounds),
+                                  Trigger("SIGINT", send(signal.SIGINT), at=0.0, when=mid_rounds)),
+                        slow=True, timeout=240))
     return probes
 
 
@@ -1613,20 +1633,26 @@ def _status(status: str, source: Path = GOLDEN / "gate-base.json") -> Setup:
     return setup
 
 
+def _new_in_a_folder(ctx: Ctx) -> None:
+    """The new run (after _status) moved into <tmp>/runs/: the gate given a folder."""
+    folder(ctx.tmp / "runs")
+    shutil.move(ctx.vars["new"], ctx.tmp / "runs")
+
+
 def gate_probes() -> list[Probe]:
     never_pass = (exit_in(1, 2, 3), no_traceback(), cwd_untouched())
     probes = []
     for status in UNFINISHED:
         for fmt in ("md", "txt", "json"):
-            probes.append(Probe(f"gate/{status}/{fmt}", "gate", ("{dbench}", "gate", "{new}", "{base}", "--format", fmt),
+            probes.append(Probe(f"gate/{status}/{fmt}", "gate",
+                                ("{dbench}", "gate", "{new}", "{base}", "--format", fmt),
                                 (*never_pass, mentions(status)), setup=(_status(status),),
                                 fast=f"gate/{status}/{fmt}" in FAST_GATE))
         probes.append(Probe(f"gate/{status}/module-form", "gate",
                             ("{module:dbench.analysis.gate}", "{new}", "{base}", "--hide-same"), never_pass,
                             setup=(_status(status),)))
         probes.append(Probe(f"gate/{status}/new-in-a-folder", "gate", ("{dbench}", "gate", "{tmp}/runs", "{base}"),
-                            never_pass, setup=(_status(status), lambda ctx: (folder(ctx.tmp / "runs"),
-                                                                              shutil.move(ctx.vars["new"], ctx.tmp / "runs")))))
+                            never_pass, setup=(_status(status), _new_in_a_folder)))
         aa = sorted(AA_FOLDER.glob("*.json"))[0]
         probes.append(Probe(f"gate/{status}/ab-run", "gate", ("{dbench}", "gate", "{new}"), never_pass,
                             setup=(_status(status, aa),)))
@@ -1752,7 +1778,7 @@ def run_probe(probe: Probe, assets: Assets, index: int, keep: bool) -> Result:
         for check in probe.checks:
             try:
                 found = check.test(outcome)
-            except Exception as exc:  # a check that cannot look is a failed check, with why
+            except Exception as exc:  # noqa: BLE001  # a check that cannot look is a failed check, with why
                 found = f"could not check: {type(exc).__name__}: {exc}"
             checks.append({"check": check.name, "ok": found is None, **({"found": found} if found else {})})
         lines = outcome.err_lines()
@@ -1761,7 +1787,7 @@ def run_probe(probe: Probe, assets: Assets, index: int, keep: bool) -> Result:
                       time.monotonic() - started)
     except Skip as exc:
         return Result(probe, "skip", notes=[str(exc)])
-    except Exception as exc:  # the setup or a needed asset broke: the probe could not be tried
+    except Exception as exc:  # noqa: BLE001  # the setup or a needed asset broke: the probe could not be tried
         return Result(probe, "fail", notes=[*ctx.notes, f"setup: {type(exc).__name__}: {shown(str(exc), 400)}"],
                       seconds=time.monotonic() - started)
     finally:

@@ -30,10 +30,10 @@ from typing import Any, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dbench.bench import stats  # noqa: E402
-from dbench.bench.document import ResultFileError, read_results  # noqa: E402
-from dbench.bench.identity import case_label, row_identity  # noqa: E402
-from dbench.bench.runner import round_order  # noqa: E402
+from dbench.bench import stats
+from dbench.bench.document import ResultFileError, read_results
+from dbench.bench.identity import case_label, row_identity
+from dbench.bench.runner import round_order
 
 CLASSES = (("python", "cpu_us"), ("cpp", "cpu_us"), ("python", "gpu_us"), ("cpp", "gpu_us"))
 MOVES = (("python", "cpu_us", "ratio_median"), ("cpp", "cpu_us", "ratio_median"), ("python", "cpu_us", "median"),
@@ -106,20 +106,23 @@ def drift(doc: dict[str, Any], pairs: int = 200_000) -> list[str]:
 def describe(path: str, doc: dict[str, Any], rounds: list[int]) -> list[str]:
     c = doc.get("config") or {}
     phases = c.get("phase_seconds") or {}
+    command = ((doc.get("env") or {}).get("cpp_driver_context") or {}).get("dbench_command", [])
     lines = [f"{Path(path).name}: order {c.get('order', 'shuffled')}, {c.get('rounds_done')} rounds of "
              f"{c.get('block_seconds', 0) * 1e3:.2f} ms, warm-up {c.get('warmup_seconds', 0) * 1e3:.0f} ms, "
              f"{c.get('gpu_rounds_done')} GPU rounds; phases {phases} = {sum(phases.values()):.1f} s",
-             f"  C++ driver: {' '.join(((doc.get('env') or {}).get('cpp_driver_context') or {}).get('dbench_command', []))}"]
+             f"  C++ driver: {' '.join(command)}"]
     for driver, metric in CLASSES:
         rows = timed(doc["rows"], driver, metric)
         if not rows:
             continue
         absolute = [half_width(r["ci_low"], r["ci_high"], r["median"]) for r in rows]
-        ratio = [half_width(r["ratio_ci_low"], r["ratio_ci_high"], r["ratio_median"]) for r in rows if r.get("ratio_median")]
+        ratio = [half_width(r["ratio_ci_low"], r["ratio_ci_high"], r["ratio_median"])
+                 for r in rows if r.get("ratio_median")]
         line = (f"  {driver} {metric}: {len(rows)} rows of {rows[0]['n']} samples; CI half-width, absolute: median "
                 f"{statistics.median(absolute):.2f} % p90 {p90(absolute):.2f} %")
         if ratio:
-            line += f"; ratio to the floor: median {statistics.median(ratio):.2f} % p90 {p90(ratio):.2f} % ({len(ratio)} rows)"
+            line += (f"; ratio to the floor: median {statistics.median(ratio):.2f} % p90 {p90(ratio):.2f} % "
+                     f"({len(ratio)} rows)")
         lines.append(line)
         if rounds and ratio and metric == "cpu_us":
             at = [(k, w) for k in rounds if (w := first_rounds_width(rows, k))]
@@ -134,10 +137,12 @@ def moved(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     lines = []
     for driver, metric, field in MOVES:
         moves = [(right[k][field] / r[field] - 1) * 100 for k, r in left.items()
-                 if k in right and (r["driver"], r["metric"]) == (driver, metric) and r.get(field) and right[k].get(field)]
+                 if k in right and (r["driver"], r["metric"]) == (driver, metric)
+                 and r.get(field) and right[k].get(field)]
         if moves:
             size = [abs(m) for m in moves]
-            lines.append(f"  {driver} {metric} {field}: {len(moves)} rows, moved median {statistics.median(moves):+.2f} %, "
+            lines.append(f"  {driver} {metric} {field}: {len(moves)} rows, "
+                         f"moved median {statistics.median(moves):+.2f} %, "
                          f"|move| median {statistics.median(size):.2f} % p90 {p90(size):.2f} %")
     return lines
 

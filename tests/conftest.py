@@ -45,6 +45,24 @@ CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_SKIP_REASON)
 
 
+def _needs_cuda(item: pytest.Item) -> bool:
+    """Skipped with requires_cuda's reason, parametrized on the cuda device, or using the CUPTI timer."""
+    if any(m.kwargs.get("reason") == CUDA_SKIP_REASON for m in item.iter_markers("skipif")):
+        return True
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and any(isinstance(v, str) and v == "cuda" for v in callspec.params.values()):
+        return True
+    return "cupti_timer" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `gpu` marker (pyproject.toml) on the tests that need CUDA as this file's helpers say so;
+    a test that skips for CUDA in another way carries @pytest.mark.gpu itself."""
+    for item in items:
+        if _needs_cuda(item):
+            item.add_marker(pytest.mark.gpu)
+
+
 def devices() -> list[str]:
     """The devices every functional test runs on: cpu, plus cuda when available."""
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

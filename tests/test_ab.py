@@ -20,8 +20,8 @@ from dbench.bench.sides import BUILD_ENV, SideError, parse_side
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
 # One mode: these tests are about the processes, not the modes (tests/test_modes.py).
-SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--modes", "inference", "--no-cpp", "--quick",
-         "--rounds", "2", "--device", "cpu"]
+SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--modes", "inference", "--no-cpp",
+         "--quick", "--rounds", "2", "--device", "cpu"]
 
 
 def run_py(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -168,6 +168,7 @@ def test_a_failed_process_is_named_and_every_row_any_side_made_is_kept() -> None
 # End to end (CPU).
 
 
+@pytest.mark.slow
 def test_ab_run_writes_the_paired_fields_in_abba_order(tmp_path: Path) -> None:
     proc = run_py(*SMALL, "--ab", "env:", "env:FOO=1", "--pairs", "2", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr

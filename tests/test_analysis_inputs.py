@@ -232,13 +232,16 @@ def _scenarios() -> dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], 
                                   "2 rows — 0 decided, 2 missing"),
         "ok rows without values": ([make_row("muladd", "cpp"), make_row("muladd", "custom_op")], base_same,
                                    gate.NO_DECISION, 3, "2 rows — 0 decided, 2 missing"),
-        "one process per side": (one, one_base, gate.NO_DECISION, 3, "38 rows — 0 decided (CPU time, Python 0/31 advisory), 7 missing, 31 inconclusive"),
+        "one process per side": (one, one_base, gate.NO_DECISION, 3,
+                                 "38 rows — 0 decided (CPU time, Python 0/31 advisory), 7 missing, 31 inconclusive"),
         "new rows only": (same, [_cpu_na("cpp"), _cpu_na("custom_op")], gate.NO_DECISION, 3,
                           "2 rows — 0 decided, 2 new"),
-        "decided but a row gone": (same, [*base_same, gone], gate.NO_DECISION, 3, "3 rows — 2 decided (CPU time, Python 2/2), 1 missing, 2 same"),
+        "decided but a row gone": (same, [*base_same, gone], gate.NO_DECISION, 3,
+                                   "3 rows — 2 decided (CPU time, Python 2/2), 1 missing, 2 same"),
         "decided but a row untimed": ([*same, untimed], [*base_same, gone], gate.NO_DECISION, 3,
                                       "3 rows — 2 decided (CPU time, Python 2/2), 1 missing, 2 same"),
-        "a regression wins": ([slower], [faster_base, gone], gate.FAIL, 1, "2 rows — 1 decided (CPU time, Python 1/1), 1 regression, 1 missing"),
+        "a regression wins": ([slower], [faster_base, gone], gate.FAIL, 1,
+                              "2 rows — 1 decided (CPU time, Python 1/1), 1 regression, 1 missing"),
         "every row failed": ([make_row("muladd", "cpp", status="failed")], base_same[:1], gate.FAIL, 1,
                              "1 rows — 0 decided, 1 failed"),
         "all decided": (same, base_same, gate.PASS, 0, "2 rows — 2 decided (CPU time, Python 2/2), 2 same"),
@@ -329,7 +332,8 @@ def test_calibration_values_out_of_range_are_refused(tmp_path: Path, capsys: pyt
         cal["rows"]["r"].update(entry)
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(cal))
-    args = [str(write(tmp_path / "new.json", new)), str(write(tmp_path / "base.json", base)), "--calibration", str(path)]
+    args = [str(write(tmp_path / "new.json", new)), str(write(tmp_path / "base.json", base)),
+            "--calibration", str(path)]
     assert gate.main(args) == gate.EXIT_BAD_INPUT
     one_line_error(capsys.readouterr().err, str(path), message)
 

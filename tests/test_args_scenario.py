@@ -49,7 +49,8 @@ def _schema(variant: str, name: str) -> Any:
 
 
 @pytest.mark.parametrize(("kind", "types"), [
-    ("tensor", ["Tensor"] * 8), ("optional", ["Tensor"] + ["Optional[Tensor]"] * 7), ("list", ["Tensor", "List[Tensor]"]),
+    ("tensor", ["Tensor"] * 8), ("optional", ["Tensor"] + ["Optional[Tensor]"] * 7),
+    ("list", ["Tensor", "List[Tensor]"]),
     ("mutable", ["Tensor"] * 8), ("float", ["Tensor"] + ["float"] * 7), ("int", ["Tensor"] + ["int"] * 7),
     ("bool", ["Tensor"] + ["bool"] * 7), ("str", ["Tensor"] + ["str"] * 7),
 ])
@@ -96,6 +97,7 @@ def test_a_registration_that_raises_is_a_failed_row(catalogue: None, monkeypatch
     assert by_variant["raw"].runnable
 
 
+@pytest.mark.slow
 def test_a_quick_cpu_run_has_rows_for_every_kind_and_arity(tmp_path: Path, catalogue: None, run_main: Any) -> None:
     code = run_main.main(["--scenario", "args", "--quick", "--device", "cpu", "--no-pin", "--rounds", "3",
                           "--block-ms", "0.2", "--variants", "raw,function_raw", "--out", str(tmp_path), "--plot"])
@@ -148,13 +150,13 @@ def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(device: 
 
 
 def test_the_driver_passes_the_scalar_values_the_python_side_passes() -> None:
-    """The C++ driver's scalar arguments (bench/cpp/driver.cpp kFloatArg...) are scenarios/args.py
+    """The C++ driver's scalar arguments (bench/cpp/args.cpp kFloatArg...) are scenarios/args.py
     SCALARS: a str of another length, say, would be another boundary cost."""
     import re
 
     from dbench.scenarios.args import SCALARS
 
-    text = (Path(__file__).resolve().parent.parent / "bench" / "cpp" / "driver.cpp").read_text()
+    text = (Path(__file__).resolve().parent.parent / "bench" / "cpp" / "args.cpp").read_text()
     found = dict(re.findall(r"k(Float|Int|Bool|Str)Arg = (.+?);", text))
     as_cpp = {"float": repr(SCALARS["float"]), "int": str(SCALARS["int"]), "bool": str(SCALARS["bool"]).lower(),
               "str": f'"{SCALARS["str"]}"'}
@@ -304,6 +306,7 @@ def test_a_stable_op_is_defined_once_and_says_so(catalogue: None) -> None:
         define_stable_copy_first_op("dbench_stable", "args_never_defined", "(Tensor x0, Scalar s) -> Tensor", "Scalar")
 
 
+@pytest.mark.slow
 def test_the_plain_loop_times_the_same_ops_and_shows_the_scenarios_slopes_beside(tmp_path: Path) -> None:
     """scripts/args_plain_loop.py, run as a user would from another folder: a median per variant and
     arity, a slope and its share of the one-argument call, and beside them the slopes a result file holds."""

@@ -230,6 +230,7 @@ def test_claimed_power_is_the_simulated_power() -> None:
     assert caught / trials == pytest.approx(0.8, abs=4 * math.sqrt(0.8 * 0.2 / trials) + 0.03)
 
 
+@pytest.mark.slow
 def test_calibration_script_end_to_end_on_the_cpu(tmp_path: Path) -> None:
     """scripts/gate_calibration.sh with tiny runs: A/A and injected A/B files, then a calibration the
     gate reads and the evaluation of the injected `cpp` rows (their spin makes them slower)."""

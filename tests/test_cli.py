@@ -61,8 +61,9 @@ def test_cuda_request_without_cuda_is_an_error(tmp_path: Path) -> None:
 
 
 def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:
-    proc = run_py("--scenario", "boundary", "--device", "cpu", "--ops", "muladd", "--variants", "raw,define_impl,function_raw,cpp_autograd",
-                  "--rounds", "3", "--block-ms", "0.5", "--no-cpp", "--out", str(tmp_path))
+    proc = run_py("--scenario", "boundary", "--device", "cpu", "--ops", "muladd",
+                  "--variants", "raw,define_impl,function_raw,cpp_autograd", "--rounds", "3", "--block-ms", "0.5",
+                  "--no-cpp", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr + proc.stdout
     (json_path,) = tmp_path.glob("boundary-cpu-*.json")
     doc = load_result(json_path)
@@ -71,7 +72,8 @@ def test_short_run_writes_every_row_with_its_samples(tmp_path: Path) -> None:
     assert list(phases) == ["start", "build", "cpu_rounds"] and all(v >= 0 for v in phases.values())
     assert phases["cpu_rounds"] >= 0.9 * doc["config"]["seconds"]
     env = doc["env"]
-    for key in ("time", "git", "command", "torch", "torch_git", "cuda_runtime", "cuda_driver", "python", "hostname", "cpu_model"):
+    for key in ("time", "git", "command", "torch", "torch_git", "cuda_runtime", "cuda_driver", "python", "hostname",
+                "cpu_model"):
         assert key in env
     rows = {(r["variant"], r["mode"]): r for r in doc["rows"]}
     assert len(rows) == 4 * len(MODES), "every variant appears in every mode"
@@ -217,6 +219,7 @@ def test_the_largest_seed_times_every_row(run_main: Any, tmp_path: Path) -> None
     assert {r["driver"] for r in rows} == {"python", "cpp"} and all(r["status"] == "ok" for r in rows), rows
 
 
+@pytest.mark.slow
 def test_the_largest_seed_wraps_in_a_repeated_run(run_main: Any, tmp_path: Path) -> None:
     """Process k gets the seed N + k: past the top it wraps, so no child is refused its --seed."""
     assert run_main.main(["--scenario", "boundary", "--device", "cpu", "--ops", "noop", "--variants", "raw",
@@ -371,7 +374,8 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     err = _refused([command, *line], capsys)
-    assert ": expected a non-empty path, got '" in err and err.startswith(("python -m dbench.analysis.", "dbench run:")), err
+    assert ": expected a non-empty path, got '" in err, err
+    assert err.startswith(("python -m dbench.analysis.", "dbench run:")), err
     assert list(tmp_path.iterdir()) == []  # figures --out '' wrote its PNGs here
 
 

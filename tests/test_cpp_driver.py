@@ -159,8 +159,9 @@ def test_convert_keys_rows_by_the_scenario_the_driver_ran_and_the_fields_it_is_g
     keys = {f"args_tensor_{n}": {"arg_kind": "tensor", "arity": n, "axes": ["arg_kind", "arity"],
                                  "op_source": f"m:args_tensor_{n}@abc"} for n in (2, 16)}
     rows, _ = convert(doc, op_keys=keys)
-    assert [(r["op"], r["variant"]) for r in rows] == [("args_tensor_2", "cpp_direct"), ("args_tensor_2", "cpp_typed"),
-                                                       ("args_tensor_16", "cpp_direct"), ("args_tensor_16", "cpp_typed")]
+    assert [(r["op"], r["variant"]) for r in rows] == [
+        ("args_tensor_2", "cpp_direct"), ("args_tensor_2", "cpp_typed"),
+        ("args_tensor_16", "cpp_direct"), ("args_tensor_16", "cpp_typed")]
     for r in rows:
         assert (r["scenario"], r["shape"], r["driver"]) == ("args", [16], "cpp")
         assert {k: r[k] for k in keys[r["op"]]} == keys[r["op"]]
@@ -303,8 +304,8 @@ def test_the_drivers_json_is_kept_whole_for_other_tools(driver: Path, tmp_path: 
 
 def test_driver_filter_selects_a_subset(driver: Path) -> None:
     rows, _ = run_cpp_driver("cpu", repetitions=2, min_time=0.001,
-                             extra_args=["--benchmark_filter=^muladd/(direct|typed|boxed)/inference/", "--dbench_no_pin"],
-                             timeout=120)
+                             extra_args=["--benchmark_filter=^muladd/(direct|typed|boxed)/inference/",
+                                         "--dbench_no_pin"], timeout=120)
     assert sorted(r["variant"] for r in rows) == ["cpp_boxed", "cpp_direct", "cpp_typed"]
     assert {r["op"] for r in rows} == {"muladd"} and all(r["status"] == "ok" for r in rows)
 
@@ -586,10 +587,12 @@ def test_gpu_timer_needs_a_cuda_device(driver: Path) -> None:
 
 def test_cpu_run_says_it_is_not_a_gpu_pass(driver: Path) -> None:
     rows, context = run_cpp_driver("cpu", repetitions=2, min_time=0.001,
-                                   extra_args=["--benchmark_filter=^noop/direct/inference/", "--dbench_no_pin"], timeout=120)
+                                   extra_args=["--benchmark_filter=^noop/direct/inference/", "--dbench_no_pin"],
+                                   timeout=120)
     assert context["dbench_gpu_timer"] == "off" and [r["metric"] for r in rows] == ["cpu_us"]
 
 
+@pytest.mark.gpu
 def test_gpu_pass_on_cuda(driver: Path) -> None:
     """On a CUDA machine: the real GPU pass gives one ok gpu_us and kernels_per_call row per case."""
     import torch
@@ -606,7 +609,7 @@ def test_gpu_pass_on_cuda(driver: Path) -> None:
     assert context["dbench_gpu_timer"] == "cupti" and context["dbench_cupti_library"]
     got = _by_metric(rows)
     assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 2 * 17
-    for (op, variant, mode, metric), row in got.items():
+    for (_op, variant, mode, metric), row in got.items():
         assert row["status"] == "ok" and row["n"] == 2, (variant, mode, row["reason"])
         assert row["timer"] == "cupti" and row["driver"] == "cpp" and row["device"].startswith("cuda")
         if metric == "gpu_us":

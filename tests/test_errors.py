@@ -86,12 +86,14 @@ def _last_arg(v: Variant) -> tuple[int, str]:
 def test_mixed_dtypes(device: str, v: Variant) -> None:
     index, name = _last_arg(v)
     args = _with_bad_arg(v, device, index, lambda t: t.to(torch.float64))
-    _raises(v, args, rf"arguments 'a' and '{name}' have different dtypes \((Float|torch.float32) vs (Double|torch.float64)\)")
+    _raises(v, args, rf"arguments 'a' and '{name}' have different dtypes "
+                     r"\((Float|torch.float32) vs (Double|torch.float64)\)")
 
 
 @pytest.mark.parametrize(("device", "v"), variant_cases(ops=["muladd"]))
 def test_mismatched_shapes(device: str, v: Variant) -> None:
-    args = _with_bad_arg(v, device, 1, lambda t: torch.zeros(t.shape[0], t.shape[1] + 1, dtype=t.dtype, device=t.device))
+    args = _with_bad_arg(v, device, 1,
+                         lambda t: torch.zeros(t.shape[0], t.shape[1] + 1, dtype=t.dtype, device=t.device))
     _raises(v, args, r"arguments 'a' and 'b' have mismatched shapes")
 
 
@@ -166,7 +168,8 @@ def test_fake_rejects_unsupported_dtype(op: str) -> None:
     assert contract.fake(*args).shape == contract.reference(*args).shape == ((3, 3) if op == "mm" else (3, 4))
 
 
-@pytest.mark.parametrize(("x", "eps", "problem"), [((3, 4), 0.0, "eps must be positive"), ((), 1e-6, "expected a tensor with at least 1 dimension")])
+@pytest.mark.parametrize(("x", "eps", "problem"), [((3, 4), 0.0, "eps must be positive"),
+                                                   ((), 1e-6, "expected a tensor with at least 1 dimension")])
 def test_l2norm_fake_checks_its_arguments(x: tuple[int, ...], eps: float, problem: str) -> None:
     with pytest.raises(RuntimeError, match=f"l2norm: {problem}"):
         OPS["l2norm"].fake(torch.empty(x, device="meta"), eps)
@@ -197,7 +200,8 @@ def test_mm_needs_2d_inputs(device: str, v: Variant, name: str, shape: tuple[int
 def test_mm_mixed_16_bit_dtypes(device: str, v: Variant) -> None:
     a = torch.randn(4, 8, device=device, dtype=torch.bfloat16)
     b = torch.randn(8, 2, device=device, dtype=torch.float16)
-    _raises(v, (a, b), r"arguments 'a' and 'b' have different dtypes \((BFloat16|torch.bfloat16) vs (Half|torch.float16)\)")
+    _raises(v, (a, b), r"arguments 'a' and 'b' have different dtypes "
+                       r"\((BFloat16|torch.bfloat16) vs (Half|torch.float16)\)")
 
 
 @pytest.mark.parametrize(("a", "b", "problem"), [

@@ -37,6 +37,7 @@ def _run(tmp_path: Path, example: str, *argv: str) -> list[dict]:
     return json.loads(result.read_text())["rows"]
 
 
+@pytest.mark.slow
 def test_cpu_load_inline_example_passes_every_check(tmp_path: Path) -> None:
     if shutil.which("c++") is None and shutil.which("g++") is None:
         pytest.skip("load_inline needs a C++ compiler")
@@ -57,6 +58,7 @@ requires_triton = pytest.mark.skipif(
     reason="the Triton example needs a CUDA device and triton")
 
 
+@pytest.mark.gpu
 @requires_triton
 @pytest.mark.parametrize("scenario", ["boundary", "launch", "roofline"])
 def test_triton_example_runs_through_each_scenario(tmp_path: Path, scenario: str) -> None:

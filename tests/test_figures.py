@@ -124,7 +124,8 @@ def test_history_chart_one_line_per_variant_one_point_per_run() -> None:
     for ax in axes:
         (errorbar,) = ax.containers
         line = errorbar.lines[0]
-        expected = [float(_cpu(runs[runs["env_time"] == t.isoformat()], "muladd", "inference").loc[ax.get_title(loc="left"), "median"])
+        label = ax.get_title(loc="left")
+        expected = [float(_cpu(runs[runs["env_time"] == t.isoformat()], "muladd", "inference").loc[label, "median"])
                     for t in times]
         assert list(line.get_ydata()) == pytest.approx(expected)
         assert len(line.get_xdata()) == 2
@@ -137,7 +138,8 @@ def test_scenario_figures_writes_the_files_of_the_scenario(tmp_path: Path) -> No
     assert sorted(p.name for p in written) == sorted(
         f"run-{op}-{kind}.png" for op in ("muladd", "l2norm") for kind in ("cpu", "ratio", "launch"))
     assert all(p.stat().st_size > 10_000 and p.read_bytes()[:4] == b"\x89PNG" for p in written)
-    assert [p.name for p in figures.scenario_figures(load_results([COMPILE]), tmp_path, "c")] == ["c-muladd-compile.png"]
+    made = figures.scenario_figures(load_results([COMPILE]), tmp_path, "c")
+    assert [p.name for p in made] == ["c-muladd-compile.png"]
     cpu_only = {**load_result(RUN_A), "rows": [r for r in load_result(RUN_A)["rows"] if r["metric"] == "cpu_us"]}
     assert not any("launch" in p.name for p in figures.scenario_figures(cpu_only, tmp_path / "cpu", "cpu"))
     other = {**load_result(RUN_A), "scenario": "timer_validation"}

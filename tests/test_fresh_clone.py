@@ -25,6 +25,7 @@ def _git(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout")
 @pytest.mark.skipif(not (ROOT / "build" / "lib").is_dir(), reason="needs the native build (scripts/setup.sh)")
 def test_main_job_then_tests_in_a_fresh_clone(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from dbench.analysis import gate, gate_stats as gs
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 ENV = {"time": "2026-12-01T00:00:00+00:00", "device": "cuda:0", "gpu_name": "NVIDIA H200",
-       "nvidia_driver": "580.159.04", "torch": "2.11.0+cu130", "torch_git": "70d99e998b4955e0049d13a98d77ae1b14db1f45", "sm_clock_mhz": "1980",
+       "nvidia_driver": "580.159.04", "torch": "2.11.0+cu130", "torch_git": "70d99e998b4955e0049d13a98d77ae1b14db1f45",
+       "sm_clock_mhz": "1980",
        "git": {"sha": "0123456789abcdef", "dirty": False}}
 
 
@@ -101,7 +102,8 @@ def test_paired_ci_is_scipys() -> None:
 
 
 def test_an_interval_too_wide_for_a_float_is_inconclusive_not_an_error() -> None:
-    # Two pairs 41 % apart in log ratio at α = 4.4e-5 (0.01 a night over 225 rows): t = 7162, half-width 1452 on the log scale.
+    # Two pairs 41 % apart in log ratio at α = 4.4e-5 (0.01 a night over 225 rows): t = 7162, half-width
+    # 1452 on the log scale.
     effect = gs.paired_effect([1.0, 1.0], [1.5, 1.0])
     assert effect is not None
     low, high = effect.ci(0.01 / 225)
@@ -558,6 +560,7 @@ def test_json_has_no_infinity() -> None:
     assert "Infinity" not in text and json.loads(text)["rows"][0]["ci_high"] is None
 
 
+@pytest.mark.slow
 def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: Path) -> None:
     """A real A/B run on the CPU, side B's define_impl Python kernel busy-waiting 40 µs a call
     (DBENCH_INJECT_PY_NS): the gate, with the CPU class required, calls its rows (define_impl and
@@ -568,7 +571,8 @@ def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: P
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "ab"
     run = subprocess.run([sys.executable, str(root / "run.py"), "--scenario", "boundary", "--device", "cpu",
-                          "--ops", "muladd", "--variants", "raw,define_impl,custom_op,function_raw,function_define_impl",
+                          "--ops", "muladd",
+                          "--variants", "raw,define_impl,custom_op,function_raw,function_define_impl",
                           "--modes", "inference,fwd_bwd", "--no-cpp", "--quick", "--rounds", "12",
                           "--ab", "env:", "env:DBENCH_INJECT_PY_NS=40000", "--pairs", "3", "--out", str(out)],
                          capture_output=True, text=True, timeout=900, cwd=root)

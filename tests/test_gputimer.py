@@ -83,8 +83,9 @@ def block_stats(kernels: int, busy_ns: int, kernel_ns: int | None = None, names:
                 span_ns: int | None = None) -> dict[str, Any]:
     return {
         "kernels": kernels, "kernel_ns": busy_ns if kernel_ns is None else kernel_ns, "kernel_busy_ns": busy_ns,
-        "busy_ns": busy_ns, "span_ns": busy_ns if span_ns is None else span_ns, "window_ns": 2 * busy_ns, "memcpy": 0, "memcpy_ns": 0,
-        "memcpy_bytes": 0, "memset": 1, "memset_ns": 10, "memset_bytes": 4, "kernels_correlated": 0,
+        "busy_ns": busy_ns, "span_ns": busy_ns if span_ns is None else span_ns, "window_ns": 2 * busy_ns,
+        "memcpy": 0, "memcpy_ns": 0, "memcpy_bytes": 0, "memset": 1, "memset_ns": 10, "memset_bytes": 4,
+        "kernels_correlated": 0,
         "names": names or {},
     }
 
@@ -134,7 +135,8 @@ def test_cuda_device_without_cuda_warns_and_gives_none(monkeypatch: pytest.Monke
         (CuptiUnavailable("_dbench_cupti not built"), "_dbench_cupti not built"),
         (FakeCupti(available=(False, "no CUDA driver: cannot load libcuda.so.1")), "no CUDA driver"),
         (
-            FakeCupti(enable_error="cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39)"),
+            FakeCupti(enable_error="cuptiActivityEnable(CONCURRENT_KERNEL): "
+                                   "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39)"),
             "MULTIPLE_SUBSCRIBERS",
         ),
     ],
@@ -211,7 +213,8 @@ def test_cupti_timer_samples_per_label_and_call(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_samples_truncate_drops_an_unfinished_round() -> None:
-    s = GpuSamples(gpu_us=[1.0, 2.0, 3.0], kernels=[1.0, 1.0, 1.0], kernel_us=[1.0] * 3, memcpy=[0.0] * 3, memset=[0.0] * 3)
+    s = GpuSamples(gpu_us=[1.0, 2.0, 3.0], kernels=[1.0, 1.0, 1.0], kernel_us=[1.0] * 3, memcpy=[0.0] * 3,
+                   memset=[0.0] * 3)
     s.truncate(2)
     assert s.gpu_us == [1.0, 2.0] and s.kernels == [1.0, 1.0] and len(s.memset) == 2
 
@@ -280,7 +283,8 @@ def test_gpu_rows_pair_against_the_baseline() -> None:
     try:
         raw_ns = [1000, 1100, 1000, 1200, 1000, 1100]
         for ns in raw_ns:  # one round: raw then cpp (cpp 100 ns per call slower)
-            fake.script += [block_stats(10, ns * 10, names={"k": 10}), block_stats(10, (ns + 100) * 10, names={"k": 10})]
+            fake.script += [block_stats(10, ns * 10, names={"k": 10}),
+                            block_stats(10, (ns + 100) * 10, names={"k": 10})]
             for case in cases[:2]:
                 timer.begin_block(case.label)
                 timer.end_block(case.label, case.block)
@@ -407,7 +411,8 @@ def test_cupti_timer_end_to_end_on_a_fake_libcupti() -> None:
 
     real_module()
     if not (FAKE_DIR / "libdbench_fake_cupti.so").exists():
-        pytest.skip(f"fake libcupti not built ({FAKE_DIR}): cmake --build build --target dbench_fake_cupti dbench_fake_cuda")
+        pytest.skip(f"fake libcupti not built ({FAKE_DIR}): "
+                    "cmake --build build --target dbench_fake_cupti dbench_fake_cuda")
     env = {**os.environ, "DBENCH_CUPTI_LIBRARY": str(FAKE_DIR / "libdbench_fake_cupti.so")}
     proc = subprocess.run(
         [sys.executable, "-c", FAKE_SCRIPT, str(REPO_ROOT), str(FAKE_DIR)],

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("ruptures", reason="dbench.analysis.history needs ruptures (requirements.txt)")
 
-from dbench.analysis import history  # noqa: E402
-from test_gate import make_doc, make_row, write  # noqa: E402
+from dbench.analysis import history
+from test_gate import make_doc, make_row, write
 
 FLAT, DRIFTING = 20, 10
 

@@ -57,7 +57,8 @@ def import_graph(root: Path) -> dict[str, set[str]]:
 
 def test_the_suites_packages_import_each_other_without_a_cycle() -> None:
     graph = import_graph(ROOT)
-    assert {"dbench.ops.variants", "dbench.ops.triton_ops", "dbench.bench.runner", "dbench.analysis.gate"} <= graph.keys()
+    assert {"dbench.ops.variants", "dbench.ops.triton_ops", "dbench.bench.runner",
+            "dbench.analysis.gate"} <= graph.keys()
     assert "dbench.ops.triton_ops" in graph["dbench.ops.variants"]  # a function-level import, counted
     try:
         graphlib.TopologicalSorter(graph).prepare()
@@ -125,3 +126,11 @@ def test_the_timing_core_imports_only_itself() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             third_party += [f"{name}: {n}" for n in names if n.split(".")[0] in NOT_IN_CORE]
     assert not third_party, third_party
+
+
+def test_the_public_names_are_listed_once_and_resolve() -> None:
+    import dbench
+
+    assert set(dbench.__all__) == set(dbench._PUBLIC) | set(dbench._MODULES)
+    assert all(getattr(dbench, name) is not None for name in dbench.__all__)
+    assert dbench.inputs.offsets is not None  # a module: `from dbench import inputs`

@@ -201,7 +201,8 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], c
     actual = _write(tmp_path / "actual.json", _document(EXPECTED_ROWS))
     assert main(["check", "--expected", str(expected), "--actual", str(actual)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("python3 -m dbench.bench.instructions: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("path, message", [("/dev/zero", "not a regular file"), ("/", "a folder")])
@@ -219,7 +220,8 @@ def test_a_check_that_compared_nothing_is_no_pass(tmp_path: Path, capsys: pytest
 
 
 @pytest.mark.parametrize("out, message", [("{tmp}/" + "x" * 300 + ".json", "longer than 255 bytes"),
-                                          ("{tmp}", "is a folder"), ("/proc/counts.json", "cannot write /proc/counts.json")])
+                                          ("{tmp}", "is a folder"),
+                                          ("/proc/counts.json", "cannot write /proc/counts.json")])
 def test_outputs_are_checked_before_collecting(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                monkeypatch: pytest.MonkeyPatch, out: str, message: str) -> None:
     import dbench.bench.instructions.__main__ as cli
@@ -245,7 +247,8 @@ def test_written_files_are_whole_or_absent(tmp_path: Path, monkeypatch: pytest.M
         m.setattr(atomic.os, "fsync", full_disk)
         code = main(["check", "--expected", str(target), "--actual", str(actual), "--update-expected", "--write"])
     assert code == 2 and "No space left on device" in capsys.readouterr().err
-    assert target.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["actual.json", "expected.json"]
+    assert target.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["actual.json", "expected.json"]
 
 
 def test_bad_command_line_exits_2(tmp_path: Path) -> None:
@@ -270,8 +273,33 @@ def test_update_expected_prints_and_writes_keeping_margins(tmp_path: Path, capsy
     assert by_variant["cpp"]["margin"] == 0.05  # the widened margin is kept
     assert main(args + ["--write"]) == 0
     assert load(tmp_path / "expected.json", "expected") == printed
-    assert main(["check", "--expected", str(tmp_path / "expected.json"), "--actual", str(tmp_path / "actual.json")]) == 0
+    assert main(["check", "--expected", str(tmp_path / "expected.json"),
+                 "--actual", str(tmp_path / "actual.json")]) == 0
     assert updated_expected(_document(rows), None)["default_margin"] == 0.01
+
+
+def test_margins_from_a_power_study(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row that moved by 0.9 % in an A/A trial gets 1.5 x 0.9 % -> 1.5 %; one that moved 0.3 % keeps
+    the default; injected trials do not count; the variant's other rows take the widest."""
+    from dbench.bench.instructions.power import margins_from
+
+    study = {"trials": [
+        {"kind": "aa", "rows": [{"row": "muladd/raw/inference", "change": -0.009},
+                                {"row": "muladd/cpp/inference", "change": 0.003}]},
+        {"kind": "injected", "rows": [{"row": "muladd/cpp/inference", "change": 0.05}]}]}
+    assert margins_from(study) == {"muladd/raw/inference": 0.015}
+    actual = _write(tmp_path / "actual.json", _document([_row("raw", "inference", 10_000.0),
+                                                         _row("raw", "no_grad", 10_500.0),
+                                                         _row("cpp", "inference", 20_000.0)]))
+    (tmp_path / "study.json").write_text(json.dumps(study))
+    out = tmp_path / "expected.json"
+    assert main(["check", "--expected", str(out), "--actual", str(actual), "--update-expected", "--write",
+                 "--margins-from", str(tmp_path / "study.json")]) == 0
+    margins = {(r["variant"], r["mode"]): r.get("margin") for r in load(out, "expected")["rows"]}
+    assert margins == {("raw", "inference"): 0.015, ("raw", "no_grad"): 0.015, ("cpp", "inference"): None}
+    assert main(["check", "--expected", str(out), "--actual", str(actual),
+                 "--margins-from", str(tmp_path / "study.json")]) == 2
+    assert "--margins-from go with --update-expected" in capsys.readouterr().err
 
 
 def test_update_expected_gives_a_variants_rows_its_widest_margin() -> None:
@@ -287,13 +315,27 @@ def test_update_expected_gives_a_variants_rows_its_widest_margin() -> None:
 def test_committed_expected_file_is_valid() -> None:
     document = load(EXPECTED_PATH, "expected")
     timed = [r for r in document["rows"] if r["instructions"] is not None]
-    assert len(timed) >= 25 and document["config"]["calls"] >= 10_000
+    # every variant and mode of the boundary scenario's default ops (noop, muladd, l2norm) on the CPU
+    assert {r["op"] for r in timed} == {"noop", "muladd", "l2norm"} and len(timed) >= 150
+    assert document["config"]["calls"] >= 3_000
     assert all(0 < r.get("margin", document["default_margin"]) <= 0.05 for r in timed)
-    # a variant's rows share its widest margin (updated_expected applies the rule on every re-record)
-    per_variant: dict[str, set[float]] = {}
+    # an op's variant's rows share its widest margin (updated_expected applies the rule on every re-record)
+    per_variant: dict[tuple[str, str], set[float]] = {}
     for r in timed:
-        per_variant.setdefault(r["variant"], set()).add(r.get("margin", document["default_margin"]))
+        per_variant.setdefault((r["op"], r["variant"]), set()).add(r.get("margin", document["default_margin"]))
     assert all(len(m) == 1 for m in per_variant.values()), per_variant
+
+
+def test_committed_user_op_expected_file_names_its_op() -> None:
+    """CI's second check: the example op outside the suite's packages, with its own expected file."""
+    from dbench.bench.instructions import REPO_ROOT
+
+    document = load(EXPECTED_PATH.with_name("expected-user-op.json"), "expected")
+    assert document["config"]["user_ops"] == {"my_rmsnorm": "my_ops.py:rmsnorm"}
+    assert (REPO_ROOT / "examples" / "cpu_load_inline" / "my_ops.py").is_file()
+    timed = [r for r in document["rows"] if r["instructions"] is not None]
+    assert {r["variant"] for r in timed} >= {"raw", "custom_op", "registered", "aten"} and len(timed) >= 40
+    assert "--expected results/cpu-instructions/expected-user-op.json" in (REPO_ROOT / ".ci" / "run").read_text()
 
 
 # ---------------------------------------------------------------------------
@@ -310,6 +352,7 @@ needs_valgrind = pytest.mark.skipif(
     reason="valgrind or jemalloc is not installed (scripts/setup.sh installs both as root)")
 
 
+@pytest.mark.slow
 @needs_valgrind
 def test_real_collection_is_repeatable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "counts.json"
@@ -336,6 +379,97 @@ def test_real_collection_is_repeatable(tmp_path: Path, capsys: pytest.CaptureFix
     assert "6 rows: 6 within their margin, 0 not" in capsys.readouterr().out
 
 
+USER_OP = """
+import torch
+from dbench import Op
+
+
+def scaled(x):
+    return (x * 2.0 + 1.0){extra}
+
+
+user_scaled = Op(name="user_scaled", forward=scaled, reference=scaled, shape=(4, 32))
+"""
+
+
+def test_a_user_ops_counts_are_named_by_file_and_edits_are_noted(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's op is counted under its file and declaration; its source digest sits in env, so an
+    edited op is compared with its old count (the point of the check) and the edit is named."""
+    rows = [_row("raw", "inference", 10_000.0, op="user_scaled", op_source="my_ops.py:user_scaled")]
+    expected = _document(rows, default_margin=0.01)
+    expected["env"]["user_op_digests"] = {"my_ops.py:user_scaled": "aaaaaaaaaaaa"}
+    actual = copy.deepcopy(expected)
+    actual["rows"][0]["instructions"] = 10_050.0
+    actual["env"]["user_op_digests"] = {"my_ops.py:user_scaled": "bbbbbbbbbbbb"}
+    args = ["check", "--expected", str(_write(tmp_path / "e.json", expected)),
+            "--actual", str(_write(tmp_path / "a.json", actual))]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "my_ops.py:user_scaled: its file changed (source digest aaaaaaaaaaaa -> bbbbbbbbbbbb)" in captured.err
+    assert "1 rows: 1 within their margin, 0 not" in captured.out
+
+
+def test_an_expected_file_of_a_user_op_needs_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before valgrind starts: the expected file names the op's file, and the message says
+    which --op to give; a file that declares another op of that name is refused the same way."""
+    rows = [_row("raw", "inference", 10_000.0, op="user_scaled", op_source="my_ops.py:user_scaled")]
+    document = _document(rows)
+    document["config"].update(ops=["user_scaled"], user_ops={"user_scaled": "my_ops.py:user_scaled"})
+    expected = _write(tmp_path / "e.json", document)
+    assert main(["check", "--expected", str(expected)]) == 2
+    err = capsys.readouterr().err
+    assert "the expected file counts the user op 'user_scaled' of my_ops.py:user_scaled: give its file, " \
+           "--op PATH/TO/my_ops.py:user_scaled" in err
+
+
+def test_a_bad_op_file_is_refused_before_collecting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('no kernel here')\n")
+    assert main(["collect", "--op", f"{broken}:user_scaled", "--calls", "10"]) == 2
+    assert "importing it failed: RuntimeError: no kernel here" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@needs_valgrind
+def test_real_collection_of_a_users_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """collect / check --update-expected / check with --op, as a user's CI would; a costlier forward
+    (two more torch calls per call) is caught on the raw rows, and the edit is named."""
+    from dbench.ops import OPS
+
+    before = dict(OPS)
+    folder = tmp_path / "theirs"
+    folder.mkdir()
+    op_file = folder / "my_ops.py"
+    op_file.write_text(USER_OP.format(extra=""))
+    spec = f"{op_file}:user_scaled"
+    expected = tmp_path / "expected.json"
+    common = ["--op", spec, "--expected", str(expected)]
+    counts = tmp_path / "counts.json"
+    try:
+        assert main(["collect", "--op", spec, "--variants", "raw,define_impl,custom_op", "--calls", "400",
+                     "--warmup", "20", "--out", str(counts)]) == 0
+        assert main(["check", "--expected", str(expected), "--actual", str(counts),
+                     "--update-expected", "--write"]) == 0
+        document = load(expected, "expected")
+        assert document["config"]["ops"] == ["user_scaled"]
+        assert document["config"]["user_ops"] == {"user_scaled": "my_ops.py:user_scaled"}
+        timed = [r for r in document["rows"] if r["instructions"] is not None]
+        assert {r["variant"] for r in timed} == {"raw", "define_impl", "custom_op"}
+        assert {r["op_source"] for r in document["rows"]} == {"my_ops.py:user_scaled"}  # no digest in the rows
+        assert list(document["env"]["user_op_digests"]) == ["my_ops.py:user_scaled"]
+        OPS.clear()
+        OPS.update(before)
+        op_file.write_text(USER_OP.format(extra=".sin().cos()"))
+        assert main(["check", *common]) == 1
+        captured = capsys.readouterr()
+        assert "my_ops.py:user_scaled: its file changed" in captured.err
+        assert "REGRESSION  user_scaled/raw/inference" in captured.out
+    finally:
+        OPS.clear()
+        OPS.update(before)
+
+
 def test_spread_of_aa_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _write(tmp_path / "a.json", _document([_row("raw", "inference", 10_000.0), _row("cpp", "inference", 20_000.0)]))
     b = _write(tmp_path / "b.json", _document([_row("raw", "inference", 10_010.0), _row("cpp", "inference", 20_000.0)]))
@@ -346,19 +480,29 @@ def test_spread_of_aa_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["spread", str(a)]) == 2
 
 
-def test_staging_copies_the_code_to_a_fixed_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("installed", [False, True], ids=["checkout", "installed"])
+def test_staging_copies_the_code_to_a_fixed_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  installed: bool) -> None:
+    """A checkout (dbench/ beside bench/, ops/, scenarios/) is staged as it is; an installed package
+    (pip: everything inside dbench/, the build in dbench/build) is staged as src/dbench."""
     from dbench.bench.instructions import staging
 
-    repo = tmp_path / "checkout"
-    for rel in ("bench/a.py", "bench/sub/b.py", "ops/c.py", "scenarios/d.py", "ops/kernels/k.cpp", "build/lib/x.so",
-                "bench/__pycache__/a.cpython-311.pyc"):
+    repo = tmp_path / "site" / "dbench" if installed else tmp_path / "checkout"
+    files = ["bench/a.py", "bench/sub/b.py", "ops/c.py", "scenarios/d.py"]
+    files += [] if installed else ["dbench/__init__.py"]
+    for rel in (*files, "ops/kernels/k.cpp", "build/lib/x.so", "bench/__pycache__/a.cpython-311.pyc",
+                *(["__init__.py", "api.py"] if installed else [])):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(rel)
     monkeypatch.setattr(staging, "STAGE", tmp_path / "stage")
     with staging.staged(repo, repo / "build") as (src, out):
         assert src == tmp_path / "stage" / "src" and out.is_dir() and not any(out.iterdir())
         copied = sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
-        assert copied == ["bench/a.py", "bench/sub/b.py", "build/lib/x.so", "ops/c.py", "scenarios/d.py"]
+        if installed:
+            expected = sorted(f"dbench/{rel}" for rel in (*files, "__init__.py", "api.py", "build/lib/x.so"))
+        else:
+            expected = sorted((*files, "build/lib/x.so"))
+        assert copied == expected
     assert not out.exists()
 
 

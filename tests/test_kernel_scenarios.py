@@ -216,7 +216,8 @@ def _launch_rows(variant: str, cpu: list[float], gpu: list[float] | None, ratio:
                  ) -> list[dict[str, Any]]:
     sizes = [4**k for k in range(len(cpu))]
     rows = [{"scenario": "launch", "op": "muladd", "variant": variant, "size": s, "metric": "cpu_us", "status": "ok",
-             "median": c, "ratio_median": None if ratio is None else ratio[i]} for i, (s, c) in enumerate(zip(sizes, cpu))]
+             "median": c, "ratio_median": None if ratio is None else ratio[i]}
+            for i, (s, c) in enumerate(zip(sizes, cpu))]
     if gpu is not None:
         rows += [{"scenario": "launch", "op": "muladd", "variant": variant, "size": s, "metric": "gpu_us",
                   "status": "ok", "median": g} for s, g in zip(sizes, gpu)]
@@ -267,13 +268,14 @@ def test_a_compiled_form_is_first_called_on_its_example_then_serves_every_size_w
 
 
 def _run(*args: str, out: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, "--device", "cpu", "--quick", "--no-pin", "--out", str(out),
-                           "--plot"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), *args, "--device", "cpu", "--quick", "--no-pin",
+                           "--out", str(out), "--plot"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = out.glob("*.json")
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_roofline_on_the_cpu(tmp_path: Path) -> None:
     doc = _run("--scenario", "roofline", "--ops", "muladd,mm", out=tmp_path)
     assert doc["status"] == "complete" and doc["roofs"]["memory"]["value"] > 0

@@ -22,8 +22,8 @@ MM = OPS["mm"]
 REL_BOUND = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 ODD_SIZES = [(1, 1, 1), (17, 33, 65), (130, 70, 257)]
 EMPTY_SIZES = [(0, 5, 3), (4, 0, 3), (4, 5, 0)]
-# On CUDA: whole tiles (mma.sync 128 x 256 x 32, wgmma 128 x 256 x 64); partial edge tiles with rows still 16-byte chunks
-# (cp.async path); rows that are not (element-wise tile loads); one k-tile; long K.
+# On CUDA: whole tiles (mma.sync 128 x 256 x 32, wgmma 128 x 256 x 64); partial edge tiles with rows
+# still 16-byte chunks (cp.async path); rows that are not (element-wise tile loads); one k-tile; long K.
 CUDA_SIZES = [(256, 512, 64), (384, 256, 512), (130, 72, 264), (17, 33, 65), (130, 70, 257), (96, 8, 40),
               (64, 4096, 64), (1, 1, 1)]
 

@@ -34,11 +34,11 @@ from dbench.ops.contract import InputSpec
 from dbench.ops.variants import MODES, VARIANT_NAMES, Mode, Variant, get_variant
 
 COUNT = torch.cuda.device_count() if torch.cuda.is_available() else 0
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     COUNT < 2,
     reason=f"needs at least 2 CUDA devices (torch.cuda.device_count() is {COUNT}): "
            "calls every variant on cuda:1 while the thread's current device is cuda:0",
-)
+)]
 
 DEVICE = torch.device("cuda", 1)
 TOL = {"atol": 1e-5, "rtol": 1e-5}  # float32 against the fp64 reference, as the pre-flight check

@@ -8,8 +8,10 @@ import pytest
 
 # The notebook runtime comes with the README's setup (requirements.txt); a machine whose Python
 # was set up otherwise (a GPU host with its own image) skips these two tests, saying why.
-nbformat = pytest.importorskip("nbformat", reason="the notebook runtime (nbformat, nbclient, ipykernel) is not installed")
-NotebookClient = pytest.importorskip("nbclient", reason="the notebook runtime (nbclient) is not installed").NotebookClient
+nbformat = pytest.importorskip("nbformat",
+                               reason="the notebook runtime (nbformat, nbclient, ipykernel) is not installed")
+NotebookClient = pytest.importorskip("nbclient",
+                                     reason="the notebook runtime (nbclient) is not installed").NotebookClient
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "analysis" / "notebooks" / "results.ipynb"
 
@@ -29,6 +31,7 @@ def test_notebook_reads_named_files_not_folders() -> None:
     assert "glob(" not in code and "iterdir(" not in code and "listdir(" not in code
 
 
+@pytest.mark.slow
 def test_notebook_runs_and_rebuilds_the_tables_and_figures() -> None:
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=120, kernel_name="python3",

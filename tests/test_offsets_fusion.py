@@ -62,7 +62,8 @@ def test_the_kernels_own_loop_slack_counts_not_just_numel() -> None:
 
 
 def test_ordinary_layouts_choose_int32() -> None:
-    for t in (torch.randn(64, 32), torch.randn(32, 64).t(), torch.randn(8, 8)[::2], torch.randn(3, 1, 5).expand(3, 4, 5)):
+    for t in (torch.randn(64, 32), torch.randn(32, 64).t(), torch.randn(8, 8)[::2],
+              torch.randn(3, 1, 5).expand(3, 4, 5)):
         assert KERNELS.index_choice("noop", [t]) == "int32"
 
 
@@ -129,6 +130,7 @@ def test_kernel_attributes_need_cuda_kernels() -> None:
         KERNELS.attributes("copy", "float32", "int32", True)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_int64_specialisations_exist_and_report_registers() -> None:
     for kernel in ("copy", "muladd", "l2norm", "l2norm_warp", "l2norm_backward", "chain", "chain_backward"):
@@ -179,6 +181,7 @@ def test_injected_python_cost_lands_in_the_define_impl_kernel_only() -> None:
     assert max(took[v] for v in ("cpp", "raw", "custom_op", "cpp_autograd")) < 5_000_000, took
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_injected_gpu_delay_lengthens_the_cpp_variants_own_kernels() -> None:
     # DBENCH_INJECT_GPU_NS makes the `cpp` variant's forward kernels wait inside themselves (no
@@ -238,6 +241,7 @@ def test_compiled_chain_agrees_with_the_reference(k: int, dtype: torch.dtype) ->
     torch.testing.assert_close(compiled(x).double(), chain.reference(x.double(), k), **TOL[dtype])
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="triton runs on a GPU")
 @pytest.mark.parametrize("dtype", dtype_params())
 def test_triton_chain_agrees_with_the_reference(dtype: torch.dtype) -> None:
@@ -253,7 +257,7 @@ def test_gradcheck_of_the_fused_chain(k: int) -> None:
     x = torch.randn(40, generator=torch.Generator().manual_seed(k), dtype=torch.float64)
     for variant in ("cpp_autograd", "custom_op_autograd", "function_raw"):
         fn = get_variant(variant, "chain").fn
-        assert torch.autograd.gradcheck(lambda t: fn(t, k), (x.clone().requires_grad_(True),)), variant
+        assert torch.autograd.gradcheck(lambda t, fn=fn: fn(t, k), (x.clone().requires_grad_(True),)), variant
 
 
 def test_chain_backward_is_the_slope_product() -> None:
@@ -279,13 +283,14 @@ def test_declared_work_of_fused_and_unfused_chains() -> None:
 
 
 def _run(*argv: str, out: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "run.py", *argv, "--device", "cpu", "--quick", "--out", str(out), "--plot"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "run.py", *argv, "--device", "cpu", "--quick", "--out", str(out), "--plot"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = out.glob("*.json")
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_offsets_on_the_cpu(tmp_path: Path) -> None:
     from dbench.analysis.kernels import huge_frame, offsets_frame
 
@@ -307,6 +312,7 @@ def test_offsets_on_the_cpu(tmp_path: Path) -> None:
     assert list(tmp_path.glob("*-offsets.png"))
 
 
+@pytest.mark.slow
 def test_fusion_on_the_cpu(tmp_path: Path) -> None:
     from dbench.analysis.figures import fusion_chart, result_frame
     from dbench.analysis.kernels import fusion_frame

@@ -44,6 +44,7 @@ def _python(site: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess[st
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_installed_package_runs_a_users_op_from_another_folder(installed: Path, tmp_path: Path) -> None:
     (tmp_path / "my_ops.py").write_text(
         "from dbench import Op\n"
@@ -63,6 +64,31 @@ def test_installed_package_runs_a_users_op_from_another_folder(installed: Path, 
     assert generic == "None None"
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+                    reason="valgrind is not installed (scripts/setup.sh installs it as root)")
+def test_installed_package_counts_a_users_op(installed: Path, tmp_path: Path) -> None:
+    """`dbench instructions` from a pip install: the installed package is staged (not a checkout's
+    folders), and a user's op file from their own folder is counted."""
+    from dbench.bench.instructions.environment import jemalloc
+
+    if jemalloc() is None:
+        pytest.skip("jemalloc is not installed (scripts/setup.sh installs it as root)")
+    (tmp_path / "my_ops.py").write_text(
+        "from dbench import Op\n"
+        "twice = Op(name='twice', forward=lambda x: x * 2, reference=lambda x: x * 2)\n")
+    done = _python(installed, tmp_path, "-m", "dbench", "instructions", "collect", "--op", "my_ops.py:twice",
+                   "--variants", "raw,custom_op", "--calls", "200", "--warmup", "10", "--out", "counts.json")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    import json
+
+    counts = json.loads((tmp_path / "counts.json").read_text())
+    timed = {r["variant"]: r["instructions"] for r in counts["rows"] if r["instructions"] is not None}
+    assert set(timed) == {"raw", "custom_op"} and 0 < timed["raw"] < timed["custom_op"]
+    assert counts["config"]["user_ops"] == {"twice": "my_ops.py:twice"}
+
+
+@pytest.mark.slow
 def test_installed_package_reads_results(installed: Path, tmp_path: Path) -> None:
     done = _python(installed, tmp_path, "-c",
                    "import sys, dbench; f = dbench.load_results([sys.argv[1]]); print(len(f), sorted(set(f.op)))",

@@ -22,6 +22,7 @@ def script(name: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProce
                           text=True, timeout=600)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (REPO / "build" / "CMakeCache.txt").is_file(), reason="needs the build (scripts/setup.sh)")
 def test_interleave_runs_each_side_in_turn_and_the_gate_reads_both(tmp_path: Path) -> None:
     done = script("interleave.sh", ".", ".", "2", str(tmp_path), *SMALL)

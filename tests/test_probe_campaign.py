@@ -25,6 +25,7 @@ issue_39_campaign = pytest.mark.skipif(
            "DBENCH_SKIP_CAMPAIGN=1 leaves it out")
 
 
+@pytest.mark.slow
 @issue_39_campaign
 def test_the_fast_campaign_finds_no_failure(tmp_path: Path) -> None:
     report = tmp_path / "campaign.json"

@@ -18,14 +18,14 @@ import pytest
 
 from dbench.bench import cli
 from dbench.bench.process_merge import merge_processes, merge_row
-from dbench.bench.processes import child_argv, share, slots
+from dbench.bench.processes import child_options, share, slots
 from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
 # One mode: these tests are about the processes, not the modes (tests/test_modes.py).
-SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--modes", "inference", "--no-cpp", "--device",
-         "cpu"]
+SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw,cpp", "--modes", "inference", "--no-cpp",
+         "--device", "cpu"]
 
 
 def run_py(*args: str, timeout: float = 180, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -47,33 +47,55 @@ def test_a_baseline_folder_needs_result_files(tmp_path: Path) -> None:
     assert cli.check_baseline(tmp_path / "a.json") == [tmp_path / "a.json"]
 
 
+def _options(argv: list[str], device: str = "cpu") -> Any:
+    from dbench.bench.options import resolve
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
+
+    args = cli.parse(argv, SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results", DECLARATIONS)
+    return resolve(args, DECLARATIONS[args.scenario], device)
+
+
 def test_plain_runs_keep_their_defaults() -> None:
-    args = cli.apply_defaults(cli.build_parser(["boundary"]).parse_args(["--scenario", "boundary"]))
-    assert args.processes is None and args.ab is None and args.pairs is None and args.baseline is None
+    options = _options(["--scenario", "boundary"])
+    assert options.processes is None and options.ab is None and options.pairs is None and options.baseline is None
+    assert not options.repeated
 
 
 # ---------------------------------------------------------------------------
-# The children.
+# The children: the parent's resolved options, as a file (never a rewritten command line).
 
 
-def _args(**kw: Any) -> argparse.Namespace:
-    base = dict(rounds=30, gpu_rounds=8, cpp_repetitions=9, time_budget=None, block_ms=2.5, warmup_ms=20.0,
-                order="shuffled", cpp_min_time=0.03)
-    return argparse.Namespace(**{**base, **kw})
+def test_each_child_runs_a_share_without_the_parent_only_options(tmp_path: Path) -> None:
+    from dbench.bench.options import RunOptions
 
-
-def test_each_child_runs_a_share_without_the_parent_only_options() -> None:
-    argv = ["--scenario", "boundary", "--processes", "4", "--rounds", "30", "--baseline", "b.json", "--plot",
-            "--seed", "3", "--ops", "noop", "--out", "x", "--device", "cpu", "--order", "grouped"]
-    got = child_argv(argv, [], _args(), per_side=4, seed=5, device="cpu", out_dir=Path("o"))
+    result = tmp_path / "b.json"
+    write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
+    parent = _options(["--scenario", "boundary", "--processes", "4", "--rounds", "30", "--baseline", str(result),
+                       "--plot", "--seed", "3", "--ops", "noop", "--out", str(tmp_path), "--device", "cpu",
+                       "--order", "shuffled", "--block-ms", "2.5", "--cpp-min-time", "0.03"])
+    got = child_options(parent, per_side=4, seed=5, out_dir=Path("o"))
+    assert (got.rounds, got.gpu_rounds, got.cpp_repetitions, got.seed, got.out) == (8, 2, 3, 5, Path("o"))
     # The parent's design travels whole: a child is a single run and would take a single run's defaults.
-    assert got == ["--scenario", "boundary", "--ops", "noop", "--rounds", "8", "--gpu-rounds", "2",
-                   "--cpp-repetitions", "3", "--seed", "5", "--device", "cpu", "--out", "o", "--block-ms", "2.5",
-                   "--warmup-ms", "20.0", "--order", "shuffled", "--cpp-min-time", "0.03"]
-    ab = child_argv(["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "2", "--time-budget", "10"], [],
-                    _args(time_budget=10.0), per_side=2, seed=0, device="cuda:0", out_dir=Path("o"))
-    assert "--ab" not in ab and "--pairs" not in ab and "env:X=1" not in ab
-    assert ab[ab.index("--time-budget") + 1] == "5.0" and ab[ab.index("--rounds") + 1] == "15"
+    design = ("block_ms", "warmup_ms", "order", "cpp_min_time", "ops", "device", "scenario")
+    assert all(getattr(got, k) == getattr(parent, k) for k in design)
+    assert got.processes is None and got.baseline is None and not got.baseline_files and not got.plot
+    assert RunOptions.from_json(got.to_json()) == got  # what the child reads is what was meant
+    ab = child_options(_options(["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "2",
+                                 "--time-budget", "10"], "cuda:0"), per_side=2, seed=0, out_dir=Path("o"))
+    assert ab.ab is None and ab.pairs is None and not ab.ab_sides
+    assert ab.time_budget == 5.0 and ab.rounds == 30  # the calibrated design's 60 rounds, a half each
+
+
+def test_a_childs_command_line_is_its_options_file(tmp_path: Path) -> None:
+    """`run.py --options-file FILE` and nothing else; a file that is not a run's options is one line, exit 2."""
+    bad = tmp_path / "o.json"
+    bad.write_text('{"schema": "dbench-options/1", "options": {"scenario": "boundary"}}')
+    for argv, said in ((["--options-file", str(bad)], "missing ['device']"),
+                       (["--options-file", str(bad), "--quick"], "is a child process's whole command line"),
+                       (["--options-file", str(tmp_path / "gone.json")], "No such file")):
+        proc = run_py(*argv)
+        assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_shares_and_slots() -> None:
@@ -81,12 +103,14 @@ def test_shares_and_slots() -> None:
     assert [(s.index, s.side, s.pair) for s in slots(3, None)] == [(0, None, 0), (1, None, 1), (2, None, 2)]
 
 
-def test_shard_children_never_gate_or_repeat() -> None:
-    from dbench.bench.shard import shard_command
+def test_shard_children_never_gate_or_repeat(tmp_path: Path) -> None:
+    from dbench.bench.shard import shard_options
 
-    cmd = shard_command(["--scenario", "boundary", "--baseline", "b", "--shards", "2"], 0, 2, "cpu", "o", ("raw",),
-                        python="py", script="run.py")
-    assert "--baseline" not in cmd and "b" not in cmd
+    result = tmp_path / "b.json"
+    write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
+    parent = _options(["--scenario", "boundary", "--baseline", str(result), "--shards", "2", "--out", str(tmp_path)])
+    child = shard_options(parent, 0, "cpu", Path("o"), ("raw",), cpp=True)
+    assert child.baseline is None and not child.baseline_files and child.shards is None and child.shard_child
 
 
 # ---------------------------------------------------------------------------
@@ -139,8 +163,10 @@ def test_a_process_whose_result_is_gone_since_it_ended_is_failed(tmp_path: Path)
     """--out removed after process 1 ended: the merge must not call complete what lost its data."""
     from dbench.bench.shard.process import Child, exit_code
 
-    kept, lost = (Child(i, f"process {i + 1} of 2", ["python", "run.py"], tmp_path / f"process-{i}",
-                        tmp_path / f"process-{i}.log") for i in range(2))
+    from dbench.bench.options import RunOptions
+
+    kept, lost = (Child(i, f"process {i + 1} of 2", "python", tmp_path / f"process-{i}", tmp_path / f"process-{i}.log",
+                        options=RunOptions("boundary", "cpu")) for i in range(2))
     kept.out_dir.mkdir()
     write_result(kept.out_dir / "r.json", _doc([_row("raw", [1.0])], 3.0))
     for child in (kept, lost):
@@ -174,6 +200,7 @@ def test_merge_processes_keeps_every_row_and_process(tmp_path: Path) -> None:
 # End to end (CPU).
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_file_with_each_process_median(tmp_path: Path) -> None:
     """Started from another folder with a relative --out: the children (which run elsewhere) get
     absolute paths, and the merge finds what they wrote."""
@@ -197,6 +224,7 @@ def test_two_processes_write_one_file_with_each_process_median(tmp_path: Path) -
     assert "process 2 of 2 complete" in proc.stdout and "noop: CPU µs/call" in proc.stdout
 
 
+@pytest.mark.slow
 def test_interrupting_a_repeated_run_leaves_a_valid_file(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "run.py"), *SMALL, "--rounds", "300000", "--block-ms", "0.2", "--processes", "3",
            "--out", str(tmp_path)]
@@ -363,6 +391,7 @@ def test_baseline_without_the_gate_says_so(tmp_path: Path, monkeypatch: pytest.M
     assert "not comparable" in console.export_text()
 
 
+@pytest.mark.slow
 def test_baseline_gates_the_finished_run(tmp_path: Path) -> None:
     """End to end with the real gate: a 2-process run judged against a 1-process baseline."""
     pytest.importorskip("dbench.analysis.gate")

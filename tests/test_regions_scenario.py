@@ -53,6 +53,7 @@ def test_the_chain_stays_bounded_and_is_checked_against_the_fp64_chain() -> None
     assert "chain of 64 differs" in (check_chain(out + 1e-2, contract, args, 64) or "")
 
 
+@pytest.mark.slow
 def test_a_graph_break_is_counted_and_the_chain_still_compiled() -> None:
     def breaks(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         torch._dynamo.graph_break()
@@ -90,7 +91,8 @@ def test_cuda_graphs_are_na_on_the_cpu_in_the_plan_and_the_cases() -> None:
 def _row(variant: str, mode: str, length: int, median: float | None, status: str = "ok", **extra: Any
          ) -> dict[str, Any]:
     return {"scenario": "regions", "op": "muladd", "variant": variant, "mode": mode, "length": length,
-            "metric": "cpu_us", "status": status, "reason": None if status == "ok" else "CUDA graphs need a CUDA device",
+            "metric": "cpu_us", "status": status,
+            "reason": None if status == "ok" else "CUDA graphs need a CUDA device",
             "median": median, "ratio_median": None, **extra}
 
 
@@ -182,14 +184,15 @@ def _run(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
                            "--quick", "--no-pin", "--out", str(out)], capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_regions_on_the_cpu(tmp_path: Path) -> None:
     proc = _run("--ops", "muladd", "--variants", "raw,custom_op,cpp,aten", "--plot", out=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = tmp_path.glob("*.json")
     rows = [r for r in json.loads(path.read_text())["rows"] if r["metric"] == "cpu_us"]
     got = {(r["variant"], r["mode"], r["length"]): r for r in rows}
-    assert set(got) == {(v, m, n) for v in ("raw", "custom_op", "cpp", "aten") for m in ("eager", "compiled", "cudagraph")
-                        for n in (1, 4, 16)}
+    assert set(got) == {(v, m, n) for v in ("raw", "custom_op", "cpp", "aten")
+                        for m in ("eager", "compiled", "cudagraph") for n in (1, 4, 16)}
     for (variant, mode, n), r in got.items():
         assert r["status"] == ("n/a" if mode == "cudagraph" else "ok"), (variant, mode, n, r["reason"])
         if mode == "cudagraph":
@@ -209,6 +212,7 @@ def test_a_mode_regions_does_not_declare_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unknown mode 'inference'; valid modes: eager, compiled, cudagraph" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_user_op_with_several_outputs_chains_its_first(tmp_path: Path) -> None:
     """A user's RMSNorm (outputs y and rstd): each call's y is the next call's x, checked against the
     fp64 chain of its reference; its raw form (plain PyTorch) traces whole."""
@@ -216,9 +220,10 @@ def test_a_user_op_with_several_outputs_chains_its_first(tmp_path: Path) -> None
 
     (tmp_path / "my_ops.py").write_text(RMSNORM.format(name="user_rmsnorm"))
     out = tmp_path / "r"
-    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "regions", "--op", "my_ops.py:user_rmsnorm",
-                           "--variants", "raw,custom_op", "--device", "cpu", "--quick", "--no-pin", "--rounds", "3",
-                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "regions",
+                           "--op", "my_ops.py:user_rmsnorm", "--variants", "raw,custom_op", "--device", "cpu",
+                           "--quick", "--no-pin", "--rounds", "3", "--out", str(out)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = out.glob("*.json")
     rows = [r for r in json.loads(path.read_text())["rows"] if r["metric"] == "cpu_us" and r["mode"] != "cudagraph"]
@@ -231,7 +236,8 @@ def test_a_user_op_with_several_outputs_chains_its_first(tmp_path: Path) -> None
 def test_an_op_that_cannot_chain_exits_2_saying_why(tmp_path: Path) -> None:
     proc = _run("--ops", "mm", out=tmp_path)
     assert proc.returncode == 2
-    assert "mm's first output ((64, 32), float32) cannot be its next call's first input ((64, 128), float32)" in proc.stderr
+    assert ("mm's first output ((64, 32), float32) cannot be its next call's first input ((64, 128), float32)"
+            in proc.stderr)
     assert not list(tmp_path.glob("*.json"))
 
 

@@ -168,6 +168,7 @@ def test_a_full_disk_before_a_repeated_runs_first_process_exits_1(tmp_path: Path
     assert not list(tmp_path.glob("*.processes/process-*/*.json")) and load_result(path)["rows"] == []
 
 
+@pytest.mark.slow
 def test_a_result_folder_removed_mid_run_ends_it_with_one_line(tmp_path: Path) -> None:
     """No simulation: the folder goes away under a running run.py (ENOENT on its next checkpoint)."""
     out = tmp_path / "out"

@@ -186,6 +186,7 @@ def test_adaptive_keeps_going_while_noisy(clock: FakeClock) -> None:
         log.append("x")
 
     case.call = call
-    config = RunConfig(rounds=12, block_seconds=1e-6, warmup_seconds=0.0, adaptive=True, min_rounds=4, rel_precision=1e-6)
+    config = RunConfig(rounds=12, block_seconds=1e-6, warmup_seconds=0.0, adaptive=True, min_rounds=4,
+                       rel_precision=1e-6)
     outcome = runner.run([case], config)
     assert outcome.rounds_done == 12 and outcome.stop_reason == "rounds"

@@ -27,7 +27,7 @@ def test_every_declared_scenario_has_its_module_and_the_module_uses_the_declarat
 def test_what_a_declaration_names_exists() -> None:
     from dbench.analysis.figures import KINDS, OP_FIGURES, ROOF_FIGURES, WHOLE_FIGURES
     from dbench.analysis.kernels import TABLES
-    from dbench.bench.cli import DEFAULTS
+    from dbench.bench.defaults import DEFAULTS
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios.arity import ARGS_OPS
 

@@ -13,7 +13,8 @@ H200 = ROOT / "results" / "h200"
 GROUPED = H200 / "boundary-cuda0-20261204T142756Z-cd9c97.json.gz"
 SHUFFLED = H200 / "boundary-cuda0-20261204T142903Z-dbf1ec.json.gz"
 # The main job at its 30-round defaults, twice back to back, the first after a bare host's setup.
-DEFAULT_RUNS = (H200 / "boundary-cuda0-20261204T172714Z-e740a6.json.gz", H200 / "boundary-cuda0-20261204T172808Z-e8b44f.json.gz")
+DEFAULT_RUNS = (H200 / "boundary-cuda0-20261204T172714Z-e740a6.json.gz",
+                H200 / "boundary-cuda0-20261204T172808Z-e8b44f.json.gz")
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

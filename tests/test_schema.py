@@ -39,6 +39,7 @@ def test_the_committed_schema_is_the_generated_one() -> None:
     jsonschema.Draft202012Validator.check_schema(json.loads(schema.SCHEMA_PATH.read_text()))
 
 
+@pytest.mark.slow
 def test_every_committed_result_follows_the_schema() -> None:
     assert len(RESULTS) >= 60  # boundary, kernel, A/B, sharded and gate-study runs (62 on 2026-12-03)
     validator = jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_PATH.read_text()))

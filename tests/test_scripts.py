@@ -100,7 +100,8 @@ def test_gpu_validate_lists_its_steps_and_fails_when_one_did(tmp_path: Path) -> 
     rows = [line.split("\t") for line in (out_dir / "steps.tsv").read_text().splitlines()]
     assert rows[0] == ["rc", "seconds", "step"]
     steps = {step: rc for rc, _, step in rows[1:]}
-    assert {step: rc for step, rc in steps.items() if rc != "0"} == {"bash scripts/sanitize.sh racecheck --only rows": "1"}
+    failed = {step: rc for step, rc in steps.items() if rc != "0"}
+    assert failed == {"bash scripts/sanitize.sh racecheck --only rows": "1"}
     assert len(steps) == 9  # setup, memcheck, 3 racecheck parts, bench, roofline, launch, mma_sync roofline
     racecheck = [c for c in _calls(tmp_path) if "racecheck" in c]
     assert len(racecheck) == 3 and all("--kernel-name kns=dbench" in c for c in racecheck)

@@ -106,8 +106,8 @@ def test_the_collect_command_refuses_a_planted_stage_with_exit_2(tmp_path: Path)
     stage.mkdir(mode=0o755)
     marker = _plant(stage)
     env = {**os.environ, staging.STAGE_ENV: str(stage)}
-    proc = subprocess.run([sys.executable, "-m", "dbench.bench.instructions", "collect", "--calls", "1"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "dbench.bench.instructions", "collect", "--calls", "1"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "refusing the instruction-count stage" in proc.stderr and not marker.exists()
 
@@ -154,7 +154,8 @@ def test_bad_side_settings_fail_before_any_process(tmp_path: Path) -> None:
             parse_side(spec)
     for side, message in (("env:DBENCH_MM_KERNEL=bogus", "DBENCH_MM_KERNEL='bogus'"),
                           ("env:DBENCH_INJECT_NS=3e2", "whole number of nanoseconds")):
-        proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--ab", "env:", side, "--device", "cpu",
-                               "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        proc = subprocess.run([sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--ab", "env:", side,
+                               "--device", "cpu", "--out", str(tmp_path / "out")],
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert not list((tmp_path / "out").glob("*.json"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import json
 import math
@@ -23,9 +25,9 @@ from dbench.bench.shard import (
     merge_results,
     plan_shards,
     resolve_shards,
-    shard_command,
     shard_cores,
     shard_loads,
+    shard_options,
     variant_weights,
 )
 from dbench.bench.shard.merge import empty_merge
@@ -94,7 +96,8 @@ def test_plan_with_any_weights_differs_by_at_most_one_variant() -> None:
 
 def test_plan_is_deterministic() -> None:
     for n in (2, 3, 5):
-        assert plan_shards(VARIANT_NAMES, n, BOUNDARY_BASELINES) == plan_shards(list(VARIANT_NAMES), n, BOUNDARY_BASELINES)
+        assert (plan_shards(VARIANT_NAMES, n, BOUNDARY_BASELINES)
+                == plan_shards(list(VARIANT_NAMES), n, BOUNDARY_BASELINES))
     assert plan_shards(VARIANT_NAMES, 2, BOUNDARY_BASELINES) == [  # loads 31 and 32
         ("raw", "custom_op_autograd", "function_raw", "function_define_impl", "function_cpp", "nested_define_impl",
          "cpp", "triton_op", "aten"),
@@ -104,9 +107,11 @@ def test_plan_is_deterministic() -> None:
 
 
 def test_plan_has_no_more_shards_than_variants_to_split() -> None:
-    assert plan_shards(["raw", "define_impl", "function_raw"], 4, BOUNDARY_BASELINES) == [("raw", "define_impl", "function_raw")]
+    assert (plan_shards(["raw", "define_impl", "function_raw"], 4, BOUNDARY_BASELINES)
+            == [("raw", "define_impl", "function_raw")])
     assert plan_shards(["raw", "function_raw"], 3, BOUNDARY_BASELINES) == [("raw", "function_raw")]
-    assert plan_shards(["cpp", "stable"], 2, BOUNDARY_BASELINES) == [("cpp",), ("stable",)], "no baseline selected: none added"
+    assert plan_shards(["cpp", "stable"], 2, BOUNDARY_BASELINES) == [("cpp",), ("stable",)], \
+        "no baseline selected: none added"
     with pytest.raises(ValueError):
         plan_shards(VARIANT_NAMES, 0, BOUNDARY_BASELINES)
 
@@ -158,37 +163,19 @@ def test_shard_cores_are_disjoint_and_from_the_end() -> None:
         shard_cores(allowed, 4, 2)
 
 
-OPTIONS = ["-h", "--help", "--scenario", "--device", "--ops", "--variants", "--dtype", "--rounds", "--quick",
-           "--pin-cores", "--pin-offset", "--no-pin", "--out", "--no-cpp", "--gpus", "--shards", "--block-ms"]
+def test_shard_options_replace_device_variants_out_and_drop_gpus() -> None:
+    from dbench.bench.options import RunOptions
 
-
-def test_shard_command_replaces_device_variants_out_and_drops_gpus() -> None:
-    argv = ["--scenario", "boundary", "--gpus", "all", "--device", "cuda", "--variants", "raw,cpp",
-            "--ops", "muladd", "--out=results/x", "--rounds", "5", "--pin-cores", "2"]
-    cmd = shard_command(argv, 1, 2, "cuda:1", "/tmp/o/shard-1", ("raw", "function_raw", "stable"),
-                        python="py", script="run.py")
-    assert cmd == ["py", "run.py", "--scenario", "boundary", "--ops", "muladd", "--rounds", "5", "--pin-cores", "2",
-                   "--device", "cuda:1", "--variants", "raw,function_raw,stable", "--out", "/tmp/o/shard-1",
-                   "--pin-offset", "1"]
-
-
-def test_shard_command_handles_abbreviations_and_equals_forms() -> None:
-    argv = ["--scenario=boundary", "--shards=2", "--var", "cpp", "--dev=cpu", "--pin-off", "3", "--quick", "--no-cpp"]
-    cmd = shard_command(argv, 0, 2, "cpu", "o", ("cpp",), options=OPTIONS, python="py", script="run.py")
-    assert cmd[2:] == ["--scenario=boundary", "--quick", "--no-cpp", "--device", "cpu", "--variants", "cpp",
-                       "--out", "o", "--pin-offset", "0"]
-    # an ambiguous prefix (--d: --device or --dtype) is left to argparse, which rejects it
-    assert "--d" in shard_command(["--d", "cpu"], 0, 1, "cpu", "o", ("cpp",), options=OPTIONS)
-
-
-def test_shard_command_adds_no_cpp_once() -> None:
-    without = shard_command(["--scenario", "boundary"], 0, 2, "cpu", "o", ("raw",), cpp=False)
-    assert without.count("--no-cpp") == 1
-    already = shard_command(["--scenario", "boundary", "--no-cpp"], 0, 2, "cpu", "o", ("raw",), cpp=False)
-    assert already.count("--no-cpp") == 1
-    assert "--no-cpp" not in shard_command(["--scenario", "boundary"], 1, 2, "cpu", "o", ("raw",), cpp=True)
-    with pytest.raises(ValueError):
-        shard_command([], 2, 2, "cpu", "o", ("raw",))
+    parent = RunOptions("boundary", "cuda:0", ops=("muladd",), variants=("raw", "cpp"), rounds=5, pin_cores=2,
+                        gpus="all", out=Path("results/x"))
+    child = shard_options(parent, 1, "cuda:1", Path("/tmp/o/shard-1"), ("raw", "function_raw", "stable"), cpp=False)
+    assert (child.device, child.variants, child.out, child.pin_offset) == (
+        "cuda:1", ("raw", "function_raw", "stable"), Path("/tmp/o/shard-1"), 1)
+    assert child.gpus is None and child.shard_child
+    assert (child.ops, child.rounds, child.pin_cores) == (("muladd",), 5, 2)
+    # the C++ driver on shard 0 only; a parent's --no-cpp holds for every shard
+    assert child.no_cpp and not shard_options(parent, 0, "cuda:0", Path("o"), ("raw",), cpp=True).no_cpp
+    assert shard_options(dataclasses.replace(parent, no_cpp=True), 0, "cuda:0", Path("o"), ("raw",), cpp=True).no_cpp
 
 
 # ---------------------------------------------------------------------------
@@ -208,7 +195,8 @@ def row(op: str, variant: str, mode: str, device: str, median: float = 1.0, metr
 
 
 def doc(device: str, variants: tuple[str, ...], *, status: str = "complete", rounds_done: int = 3,
-        median: float = 1.0, ops: tuple[str, ...] = ("noop", "muladd"), extra_rows: list[dict[str, Any]] = ()) -> dict[str, Any]:
+        median: float = 1.0, ops: tuple[str, ...] = ("noop", "muladd"),
+        extra_rows: list[dict[str, Any]] = ()) -> dict[str, Any]:
     rows = [row(op, v, m, device, median) for op in ops for v in variants for m in MODES]
     return {
         "scenario": "boundary", "status": status,
@@ -236,7 +224,8 @@ def test_merge_takes_the_union_with_the_gpu_index_on_every_row() -> None:
     assert merged["status"] == "complete" and merged["config"]["shards"] == 2
     env = merged["env"]
     assert env["device"] == "cuda:0,cuda:1" and env["gpu_index"] is None
-    assert [s["gpu_index"] for s in env["shards"]] == [0, 1] and [s["device"] for s in env["shards"]] == ["cuda:0", "cuda:1"]
+    assert [s["gpu_index"] for s in env["shards"]] == [0, 1]
+    assert [s["device"] for s in env["shards"]] == ["cuda:0", "cuda:1"]
     assert env["shards"][1]["variants"] == list(SHARD1) and env["shards"][1]["status"] == "complete"
     assert "shard_warnings" not in env
 
@@ -317,7 +306,9 @@ def test_a_merge_that_breaks_still_ends_the_file_with_a_final_status(tmp_path: P
 def test_a_run_that_merged_nothing_does_not_exit_0() -> None:
     from dbench.bench.shard.process import Child, exit_code
 
-    done = Child(0, "shard 0 (cpu)", [], Path("o"), Path("l"))
+    from dbench.bench.options import RunOptions
+
+    done = Child(0, "shard 0 (cpu)", "python", Path("o"), Path("l"), options=RunOptions("boundary", "cpu"))
     done.status = "complete"
     assert exit_code([done], False, []) == 1 and exit_code([done], False, [row("noop", "raw", "inference", "cpu")]) == 0
 
@@ -375,6 +366,7 @@ def keys(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(r["op"], r["variant"], r["mode"], r["device"], r["driver"], r["metric"]) for r in rows]
 
 
+@pytest.mark.slow
 def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) -> None:
     common = ["--scenario", "boundary", "--ops", "noop", "--rounds", "3", "--block-ms", "0.5", "--no-cpp"]
     one = run_py(*common, "--device", "cpu", "--out", str(tmp_path / "one"))
@@ -390,17 +382,21 @@ def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) ->
     assert {r["shard"] for r in merged["rows"]} == {0, 1}
     for got, want in zip(merged["rows"], reference["rows"]):
         assert set(got) - set(want) == {"shard", "gpu_index"}
-        assert (got["status"], got["baseline"], len(got["samples"])) == (want["status"], want["baseline"], len(want["samples"]))
+        assert ((got["status"], got["baseline"], len(got["samples"]))
+                == (want["status"], want["baseline"], len(want["samples"])))
         assert (got["delta_median"] is None) == (want["delta_median"] is None)
     shards = merged["env"]["shards"]
-    assert [s["status"] for s in shards] == ["complete", "complete"] and len({tuple(s["pinned_cpu"] or ()) for s in shards}) == 2
+    assert [s["status"] for s in shards] == ["complete", "complete"]
+    assert len({tuple(s["pinned_cpu"] or ()) for s in shards}) == 2
     # Its paths written as every result's (bench.env.redact_paths: tmp_path is in the temp folder).
     assert all(s["log"].startswith("<tmp>/") and (merged_path.with_suffix(".shards") / Path(s["log"]).name).exists()
                for s in shards), shards
     assert {r["variant"] for r in merged["duplicate_baseline_rows"]} == set(BOUNDARY_BASELINES)
-    assert "noop: CPU µs/call" in proc.stdout and "wall-clock" in proc.stdout and "shard 1 (cpu) complete" in proc.stdout
+    assert "noop: CPU µs/call" in proc.stdout and "wall-clock" in proc.stdout
+    assert "shard 1 (cpu) complete" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_shard_is_reported_with_its_log(tmp_path: Path) -> None:
     env = {**os.environ, "DBENCH_BUILD_DIR": str(tmp_path / "no-build")}
     proc = run_py("--scenario", "boundary", "--ops", "noop", "--rounds", "1", "--no-cpp", "--shards", "2",
@@ -437,6 +433,7 @@ def _rounds_done(path: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_interrupting_a_sharded_run_merges_what_the_shards_finished(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--ops", "noop", "--variants",
            "raw,cpp,stable,function_raw", "--rounds", "100000", "--block-ms", "0.2", "--no-cpp", "--shards", "2",

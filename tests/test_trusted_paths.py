@@ -20,6 +20,7 @@ from dbench.bench import cli, native_build
 from dbench.bench.instructions import collect as collect_module, staging
 from dbench.bench.instructions.collect import CollectError, Config, collect
 from dbench.bench.instructions.staging import StageError, private_folder
+from dbench.bench.options import RunOptions, resolve
 from dbench.bench.results import ResultWriteError
 from dbench.bench.shard.process import Child, start_child
 from dbench.bench.trust import UntrustedPathError
@@ -151,7 +152,8 @@ def test_a_planted_log_link_is_never_written_through(tmp_path: Path) -> None:
     work = tmp_path / "run.processes"
     work.mkdir()
     (work / "process-0.log").symlink_to(victim)
-    child = Child(0, "process 1 of 1", [sys.executable, "-c", "pass"], work / "process-0", work / "process-0.log")
+    child = Child(0, "process 1 of 1", sys.executable, work / "process-0", work / "process-0.log",
+                  options=RunOptions("boundary", "cpu"))
     with pytest.raises(ResultWriteError, match="it is there already"):
         start_child(child)
     assert victim.read_text() == "keep me\n" and child.proc is None
@@ -175,13 +177,13 @@ def test_the_processes_runner_refuses_a_planted_work_folder(tmp_path: Path) -> N
     out = tmp_path / "out"
     argv = [*QUICK, "--processes", "2", "--out", str(out)]
     args = cli.parse(argv, tuple(DECLARATIONS), OP_NAMES, VARIANT_NAMES, declarations=DECLARATIONS)
+    options = resolve(args, DECLARATIONS["boundary"], "cpu")
     json_path = out / "boundary-cpu-x2-planted.json"
     (out / "boundary-cpu-x2-planted.processes").mkdir()  # as another user would, in a folder they can write
     (out / "boundary-cpu-x2-planted.processes" / "process-0.log").symlink_to(victim)
     console = Console(file=io.StringIO())
-    code = run_repeated(argv=argv, options=[], scenario=SimpleNamespace(name="boundary", table_note=""),
-                        device="cpu", args=args, json_path=json_path, console=console,
-                        show=lambda *_: None)
+    code = run_repeated(argv=argv, scenario=SimpleNamespace(name="boundary", table_note=""), options=options,
+                        json_path=json_path, console=console, show=lambda *_: None)
     assert victim.read_text() == "keep me\n" and code == 1  # a write failed once the result was reserved
     doc = load_result(json_path)
     assert doc["status"] == "failed" and "it is there already" in doc["error"]

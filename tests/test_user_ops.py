@@ -4,6 +4,8 @@ told apart from any other op of the same name."""
 
 from __future__ import annotations
 
+import re
+
 import json
 import textwrap
 from pathlib import Path
@@ -128,6 +130,197 @@ def test_each_trap_names_the_registration_at_fault(tmp_path: Path, catalogue: No
     assert preflight(get_variant("raw", op), contract, "inference", InputSpec(contract.boundary_shape)) is None
 
 
+def test_a_wrong_result_keeps_torchs_summary(tmp_path: Path, catalogue: None) -> None:
+    """A launcher that disagrees with its reference in a few elements: the reason says how many and
+    by how much (torch.testing's summary), not only "Tensor-likes are not close!"."""
+    _write(tmp_path, "off.py", """
+        import torch
+        from dbench import Op
+
+
+        def nearly(x):
+            y = x * 2
+            y.view(-1)[:3] += 1.0
+            return y
+
+
+        off = Op(name="off_by_some", forward=nearly, reference=lambda x: x * 2)
+        """)
+    (op,) = load_all([f"{tmp_path / 'off.py'}:off"])
+    contract = OPS[op]
+    reason = preflight(get_variant("raw", op), contract, "inference", InputSpec(contract.boundary_shape))
+    assert reason is not None and "are not close!" in reason, reason
+    assert "Mismatched elements: 3 / 128" in reason and "Greatest absolute difference: 1.0" in reason, reason
+    assert "\n" not in reason
+
+
+def test_an_op_without_backward_has_no_gradient_rows_aten_included(tmp_path: Path, catalogue: None) -> None:
+    """Its native form may not be differentiable (a quantizer's uint8 output), and no function_raw row
+    exists to pair it with: n/a in the gradient modes, never FAILED there."""
+    _write(tmp_path, "fwd_only.py", """
+        import torch
+        from dbench import Op
+
+        halve = Op(name="fwd_only_halve", forward=lambda x: x * 0.5, reference=lambda x: x * 0.5,
+                   native=lambda x: torch.mul(x, 0.5))
+        """)
+    (op,) = load_all([f"{tmp_path / 'fwd_only.py'}:halve"])
+    for variant in ("aten", "raw"):
+        v = get_variant(variant, op)
+        assert v.na_reason("inference") is None
+        for mode in ("fwd_requires_grad", "fwd_bwd"):
+            assert v.na_reason(mode) is not None, (variant, mode)
+    assert get_variant("aten", op).na_reason("fwd_bwd") == \
+        "op 'fwd_only_halve' declares no backward: its gradient modes are not timed"
+
+
+CONTIGUOUS = """
+import torch
+from dbench import Op
+
+
+def rowscale(x):
+    assert x.stride(-1) == 1, "rowscale needs contiguous rows"
+    return x * 3
+
+
+strict = Op(name="strict_rowscale", forward=rowscale, reference=lambda x: x * 3)
+relaxed = Op(name="relaxed_rowscale", forward=rowscale, reference=lambda x: x * 3, layouts=("compact",))
+
+_lib = torch.library.Library("dbench_test_wrongfake", "DEF")
+_lib.define("twice(Tensor x) -> Tensor")
+_lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
+torch.library.register_fake("dbench_test_wrongfake::twice", lambda x: x.new_empty(x.shape[:-1]))
+theirs = Op(name="theirs_twice", forward=lambda x: x * 2, reference=lambda x: x * 2,
+            registered=torch.ops.dbench_test_wrongfake.twice)
+"""
+
+
+def test_a_launcher_that_raises_is_named_not_a_registration(tmp_path: Path, catalogue: None) -> None:
+    """The launcher's own assert on dense permuted inputs: the reason names the launcher, its
+    exception and frame, and the declaration that fixes it (no schema hint); declared, it passes."""
+    load_all([str(_write(tmp_path, "contig.py", CONTIGUOUS))])
+    spec = InputSpec(OPS["strict_rowscale"].boundary_shape)
+    reason = preflight(get_variant("custom_op", "strict_rowscale"), OPS["strict_rowscale"], "inference", spec)
+    assert reason is not None and "the launcher raised on permuted inputs" in reason, reason
+    assert "AssertionError: rowscale needs contiguous rows at contig.py:" in reason and "in rowscale" in reason
+    assert 'declare layouts=("compact",)' in reason and "schema does not say" not in reason
+    assert preflight(get_variant("custom_op", "relaxed_rowscale"), OPS["relaxed_rowscale"], "inference", spec) is None
+
+
+def test_a_registered_ops_own_fault_is_its_librarys(tmp_path: Path, catalogue: None) -> None:
+    load_all([str(_write(tmp_path, "contig.py", CONTIGUOUS))])
+    contract = OPS["theirs_twice"]
+    reason = preflight(get_variant("registered", "theirs_twice"), contract, "inference",
+                       InputSpec(contract.boundary_shape))
+    assert reason is not None and "test_faketensor" in reason, reason
+    assert "the registered op's own registration is at fault, not this declaration" in reason
+    assert "fix fake=" not in reason
+
+
+def test_layouts_are_checked_when_declared() -> None:
+    with pytest.raises(DeclarationError, match="layouts must include 'compact'"):
+        contract_of(_op(layouts=("permuted",)), "t.py:user_op@0")
+
+
+SEGMENT_SUM = """
+import torch
+from dbench import Op, inputs
+
+
+def segment_sum(src, indptr):  # src [N, D], CSR offsets [S + 1] -> [S, D]
+    counts = indptr[1:] - indptr[:-1]
+    ids = torch.repeat_interleave(torch.arange(counts.numel(), device=src.device), counts)
+    return src.new_zeros((counts.numel(), src.shape[1])).index_add(0, ids, src)
+
+
+def segment_sum_backward(grad, src, indptr):
+    return torch.repeat_interleave(grad, indptr[1:] - indptr[:-1], dim=0)
+
+
+segsum = Op(name="user_segment_sum", forward=segment_sum, inputs=("src", "indptr"), shape=(16, 8),
+            shapes=lambda s: (s, (s[0] // 4 + 1,)), input_makers={"indptr": inputs.offsets()},
+            differentiable=("src",), backward=segment_sum_backward, saves=("src", "indptr"),
+            reference=segment_sum, native=segment_sum, dtypes=(torch.float32, torch.float64),
+            fake=lambda src, indptr: src.new_empty((indptr.shape[0] - 1, src.shape[1])))
+"""
+
+
+def test_typed_inputs_an_int64_csr_offsets_op_passes_every_check(tmp_path: Path, catalogue: None) -> None:
+    """A segment sum over CSR offsets (an integer input): the inputs every check and row gets have
+    int64 sorted offsets from 0 to the rows, no gradient on them, and every variant (aten included)
+    passes its contract checks and agrees with the reference, with and without gradients."""
+    (op,) = load_all([f"{_write(tmp_path, 'segsum.py', SEGMENT_SUM)}:segsum"])
+    contract = OPS[op]
+    src, indptr = contract.make_inputs(InputSpec((16, 8), requires_grad=True))
+    assert indptr.dtype == torch.int64 and indptr.shape == (5,) and not indptr.requires_grad and src.requires_grad
+    assert indptr[0] == 0 and indptr[-1] == 16 and bool((indptr[1:] >= indptr[:-1]).all())
+    permuted = contract.make_inputs(InputSpec((16, 8), layout="permuted"))
+    assert permuted[0].stride() == (1, 16) and permuted[1].dtype == torch.int64
+    variants = [v for v in VARIANT_NAMES if has_variant(v, op)]
+    assert "aten" in variants and "custom_op_autograd" in variants
+    for name in variants:
+        for mode in _runs(name, op):
+            spec = InputSpec(contract.boundary_shape, requires_grad=mode != "inference")
+            assert preflight(get_variant(name, op), contract, mode, spec) is None, (name, mode)
+
+
+def test_input_makers_are_checked_when_declared() -> None:
+    from dbench import inputs
+
+    with pytest.raises(DeclarationError, match="input_makers names 'y', which is not one of the inputs"):
+        contract_of(_op(input_makers={"y": inputs.absent()}), "t.py:user_op@0")
+    with pytest.raises(ValueError, match="low < high"):
+        inputs.integers(3, 3)
+
+
+ADAPTED = """
+import torch
+from dbench import Op
+
+_lib = torch.library.Library("dbench_test_adapt", "DEF")
+_lib.define("scale(Tensor x, Tensor? w, float alpha, *, bool flip=False) -> Tensor")
+_lib.impl("scale", lambda x, w, alpha, flip=False: x * alpha if w is None else x * w * alpha,
+          "CompositeExplicitAutograd")
+torch.library.register_fake("dbench_test_adapt::scale", lambda x, w, alpha, flip=False: torch.empty_like(x))
+
+
+def scale(x, alpha):
+    return x * alpha
+
+
+OPTS = dict(forward=scale, scalars={"alpha": 2.0}, reference=scale, registered=torch.ops.dbench_test_adapt.scale)
+adapted = Op(name="adapted_scale", registered_args=lambda x, alpha: ((x, None, alpha), {"flip": False}), **OPTS)
+"""
+
+
+def test_a_librarys_op_with_other_arguments_gets_its_row_through_an_adapter(tmp_path: Path,
+                                                                             catalogue: None) -> None:
+    (op,) = load_all([f"{_write(tmp_path, 'adapted.py', ADAPTED)}:adapted"])
+    contract = OPS[op]
+    assert has_variant("registered", op)
+    spec = InputSpec(contract.boundary_shape)
+    assert preflight(get_variant("registered", op), contract, "inference", spec) is None
+    assert torch.equal(get_variant("registered", op).fn(torch.ones(2, 2), 2.0), torch.full((2, 2), 2.0))
+
+
+@pytest.mark.parametrize("adapter, said", [
+    ("", "the registered op dbench_test_adapt::scale(Tensor x, Tensor? w, float alpha, *, bool flip=False) -> "
+         "Tensor does not take the call (x, alpha) (give registered_args="),
+    ("registered_args=lambda x, alpha: (alpha, None, x),",
+     "takes float alpha where the call puts the tensor input 'x'"),
+    ("registered_args=lambda x, alpha: ((x, None, alpha), {'mirror': True}),", "has no argument(s) ['mirror']"),
+])
+def test_a_registered_op_that_does_not_fit_is_refused_when_loaded(tmp_path: Path, catalogue: None, adapter: str,
+                                                                  said: str) -> None:
+    namespace = f"dbench_test_adapt_{len(adapter)}"  # a library namespace is defined once per process
+    text = ADAPTED.replace("adapted = Op(name=\"adapted_scale\", registered_args=lambda x, alpha: "
+                           "((x, None, alpha), {\"flip\": False}), **OPTS)",
+                           f"bad = Op(name='bad_scale', {adapter} **OPTS)").replace("dbench_test_adapt", namespace)
+    with pytest.raises(DeclarationError, match=re.escape(said.replace("dbench_test_adapt", namespace))):
+        load_all([f"{_write(tmp_path, 'bad.py', text)}:bad"])
+
+
 def test_boundary_run_from_outside_the_repo(rmsnorm_file: Path, tmp_path: Path, catalogue: None,
                                             run_main: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
@@ -171,7 +364,8 @@ def _op(**kw: Any) -> Op:
     ({"outputs": ("x",)}, "input, scalar and output names must differ"),
     ({"dtypes": (torch.int32,)}, "is not a floating dtype"),
     ({"schema": "(Tensor x -> Tensor"}, "does not parse"),
-    ({"schema": "(Tensor x, Tensor y) -> Tensor"}, "has 2 argument(s) and 1 return(s); the declaration calls it with 1"),
+    ({"schema": "(Tensor x, Tensor y) -> Tensor"},
+     "has 2 argument(s) and 1 return(s); the declaration calls it with 1"),
     ({"registered": len}, "registered= must be a registered op"),
 ])
 def test_declaration_errors_say_what_to_change(kw: dict[str, Any], said: str) -> None:
@@ -282,6 +476,7 @@ def test_a_users_matrix_product_is_sized_by_its_side_in_the_roofline(tmp_path: P
         contract_of(Op(name="bad_axis", forward=torch.mm, inputs=("a", "b"), size_axis="elements"), origin="")
 
 
+@pytest.mark.slow
 def test_roofline_of_an_op_with_a_native_form(tmp_path: Path, catalogue: None, run_main: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The native form is timed beside the op's own kernels in both directions: its backward through

@@ -106,8 +106,9 @@ def test_both_paths_compute_the_same(device: str, dtype: torch.dtype, n: int) ->
     a, b, c = cases["aligned"]
     ref = a.double() * b.double() + c.double()
     for name, (copied, fused) in results.items():
-        torch.testing.assert_close(copied, a, rtol=0, atol=0, msg=lambda m: f"noop, {name}: {m}")
-        torch.testing.assert_close(fused, results["aligned"][1], rtol=0, atol=0, msg=lambda m: f"muladd, {name}: {m}")
+        torch.testing.assert_close(copied, a, rtol=0, atol=0, msg=lambda m, name=name: f"noop, {name}: {m}")
+        torch.testing.assert_close(fused, results["aligned"][1], rtol=0, atol=0,
+                                   msg=lambda m, name=name: f"muladd, {name}: {m}")
         torch.testing.assert_close(fused.double(), ref, **TOLERANCES[dtype])
 
 
@@ -205,7 +206,7 @@ def test_both_row_schedules_match_the_reference(device: str, dtype: torch.dtype,
     paths = ("auto", "block", "warp") if fits else ("auto", "block")
     results = {p: kernels.l2norm(x, L2NORM_EPS, path=p) for p in paths}
     for path, y in results.items():
-        torch.testing.assert_close(y.double(), want, **TOLERANCES[dtype], msg=lambda m: f"path={path}: {m}")
+        torch.testing.assert_close(y.double(), want, **TOLERANCES[dtype], msg=lambda m, path=path: f"path={path}: {m}")
     assert torch.equal(results["auto"], results["warp" if fits else "block"])
     for index in ("int32", "int64"):  # both offset widths of the schedule auto takes
         assert torch.equal(kernels.l2norm(x, L2NORM_EPS, index=index), results["auto"])

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from dbench.bench.cpp_results import CppRequest
+    from dbench.bench.options import RunOptions
 
 
-def cpp_section(device: str, request: CppRequest, args: Any, env: dict[str, Any],
+def cpp_section(device: str, request: CppRequest, options: RunOptions, env: dict[str, Any],
                 console: Any, json_path: Path, gpu: bool = True) -> list[dict[str, Any]]:
     """The scenario's ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
     driver's own JSON stays beside the result file (bench.cpp_results.gbench_path). In the grouped
@@ -24,20 +25,20 @@ def cpp_section(device: str, request: CppRequest, args: Any, env: dict[str, Any]
     from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
 
     ops = request.ops
-    modes = [m for m in request.modes if args.modes is None or m in args.modes]
+    modes = [m for m in request.modes if options.modes is None or m in options.modes]
     if not modes:
-        why = f"--modes {','.join(args.modes)}: the driver times {', '.join(request.modes)} only"
+        why = f"--modes {','.join(options.modes or ())}: the driver times {', '.join(request.modes)} only"
         console.print(f"C++ driver skipped: {why}")
         env["cpp_driver_context"] = {"skipped": why}
         return []
     console.print(f"C++ driver: {_listed(ops)} on {device}")
     extra_args = [*request.driver_args, f"--benchmark_filter=^({'|'.join(ops)})/[^/]+/({'|'.join(modes)})(/|$)",
-                  *(["--dbench_no_pin"] if args.pin_cores == 0 else [])]
+                  *(["--dbench_no_pin"] if options.pin_cores == 0 else [])]
     try:
         rows, env["cpp_driver_context"] = run_cpp_driver(
-            device, repetitions=args.cpp_repetitions, min_time=args.cpp_min_time, extra_args=extra_args,
+            device, repetitions=options.cpp_repetitions, min_time=options.cpp_min_time, extra_args=extra_args,
             keep=gbench_path(json_path), op_keys=request.op_keys,
-            rounds=args.order == "grouped", seed=args.seed,
+            rounds=options.order == "grouped", seed=options.seed,
         )
     except CppDriverMissing as exc:
         console.print(f"[yellow]C++ driver skipped:[/yellow] {exc}")
@@ -49,7 +50,7 @@ def cpp_section(device: str, request: CppRequest, args: Any, env: dict[str, Any]
         env["cpp_driver_context"] = {"error": str(exc), "output_tail": exc.output_tail}
         return failed_rows(ops, device, str(exc), scenario=request.scenario)
     if gpu and device.startswith("cuda"):
-        rows += cpp_gpu_pass(device, request, extra_args, args, env, console, json_path)
+        rows += cpp_gpu_pass(device, request, extra_args, options, env, console, json_path)
     return rows
 
 
@@ -57,20 +58,21 @@ def _listed(ops: Sequence[str], most: int = 6) -> str:
     return ", ".join(ops) if len(ops) <= most else f"{', '.join(ops[:most])} and {len(ops) - most} more ops"
 
 
-def cpp_gpu_pass(device: str, request: CppRequest, extra_args: list[str], args: Any,
+def cpp_gpu_pass(device: str, request: CppRequest, extra_args: list[str], options: Any,
                  env: dict[str, Any], console: Any, json_path: Path) -> list[dict[str, Any]]:
     """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
     per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
     env; a crashed pass: FAILED gpu_us rows."""
     from dbench.bench.cpp_results import CppDriverFailed, failed_rows, gbench_path, gpu_timer_problem, run_cpp_gpu_pass
 
-    if args.gpu_timer != "cupti":
-        env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {args.gpu_timer}: the C++ driver times GPU "
+    if options.gpu_timer != "cupti":
+        env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {options.gpu_timer}: the C++ driver times GPU "
                                                     "with CUPTI only"}
         return []
     try:
-        rows, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=args.gpu_rounds,
-                                                               extra_args=extra_args, keep=gbench_path(json_path, gpu=True),
+        rows, env["cpp_driver_gpu_context"] = run_cpp_gpu_pass(device, repetitions=options.gpu_rounds,
+                                                               extra_args=extra_args,
+                                                               keep=gbench_path(json_path, gpu=True),
                                                                op_keys=request.op_keys)
     except CppDriverFailed as exc:
         console.print(f"[red]C++ driver GPU pass FAILED:[/red] {exc}")

@@ -6,17 +6,20 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from dbench.bench.options import RunOptions
+
 from .common import Outcome, shown
 from .device import open_result
 from .interrupts import GracefulStop
 
 
-def run_custom(scenario: Any, device: str, args: Any, console: Any, stop: GracefulStop) -> Outcome:
+def run_custom(scenario: Any, options: RunOptions, console: Any, stop: GracefulStop) -> Outcome:
     from dbench.bench import env as envmod
     from dbench.bench.results import write_result
 
     stop.install(signal.SIGINT, signal.SIGTERM)
-    env, json_path = open_result(scenario.name, device, device, args, console, warn=False)
+    device = options.device
+    env, json_path = open_result(scenario.name, device, device, options, console, warn=False)
     doc: dict[str, Any] = {"scenario": scenario.name, "status": "running", "config": {},
                            "env": envmod.redact_paths(env), "rows": []}
     write_result(json_path, doc)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from dbench.bench.options import RunOptions
 from dbench.bench.passes import Pass
 
 from . import common
@@ -44,17 +45,19 @@ class Finished:
 class Run:
     """One in-process run of `scenario` on `device` over the selection `sel` (scenarios.Selection)."""
 
-    def __init__(self, scenario: Any, device: str, args: Any, sel: Any, console: Any, stop: GracefulStop,
+    def __init__(self, scenario: Any, options: RunOptions, sel: Any, console: Any, stop: GracefulStop,
                  started: float) -> None:
         from dbench.bench.probe import probe_case
         from dbench.bench.runner import RunConfig
 
-        self.scenario, self.device, self.args, self.sel = scenario, device, args, sel
+        device = options.device
+        self.scenario, self.device, self.options, self.sel = scenario, device, options, sel
         self.console, self.stop = console, stop
         self.cuda = device.startswith("cuda")
-        self.config = RunConfig(rounds=args.rounds, block_seconds=args.block_ms / 1e3,
-                                warmup_seconds=args.warmup_ms / 1e3, seed=args.seed, order=args.order, adaptive=args.adaptive,
-                                rel_precision=args.precision, max_seconds=args.time_budget)
+        self.config = RunConfig(rounds=options.rounds, block_seconds=options.block_ms / 1e3,
+                                warmup_seconds=options.warmup_ms / 1e3, seed=options.seed, order=options.order,
+                                adaptive=options.adaptive, rel_precision=options.precision,
+                                max_seconds=options.time_budget)
         self.phases: dict[str, float] = {}  # seconds per phase, in order (config.phase_seconds)
         self._last = started
         self.cases: list[Any] = []
@@ -86,11 +89,11 @@ class Run:
         if "roofs" in self.measured:
             works = {case_identity(c.key): c.work for c in self.cases if c.work is not None}
             attach(rows, works, self.measured["roofs"], "gpu_us" if self.cuda else "cpu_us")
-        roofs = {"cache": list(self.args.cache)} if self.scenario.makes(Pass.ROOFS) else {}
+        roofs = {"cache": list(self.options.cache)} if self.scenario.makes(Pass.ROOFS) else {}
         return {
             "scenario": self.scenario.name,
             "status": status,
-            "config": {**vars(self.config), "dtype": self.args.dtype, **roofs, **self.info,
+            "config": {**vars(self.config), "dtype": self.options.dtype, **roofs, **self.info,
                        "phase_seconds": dict(self.phases)},
             "env": envmod.redact_paths(self.env),
             "speed_probe": probe_summary(self.probe.samples),
@@ -112,11 +115,11 @@ class Run:
 
         torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
         try:
-            pinned = pin_cpus(self.args.pin_cores, self.args.pin_offset)
+            pinned = pin_cpus(self.options.pin_cores, self.options.pin_offset)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         self.stop.install(signal.SIGINT, signal.SIGTERM)
-        self.env, self.json_path = open_result(self.scenario.name, self.device, self.device, self.args, self.console,
+        self.env, self.json_path = open_result(self.scenario.name, self.device, self.device, self.options, self.console,
                                                {"pinned_cpu": pinned})
         self.phase("start")  # imports (torch, the suite), pinning, environment capture
 
@@ -193,7 +196,7 @@ class Run:
         except NativeBuildMissing as exc:
             print(f"{common.PROG}: error: {exc}", file=sys.stderr)  # a refusal: one line on stderr, as every other
             raise _Refused(str(exc)) from None
-        if not any(c.runnable or c.error for c in self.cases) and not self.args.shard_child:
+        if not any(c.runnable or c.error for c in self.cases) and not self.options.shard_child:
             # The plan said something could run (check_selection); building found otherwise.
             why = f"nothing selected can be timed on {self.device}: " + \
                   ("; ".join(dict.fromkeys(str(c.na_reason) for c in self.cases)) or "no cases")
@@ -211,8 +214,8 @@ class Run:
         made = self.scenario.makes
         steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds),
                  (made(Pass.ROOFS) and not self.cuda, self.cpu_roofs),
-                 (made(Pass.GPU) and self.cuda and self.args.gpu_timer != "off", self.gpu_pass),
-                 (made(Pass.CPP_DRIVER) and not self.args.no_cpp, self.cpp_pass)]
+                 (made(Pass.GPU) and self.cuda and self.options.gpu_timer != "off", self.gpu_pass),
+                 (made(Pass.CPP_DRIVER) and not self.options.no_cpp, self.cpp_pass)]
         return [step for wanted, step in steps if wanted]
 
     def cpu_rounds(self) -> None:
@@ -222,8 +225,12 @@ class Run:
         # After a round, the result file with every finished round, at most every few seconds
         # (summarising all rows is not free); the end of the run always writes it.
         write_running = Throttled(lambda: self.write("running"), common.CHECKPOINT_SECONDS)
-        outcome = run(self.cases + [self.probe], self.config,
-                      on_round=lambda n: (self.info.update(rounds_done=n), write_running()), reporter=RichProgress())
+
+        def on_round(n: int) -> None:
+            self.info.update(rounds_done=n)
+            write_running()
+
+        outcome = run(self.cases + [self.probe], self.config, on_round=on_round, reporter=RichProgress())
         self.info.update(stop_reason=outcome.stop_reason, seconds=round(outcome.seconds, 2),
                          timer_overhead_ns=outcome.timer_overhead_ns, gpu_rounds_done=0)
         self.phase("cpu_rounds")
@@ -243,10 +250,10 @@ class Run:
         from dbench.bench.runner import run_gpu
 
         self.write("running")
-        timer = make_gpu_timer(self.device, prefer=self.args.gpu_timer)
+        timer = make_gpu_timer(self.device, prefer=self.options.gpu_timer)
         if timer is not None:
             try:
-                done, interrupted = run_gpu(self.cases, self.config, timer, self.args.gpu_rounds,
+                done, interrupted = run_gpu(self.cases, self.config, timer, self.options.gpu_rounds,
                                             reporter=RichProgress(eta=False))
                 self.info["gpu_rounds_done"] = done
                 self.extra_rows.extend(gpu_rows(self.cases, timer))
@@ -265,7 +272,7 @@ class Run:
         driver's flags for them), with its GPU pass where the scenario makes one."""
         request = self.scenario.cpp_request(self.sel)  # there is one: the scenario makes this pass
         if request.ops:
-            self.extra_rows.extend(cpp_section(self.device, request, self.args, self.env, self.console,
+            self.extra_rows.extend(cpp_section(self.device, request, self.options, self.env, self.console,
                                                self.json_path, gpu=self.scenario.makes(Pass.GPU)))
             self.phase("cpp_driver")
 

@@ -4,10 +4,10 @@ into one result file. `show` prints the merged tables (the command layer's rende
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Sequence
 
 from dbench.bench.cli import UsageError
+from dbench.bench.options import RunOptions
 from dbench.bench.passes import Pass
 
 from .common import Outcome
@@ -16,26 +16,25 @@ from .device import open_result
 Show = Callable[[dict[str, Any], str], None]  # (document, note) -> printed
 
 
-def run_in_processes(scenario: Any, device: str, argv: Sequence[str] | None, args: Any, console: Any,
-                     options: list[str], show: Show) -> Outcome:
+def run_in_processes(scenario: Any, options: RunOptions, argv: Sequence[str], console: Any, show: Show) -> Outcome:
     """--processes N / --ab A B: the scenario in fresh processes, one after another, merged into one file."""
     from dbench.bench.processes import run_repeated
 
     if scenario.makes(Pass.CUSTOM) or scenario.makes(Pass.ROOFS):
         why = ("makes its own table" if scenario.makes(Pass.CUSTOM)
                else "derives its rates from the roofs its process measures")
-        raise UsageError(f"argument {'--ab' if args.ab else '--processes'}: scenario {scenario.name} {why}; "
+        raise UsageError(f"argument {'--ab' if options.ab else '--processes'}: scenario {scenario.name} {why}; "
                          "run it in one process")
-    label = f"{device.replace(':', '')}-{'ab' if args.ab else f'x{args.processes}'}"
-    _, json_path = open_result(scenario.name, device, label, args, console)
-    code = run_repeated(argv=list(sys.argv[1:] if argv is None else argv), options=options, scenario=scenario,
-                        device=device, args=args, json_path=json_path, console=console, show=show,
-                        sides=getattr(args, "ab_sides", None))
+    device = options.device
+    label = f"{device.replace(':', '')}-{'ab' if options.ab else f'x{options.processes}'}"
+    _, json_path = open_result(scenario.name, device, label, options, console)
+    code = run_repeated(argv=argv, scenario=scenario, options=options, json_path=json_path, console=console,
+                        show=show)
     return code, json_path
 
 
-def run_in_shards(scenario: Any, shard_devices: list[str], ops: Sequence[str], argv: Sequence[str] | None,
-                  args: Any, console: Any, options: list[str], show: Show) -> Outcome:
+def run_in_shards(scenario: Any, options: RunOptions, shard_devices: list[str], ops: Sequence[str],
+                  argv: Sequence[str], console: Any, show: Show) -> Outcome:
     """--gpus / --shards: the selection split over processes side by side, merged into one file."""
     from dbench.bench.shard import ShardUsageError, run_sharded
     from dbench.ops import VARIANT_NAMES
@@ -43,12 +42,10 @@ def run_in_shards(scenario: Any, shard_devices: list[str], ops: Sequence[str], a
     if scenario.makes(Pass.CUSTOM):
         raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
     label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
-    _, json_path = open_result(scenario.name, shard_devices[0], label, args, console)
+    _, json_path = open_result(scenario.name, shard_devices[0], label, options, console)
     try:
-        # --shard-child: each child times its share as given (this parent checked the whole selection).
-        child_argv = [*(sys.argv[1:] if argv is None else argv), "--shard-child"]
-        code = run_sharded(argv=child_argv, options=options, scenario=scenario, ops=tuple(ops),
-                           variants=args.variants or VARIANT_NAMES, devices=shard_devices, args=args,
+        code = run_sharded(argv=argv, scenario=scenario, ops=tuple(ops),
+                           variants=options.variants or VARIANT_NAMES, devices=shard_devices, options=options,
                            json_path=json_path, console=console,
                            show=lambda rows, env, note: show({"scenario": scenario.name, "rows": rows, "env": env},
                                                              note))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -31,7 +31,7 @@ INTERRUPTS = frozenset(FORWARDED)  # a worker that died by one of these was stop
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent itself: the terminal's, to the whole foreground group
 
 _channel: int | None = None  # in the worker: the pipe's end the reserved result files are told on
-_held: set[signal.Signals] | None = None  # in the worker: the signal mask to restore once ready
+_held: set[int | signal.Signals] | None = None  # in the worker: the signal mask to restore once ready
 
 
 def die_with_parent() -> Callable[[], None] | None:
@@ -120,7 +120,7 @@ def tell_reserved(path: Path) -> None:
             pass
 
 
-def _wait(worker: int, watched: set[int], channel: int) -> int:
+def _wait(worker: int, watched: Collection[int], channel: int) -> int:
     """Forward the signals sent to this process alone until the worker ends; its exit status, or
     after a death by signal the status of a crashed (1) or interrupted (130) run, its files marked."""
     while True:
@@ -180,7 +180,8 @@ def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
     from .common import EXIT_FAILED, EXIT_INTERRUPTED, shown
 
     stopped = sig in INTERRUPTS
-    status, error = ("interrupted", f"interrupted by {sig.name}") if stopped else ("failed", f"killed by signal {sig.name}")
+    status, error = (("interrupted", f"interrupted by {sig.name}") if stopped
+                     else ("failed", f"killed by signal {sig.name}"))
     marked = []
     for path in reserved:
         try:

@@ -7,8 +7,10 @@ less. `collect` runs the boundary scenario's CPU cases in one process under
 `check` compares a collection with the committed expected file (results/cpu-instructions/).
 
     python3 -m dbench.bench.instructions collect [--out FILE] [--calls N] [--layouts L]
-    python3 -m dbench.bench.instructions check [--expected FILE] [--actual FILE] [--update-expected [--write]] [--strict]
-    python3 -m dbench.bench.instructions power --out FILE [--heap-pads 300,2500,8000] [--effects 0.01,0.02,0.05] [--jobs N]
+    python3 -m dbench.bench.instructions check [--expected FILE] [--actual FILE] [--op FILE.py:NAME]
+                                               [--update-expected [--write]] [--strict]
+    python3 -m dbench.bench.instructions power --out FILE [--heap-pads 300,2500,8000]
+                                               [--effects 0.01,0.02,0.05] [--jobs N]
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ counts that could not be collected, 3 no row compared (nothing measured on eithe
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import sys
 from pathlib import Path
@@ -21,7 +22,9 @@ from . import power
 from .staging import STAGE, StageError, private_folder, sibling_stage
 from ..native_build import build_dir
 from dbench.bench.atomic import file_output_problem, write_atomic
-from dbench.bench.cli import path_value
+from dbench.bench.cli import op_file, path_value
+from dbench.bench.trust import UntrustedPathError
+from .collect import check_names, load_op_files
 from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
 
 EXIT_NO_DECISION = 3  # as the gate's: nothing was decided
@@ -66,7 +69,8 @@ def run_power(args: argparse.Namespace) -> int:
     _check_code_places()
 
     def started(i: int, trial: power.Trial) -> None:
-        what = f"A/A, heap pad {trial.heap_pad}" if trial.kind == "aa" else f"+{trial.effect:.0%} injected into every row"
+        what = (f"A/A, heap pad {trial.heap_pad}" if trial.kind == "aa"
+                else f"+{trial.effect:.0%} injected into every row")
         print(f"[power] trial {i}/{len(trials)}: {what}", file=sys.stderr, flush=True)
 
     def collect_on(config: Config, worker: int) -> dict[str, Any]:
@@ -80,14 +84,21 @@ def run_power(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m dbench.bench.instructions", description=__doc__.splitlines()[0])
+PROG = "python3 -m dbench.bench.instructions"  # `dbench instructions` sets its own
+
+
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="count instructions per call under callgrind and write them as JSON")
     c.add_argument("--out", type=path_value, help="write the counts here (default: stdout)")
-    c.add_argument("--ops", type=_names, default=DEFAULT_OPS, help=f"default {','.join(DEFAULT_OPS)}")
+    c.add_argument("--ops", type=_names, default=DEFAULT_OPS,
+                   help="default: the boundary scenario's (the shipped ops it times), or the --op files' ops")
+    c.add_argument("--op", type=op_file, action="append", default=[], metavar="FILE.py[:NAME]",
+                   help="count a user's op (as run.py --op); repeatable")
     c.add_argument("--variants", type=_names, default=None, help="default: every variant")
-    c.add_argument("--calls", type=_positive, default=DEFAULT_CALLS, help=f"timed calls per case (default {DEFAULT_CALLS})")
+    c.add_argument("--calls", type=_positive, default=DEFAULT_CALLS,
+                   help=f"timed calls per case (default {DEFAULT_CALLS})")
     c.add_argument("--warmup", type=_positive, default=DEFAULT_WARMUP,
                    help=f"untimed calls first, per build (default {DEFAULT_WARMUP})")
     c.add_argument("--layouts", type=_positive, default=DEFAULT_LAYOUTS,
@@ -98,11 +109,19 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--keep-dumps", type=path_value, help="copy callgrind's dump files to this folder")
     k = sub.add_parser("check", help="collect (or read --actual) and compare with the expected file")
     k.add_argument("--expected", type=path_value, default=EXPECTED_PATH, help="the committed expected counts")
-    k.add_argument("--actual", type=path_value, help="a file from `collect` (default: collect now, with the expected file's config)")
+    k.add_argument("--actual", type=path_value,
+                   help="a file from `collect` (default: collect now, with the expected file's config)")
     k.add_argument("--out", type=path_value, help="also write the collected counts here")
-    k.add_argument("--update-expected", action="store_true", help="print the expected file for these counts (margins kept)")
+    k.add_argument("--op", type=op_file, action="append", default=[], metavar="FILE.py[:NAME]",
+                   help="the file of a user's op the expected file counts (with --update-expected and no "
+                        "expected file yet: count these ops); repeatable")
+    k.add_argument("--update-expected", action="store_true",
+                   help="print the expected file for these counts (margins kept)")
     k.add_argument("--write", action="store_true", help="with --update-expected: write it to --expected instead")
     k.add_argument("--strict", action="store_true", help="a count that fell beyond its margin fails too")
+    k.add_argument("--margins-from", type=path_value, metavar="STUDY.json",
+                   help="with --update-expected: widen each row's margin to what a `power` study's A/A shifts "
+                        "call for (1.5 x its largest shift, rounded up to 0.5 %%)")
     s = sub.add_parser("spread", help="A/A: per-row spread of several collections of the same code")
     s.add_argument("files", type=path_value, nargs="+")
     w = sub.add_parser("power", help="false alarms under other heap layouts, detections of injected costs "
@@ -160,25 +179,55 @@ def _collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
     from dbench.ops.specs import MODES
 
     _check_code_places()
-    print(f"[instructions] {len(config.ops)} ops x {len(config.resolved_variants())} variants x {len(MODES)} modes, "
+    print(f"[instructions] {len(config.resolved_ops())} ops x {len(config.resolved_variants())} variants x "
+          f"{len(MODES)} modes, "
           f"{config.calls} calls per case, under callgrind (one process)", file=sys.stderr, flush=True)
     document = collect(config, keep_dumps)
     print(f"[instructions] collected in {document['env']['wall_s']} s", file=sys.stderr, flush=True)
     return document
 
 
+def _read_study(path: Path) -> dict[str, Any]:
+    from dbench.bench.document import ResultFileError, read_json
+
+    try:
+        study = read_json(path, "power study")
+    except ResultFileError as exc:
+        raise InputError(str(exc)) from None
+    if not isinstance(study, dict) or not isinstance(study.get("trials"), list):
+        raise InputError(f"{path}: not a power study (`power --out`): no list of trials")
+    return study
+
+
+def _user_config(config: Config) -> Config:
+    """The config with its --op files loaded (a declaration error: exit 2 before any collection);
+    without --ops, a user's ops alone are counted, as run.py --op times them."""
+    names = load_op_files(config)
+    return replace(config, ops=tuple(names)) if names and config.ops is None else config
+
+
+def _check_config(expected: dict[str, Any] | None, op_files: tuple[str, ...]) -> Config:
+    """What `check` collects: the expected file's config (its user ops from the --op files given)."""
+    if expected is None:
+        return _user_config(Config(op_files=op_files))
+    config = Config.from_dict(expected["config"], op_files)
+    load_op_files(config)
+    check_names(config, expected["config"].get("user_ops"))
+    return config
+
+
 def run_check(args: argparse.Namespace) -> int:
-    if args.write and not args.update_expected:
-        raise InputError("--write goes with --update-expected")
+    if (args.write or args.margins_from) and not args.update_expected:
+        raise InputError("--write and --margins-from go with --update-expected")
+    measured = power.margins_from(_read_study(args.margins_from)) if args.margins_from else None
     expected = None
     if args.expected.exists() or not args.update_expected:
         expected = load(args.expected, "expected")
-    actual = load(args.actual, "counts") if args.actual else _collect(
-        Config.from_dict(expected["config"]) if expected else Config())
+    actual = load(args.actual, "counts") if args.actual else _collect(_check_config(expected, tuple(args.op)))
     if args.out:
         _dump(actual, args.out)
     if args.update_expected:
-        new = updated_expected(actual, expected)
+        new = updated_expected(actual, expected, measured)
         _dump(new, args.expected if args.write else None)
         if args.write:
             print(f"wrote {args.expected} ({len(new['rows'])} rows)", file=sys.stderr)
@@ -204,25 +253,28 @@ def run_check(args: argparse.Namespace) -> int:
     return 1 if any(v.fails(args.strict) for v in verdicts) else 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = parser(prog).parse_args(argv)
+    from dbench.ops.declare import DeclarationError  # imports torch: not before the command line is read
+
     try:
         if args.command in ("collect", "check"):
             _check_writable(args.out, "--out")
         if args.command == "check" and args.write:
             _check_writable(args.expected, "--expected")
         if args.command == "collect":
-            config = Config(ops=args.ops, variants=args.variants, calls=args.calls, warmup=args.warmup,
+            config = Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls,
+                            warmup=args.warmup,
                             layouts=args.layouts, mask_cpu=not args.no_mask_cpu, allocator=args.allocator)
-            _dump(_collect(config, args.keep_dumps), args.out)
+            _dump(_collect(_user_config(config), args.keep_dumps), args.out)
             return 0
         if args.command == "spread":
             return run_spread(args.files)
         if args.command == "power":
             return run_power(args)
         return run_check(args)
-    except (InputError, ValueError, CollectError, StageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (InputError, ValueError, CollectError, StageError, DeclarationError, UntrustedPathError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
 
 

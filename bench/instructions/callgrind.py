@@ -30,7 +30,8 @@ _NAME_LINE = re.compile(r"^c?fn=(?:\(\d+\))?\s*(\S.*)$", re.MULTILINE)
 # glibc's string/memory functions pick an implementation per CPU at load time (ifunc): their names
 # say which one ran (__memmove_avx_unaligned_erms, __strlen_sse2; the SSE2 memcpy is named by its
 # versioned symbol, memcpy@GLIBC_2.2.5).
-_LIBC_VARIANT = re.compile(r"^(?:__)?(?:mem|str|wmem|wcs|stp|raw)[a-z]*(?:_(?:sse|ssse|avx|evex|erms)\w*)?(?:@GLIBC\S*)?$")
+_LIBC_VARIANT = re.compile(
+    r"^(?:__)?(?:mem|str|wmem|wcs|stp|raw)[a-z]*(?:_(?:sse|ssse|avx|evex|erms)\w*)?(?:@GLIBC\S*)?$")
 
 
 def parse_dump(text: str, name: str = "<dump>") -> Dump:

@@ -53,7 +53,8 @@ class Verdict:
         change = f"{self.change:+.2%}" if self.change is not None else "n/a"
         exp = f"{self.expected:,.1f}" if self.expected is not None else "-"
         act = f"{self.actual:,.1f}" if self.actual is not None else "-"
-        return f"{self.status.upper():<11} {self.label:<42} {exp:>12} -> {act:>12} ({change}, margin ±{self.margin:.1%})"
+        return (f"{self.status.upper():<11} {self.label:<42} {exp:>12} -> {act:>12} "
+                f"({change}, margin ±{self.margin:.1%})")
 
 
 def load(path: Path, what: str) -> dict[str, Any]:
@@ -91,6 +92,9 @@ def _number(value: Any) -> bool:
 
 
 def _variant_of(row: dict[str, Any]) -> tuple[Any, Any]:
+    """A row's op and variant: its rows (the modes) share one margin. Not across ops: the heap
+    layout moves one op's rows more than another's (l2norm's function_raw 2.1 % in A/A collections
+    where muladd's moved 0.4 %: results/cpu-instructions/power-boundary-ops.json)."""
     return row.get("op"), row.get("variant")
 
 
@@ -134,6 +138,9 @@ def env_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[st
     e, a = expected.get("env", {}), actual.get("env", {})
     out = [f"{k}: expected {e.get(k)!r}, this run {a.get(k)!r}" for k in ("torch", "python", "valgrind", "glibc")
            if e.get(k) != a.get(k)]
+    e_src, a_src = e.get("user_op_digests", {}), a.get("user_op_digests", {})
+    out += [f"{source}: its file changed (source digest {e_src[source]} -> {a_src[source]})"
+            for source in sorted(set(e_src) & set(a_src)) if e_src[source] != a_src[source]]
     defaults = {"layouts": 1, "allocator": "glibc"}  # what files from before those options were
     for key, what in (("calls", "calls per case"), ("layouts", "builds per case"), ("allocator", "allocator")):
         e_val, a_val = (doc.get("config", {}).get(key, defaults.get(key)) for doc in (expected, actual))
@@ -142,13 +149,16 @@ def env_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[st
     return out
 
 
-def updated_expected(actual: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+def updated_expected(actual: dict[str, Any], previous: dict[str, Any] | None,
+                     measured: dict[str, float] | None = None) -> dict[str, Any]:
     """The expected file to commit for `actual`: its counts, with each row's margin kept from the
     previous expected file where that row had one (widened margins are measured, not guessed).
 
     A row also takes the widest margin of its variant's rows: a host's offset comes from the
     variant's Python machinery, which its modes share (CI counted `function_define_impl/no_grad`
-    +1.31 % while only that variant's `fwd_requires_grad` row had been widened)."""
+    +1.31 % while only that variant's `fwd_requires_grad` row had been widened). measured: per row
+    label, the margin a power study's A/A shifts call for (power.margins_from); a row takes the
+    wider of it and the one it had."""
     margins: dict[str, float] = {}
     widest: dict[tuple[Any, Any], float] = {}
     default = DEFAULT_MARGIN
@@ -159,6 +169,11 @@ def updated_expected(actual: dict[str, Any], previous: dict[str, Any] | None) ->
                 margins[k] = float(r["margin"])
                 family = _variant_of(r)
                 widest[family] = max(widest.get(family, 0.0), float(r["margin"]))
+    for label, margin in (measured or {}).items():  # a power study's A/A shifts (power.margins_from)
+        for k, r in _by_identity(actual).items():
+            if case_label(r) == label and margin > margins.get(k, 0.0):
+                margins[k] = margin
+                widest[_variant_of(r)] = max(widest.get(_variant_of(r), 0.0), margin)
     rows = []
     for key, row in _by_identity(actual).items():
         kept = {k: v for k, v in row.items() if k not in ("total", "margin")}

@@ -70,6 +70,7 @@ def _nothing() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dbench.bench.instructions.child")
+    p.add_argument("--op", action="append", default=[], help="a user's op file, FILE.py[:NAME] (loaded first)")
     p.add_argument("--ops", required=True)
     p.add_argument("--variants", required=True)
     p.add_argument("--calls", type=int, required=True, help="timed calls per case and build")
@@ -82,16 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inject", default="", help="power tests only: LABEL=ITERATIONS[;...] (inject.py)")
     args = p.parse_args(argv)
 
+    from dbench.ops.declare import load_all
     from dbench.scenarios.base import Selection
     from dbench.scenarios.boundary import build
 
+    load_all(args.op)  # checked by the parent (collect.load_op_files) before valgrind started
     torch.set_num_threads(1)
     # Moves every later allocation, as an unrelated change to the code would (environment.py).
     heap_pad = [bytearray(24 + i % 200) for i in range(args.heap_pad)]
     sel = Selection(ops=tuple(args.ops.split(",")), variants=tuple(args.variants.split(",")),
                     device="cpu", dtype=torch.float32, seed=0, explicit_ops=True)
     injections = parse_injections(args.inject)
-    builds, spacers = [], []
+    builds: list[list[Any]] = []
+    spacers: list[list[bytearray]] = []
     for j in range(args.layouts):
         spacers.append([bytearray(24 + i % 200) for i in range(j * LAYOUT_STEP)])
         cases = build(sel)

@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,9 @@ from ..native_build import build_dir
 from .environment import (child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu,
                           jemalloc, valgrind_version)
 
-# One op of the boundary scenario's default ones, with every variant and mode (31 timed cases): at
-# 10 000 calls per case the full set (noop, muladd, l2norm: 93 cases) takes about 17 minutes under
-# callgrind on 2 cores, muladd alone about 6 (`--ops noop,muladd,l2norm` runs the full set).
-DEFAULT_OPS: tuple[str, ...] = ("muladd",)
+# Every op the boundary scenario times when no --ops is given (the shipped ops with `boundary`), with
+# every variant and mode that runs on CPU tensors; or a user's op (--op FILE.py:NAME).
+DEFAULT_OPS: tuple[str, ...] | None = None
 DEFAULT_CALLS = 10_000
 DEFAULT_WARMUP = 200
 # The cases are built this many times in the process, each build elsewhere in the heap, and each
@@ -41,7 +40,8 @@ class CollectError(RuntimeError):
 
 @dataclass(frozen=True)
 class Config:
-    ops: tuple[str, ...] = DEFAULT_OPS
+    ops: tuple[str, ...] | None = DEFAULT_OPS  # None: the boundary scenario's default ops (resolved_ops)
+    op_files: tuple[str, ...] = ()  # --op FILE.py[:NAME] values the measured process loads first
     variants: tuple[str, ...] | None = None  # None: every variant of the factory
     calls: int = DEFAULT_CALLS  # per case, over all its builds
     warmup: int = DEFAULT_WARMUP  # per case and build
@@ -52,13 +52,25 @@ class Config:
     inject: tuple[tuple[str, int], ...] = ()  # power tests only: (case label, pad iterations)
     heap_pad: int = 0  # sensitivity tests only: small objects kept alive before the cases are built
 
+    def resolved_ops(self) -> tuple[str, ...]:
+        from dbench.ops import OPS
+
+        return self.ops if self.ops is not None else tuple(n for n, c in OPS.items() if c.boundary and not c.origin)
+
     def resolved_variants(self) -> tuple[str, ...]:
         from dbench.ops.specs import VARIANT_NAMES
 
         return self.variants if self.variants is not None else VARIANT_NAMES
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ops": list(self.ops), "variants": list(self.resolved_variants()), "calls": self.calls,
+        from dbench.ops import OPS
+
+        ops = self.resolved_ops()
+        # A user's op by its file's name and declaration (user_op_source), not its folder: the
+        # expected file is recorded in one checkout and checked in another.
+        users = {o: user_op_source(OPS[o].origin) for o in ops if o in OPS and OPS[o].origin}
+        return {"ops": list(ops), **({"user_ops": users} if users else {}),
+                "variants": list(self.resolved_variants()), "calls": self.calls,
                 "warmup": self.warmup, "layouts": self.layouts, "mask_cpu": self.mask_cpu,
                 "allocator": self.allocator, "device": "cpu", "dtype": "float32"}
 
@@ -67,22 +79,46 @@ class Config:
         return self.calls // self.layouts
 
     @staticmethod
-    def from_dict(d: dict[str, Any]) -> "Config":
-        return Config(ops=tuple(d["ops"]), variants=tuple(d["variants"]), calls=int(d["calls"]),
+    def from_dict(d: dict[str, Any], op_files: tuple[str, ...] = ()) -> "Config":
+        """A file's config; op_files: the --op values that declare its user ops (user_ops)."""
+        return Config(ops=tuple(d["ops"]), op_files=op_files, variants=tuple(d["variants"]), calls=int(d["calls"]),
                       warmup=int(d.get("warmup", DEFAULT_WARMUP)), layouts=int(d.get("layouts", 1)),
                       mask_cpu=bool(d.get("mask_cpu", True)), allocator=str(d.get("allocator", "glibc")))
 
 
-def check_names(config: Config) -> None:
-    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+def user_op_source(origin: str) -> str:
+    from dbench.ops.declare import split_origin
 
-    bad_ops = [o for o in config.ops if o not in OP_NAMES]
+    return split_origin(origin)[0]
+
+
+def load_op_files(config: Config) -> list[str]:
+    """Import and register the config's --op files (in this process, before the minutes under
+    callgrind: a declaration error is one line, exit 2); their op names."""
+    from dbench.ops.declare import load_all
+
+    return load_all(config.op_files) if config.op_files else []
+
+
+def check_names(config: Config, wanted_sources: dict[str, str] | None = None) -> None:
+    """Every op and variant known (a user's op once its --op file is loaded); wanted_sources: the
+    user ops an expected file counted ({op: 'my_ops.py:NAME'}), each declared by a loaded file."""
+    from dbench.ops import OPS
+    from dbench.ops.specs import VARIANT_NAMES
+
+    for op, source in (wanted_sources or {}).items():
+        loaded = OPS.get(op)
+        if loaded is None or not loaded.origin or user_op_source(loaded.origin) != source:
+            raise ValueError(f"the expected file counts the user op {op!r} of {source}: give its file, "
+                             f"--op PATH/TO/{source}")
+    bad_ops = [o for o in config.resolved_ops() if o not in OPS]
     bad_variants = [v for v in config.resolved_variants() if v not in VARIANT_NAMES]
     if bad_ops or bad_variants:
         raise ValueError(f"unknown {'ops ' + ','.join(bad_ops) if bad_ops else ''}"
                          f"{' and ' if bad_ops and bad_variants else ''}"
                          f"{'variants ' + ','.join(bad_variants) if bad_variants else ''}"
-                         f" (valid ops: {','.join(OP_NAMES)}; variants: {','.join(VARIANT_NAMES)})")
+                         f" (valid ops: {','.join(OPS)}, or a user's op with --op FILE.py:NAME; "
+                         f"variants: {','.join(VARIANT_NAMES)})")
     if config.calls < 1 or config.warmup < 0:
         raise ValueError(f"calls must be >= 1 and warmup >= 0 (got {config.calls}, {config.warmup})")
     if not 1 <= config.layouts <= config.calls:
@@ -111,7 +147,8 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
         f"--callgrind-out-file={out_dir / DUMP_STEM}",
         f"--log-file={out_dir / 'valgrind.log'}",
         python, "-m", "dbench.bench.instructions.child",
-        "--ops", ",".join(config.ops), "--variants", ",".join(config.resolved_variants()),
+        *(a for spec in config.op_files for a in ("--op", spec)),
+        "--ops", ",".join(config.resolved_ops()), "--variants", ",".join(config.resolved_variants()),
         "--calls", str(config.calls_per_layout), "--layouts", str(config.layouts), "--warmup", str(config.warmup),
         "--manifest", str(manifest),
         *([] if config.instr_atstart else ["--instrumentation-on"]),
@@ -132,6 +169,8 @@ def _rows(manifest: dict[str, Any], dumps: list[Any], config: Config) -> tuple[A
     rows = []
     for case in manifest["cases"]:
         row = {**case["key"], "driver": "python", "metric": METRIC, "unit": UNIT}
+        if row.get("op_source"):  # the op's file and name; its source digest goes to env (user_op_digests)
+            row["op_source"] = user_op_source(row["op_source"])
         if case["status"] == "timed":
             totals = [next(counts).instructions for _ in range(layouts)]
             row.update(status=None, instructions=round(statistics.median(t / per_layout for t in totals), 1),
@@ -143,10 +182,44 @@ def _rows(manifest: dict[str, Any], dumps: list[Any], config: Config) -> tuple[A
     return calibration, rows
 
 
+def stage_op_files(specs: tuple[str, ...], src: Path) -> tuple[str, ...]:
+    """Each --op file copied into the stage (src/user_ops/<i>/<its name>), and the specs naming the
+    copies: the measured process loads a user's op from a fixed path, as it does the suite's code
+    (a checkout elsewhere has path strings of other lengths, which move the heap: staging.py).
+    Only the file travels: an op file that reads files beside it, or imports a module beside it
+    that is not installed, cannot be counted this way (it fails in the measured process, which
+    says so)."""
+    from dbench.ops.declare import split_spec
+
+    staged: list[str] = []
+    for i, spec in enumerate(specs):
+        path, name = split_spec(spec)
+        target = src / "user_ops" / str(i) / path.name
+        target.parent.mkdir(parents=True)
+        shutil.copy2(path, target)
+        staged.append(f"{target}:{name}" if name else str(target))
+    return tuple(staged)
+
+
+def extensions_dir() -> str:
+    """Where torch.utils.cpp_extension builds (the child's HOME is not the user's)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    return os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+
+
+def digests_of_user_ops(manifest: dict[str, Any]) -> dict[str, str]:
+    """{'my_ops.py:NAME': source digest} of the user ops counted: a check notes an edited file."""
+    from dbench.ops.declare import split_origin
+
+    return dict(split_origin(c["key"]["op_source"]) for c in manifest["cases"] if c["key"].get("op_source"))
+
+
 def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None = None) -> dict[str, Any]:
     """One run under callgrind; returns the counts document (rows keyed like result rows).
     keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate); stage: where
     the code is staged (default staging.STAGE)."""
+    load_op_files(config)
     check_names(config)
     stage = private_folder(STAGE if stage is None else stage)  # a planted stage is refused first
     valgrind = shutil.which("valgrind")
@@ -160,15 +233,19 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
     digests = code_digests(REPO_ROOT)
     with staged(REPO_ROOT, build_dir(), stage) as (src, out_dir):  # build_dir: checked (bench/trust.py)
         manifest_path = out_dir / "manifest.json"
-        cmd = valgrind_command(valgrind, out_dir, config, manifest_path)
+        child_config = replace(config, op_files=stage_op_files(config.op_files, src))
+        cmd = valgrind_command(valgrind, out_dir, child_config, manifest_path)
         # The child's environment names the staged code only (no DBENCH_BUILD_DIR: src/build).
         env = child_environment(src, config.mask_cpu, allocator)
         env.pop("DBENCH_BUILD_DIR", None)
+        if config.op_files:  # a user's op built at import (load_inline) is found where this process built it
+            env["TORCH_EXTENSIONS_DIR"] = extensions_dir()
         proc = subprocess.run(cmd, cwd=src, env=env, stdin=subprocess.DEVNULL, preexec_fn=disable_aslr)
         if proc.returncode != 0 or not manifest_path.exists():
             log = (out_dir / "valgrind.log").read_text(errors="replace") if (out_dir / "valgrind.log").exists() else ""
             tail = "\n".join(log.strip().splitlines()[-8:])
-            raise CollectError(f"the callgrind run failed (exit {proc.returncode})" + (f"; valgrind log:\n{tail}" if tail else ""))
+            raise CollectError(f"the callgrind run failed (exit {proc.returncode})"
+                               + (f"; valgrind log:\n{tail}" if tail else ""))
         manifest = json.loads(manifest_path.read_text())
         dumps, variants = read_dumps(out_dir, DUMP_STEM)
         if keep_dumps is not None:
@@ -184,7 +261,8 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "torch": manifest["torch"], "python": manifest["python"], "glibc": glibc_version(),
             "valgrind": valgrind_version(valgrind), "host_cpu": host_cpu(), **digests,
-            "aslr_disabled": manifest.get("aslr_disabled"), "cpu_capability_seen": manifest["cpu_capability"], "torch_threads": manifest["num_threads"],
+            "aslr_disabled": manifest.get("aslr_disabled"), "cpu_capability_seen": manifest["cpu_capability"],
+            "torch_threads": manifest["num_threads"],
             "glibc_tunables": glibc_tunables(config.mask_cpu), "aten_cpu_capability": "default",
             "pythonhashseed": 0, "libc_variants": sorted(variants),
             "allocator": {"name": config.allocator, "library": allocator,
@@ -193,6 +271,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             "wall_s": round(time.monotonic() - start, 1),
             **({"injected": manifest["injected"]} if manifest.get("injected") else {}),
             **({"heap_pad": manifest["heap_pad"]} if manifest.get("heap_pad") else {}),
+            **({"user_op_digests": digests_of_user_ops(manifest)} if digests_of_user_ops(manifest) else {}),
         },
         "rows": rows,
     }

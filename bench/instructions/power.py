@@ -19,6 +19,8 @@ the cost of the widened rows is visible. One collection is one trial per row.
 
 from __future__ import annotations
 
+import math
+
 import datetime as dt
 import queue
 import sys
@@ -83,7 +85,7 @@ def judge(trial: Trial, expected: dict[str, Any], actual: dict[str, Any], flat_m
     flat = {v.label: v for v in compare(_flat(expected, flat_margin), actual)}
     rows = []
     for v in own:
-        row = {"row": v.label, "change": None if v.change is None else round(v.change, 6),
+        row: dict[str, Any] = {"row": v.label, "change": None if v.change is None else round(v.change, 6),
                "margin": v.margin, "verdict": v.status, "verdict_flat": flat[v.label].status}
         if v.label in pads and v.expected:
             row["injected"] = round(planned_fraction(v.expected, pads[v.label]), 6)
@@ -118,6 +120,27 @@ def summarise(trials: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# A row whose count moved in the study's A/A trials gets 1.5 x its largest shift, rounded up to
+# this step (results/cpu-instructions/README.md, "The margins").
+MARGIN_FACTOR, MARGIN_STEP = 1.5, 0.005
+
+
+def margins_from(study: dict[str, Any]) -> dict[str, float]:
+    """Per row label, the margin its A/A shifts in `study` call for: 1.5 x the largest |change|,
+    rounded up to 0.5 %; rows that did not move beyond 2/3 of the default margin are left out."""
+    from .check import DEFAULT_MARGIN
+
+    shifts: dict[str, float] = {}
+    for trial in study.get("trials", []):
+        if trial.get("kind") != "aa":
+            continue
+        for r in trial["rows"]:
+            if r.get("change") is not None:
+                shifts[r["row"]] = max(shifts.get(r["row"], 0.0), abs(r["change"]))
+    return {row: math.ceil(round(MARGIN_FACTOR * shift / MARGIN_STEP, 6)) * MARGIN_STEP
+            for row, shift in shifts.items() if MARGIN_FACTOR * shift > DEFAULT_MARGIN}
+
+
 def run(expected: dict[str, Any], trials: list[Trial], flat_margin: float = FLAT_MARGIN,
         on_trial: Callable[[int, Trial], None] | None = None,
         on_result: Callable[[dict[str, Any]], None] | None = None,
@@ -139,7 +162,7 @@ def run(expected: dict[str, Any], trials: list[Trial], flat_margin: float = FLAT
     def judged() -> list[dict[str, Any]]:
         return [done[i] for i in sorted(done)]
 
-    free = queue.Queue()
+    free: queue.Queue[int] = queue.Queue()
     for worker in range(jobs):
         free.put(worker)
     lock = threading.Lock()

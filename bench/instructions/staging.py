@@ -119,13 +119,18 @@ def staged(repo_root: Path, build_dir: Path, stage: Path | None = None) -> Itera
         src, out = stage / "src", stage / "out"
         for folder in (src, out):
             shutil.rmtree(folder, ignore_errors=True)
-        for package in PACKAGES:
-            _copy_package(repo_root / package, src / package)
+        # A checkout: dbench/ beside bench/, ops/, scenarios/; installed (pip): they live inside dbench/.
+        root = src if (repo_root / "dbench" / "__init__.py").is_file() else src / "dbench"
+        if root == src:
+            for package in PACKAGES:
+                _copy_package(repo_root / package, src / package)
+        else:
+            _copy_package(repo_root, root)
         libs = build_dir / "lib"
         if libs.is_dir():
-            (src / "build" / "lib").mkdir(parents=True)
+            (root / "build" / "lib").mkdir(parents=True)
             for lib in libs.glob("*.so"):
-                shutil.copy2(lib, src / "build" / "lib" / lib.name)
+                shutil.copy2(lib, root / "build" / "lib" / lib.name)
         out.mkdir(mode=0o700)
         try:
             yield src, out

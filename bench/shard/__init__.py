@@ -1,8 +1,9 @@
 """Sharded runs (this package): one table, its cases spread over several processes (one per GPU).
 
 ``run.py --gpus all|N`` splits the variants of a run over N child processes,
-child i running ``run.py`` itself with ``--device cuda:i`` and its share of the
-variants, pinned to its own CPU cores (``--pin-offset i``). The children are
+child i running ``run.py`` with the parent's resolved options, its device
+``cuda:i`` and its share of the variants (bench/shard/command.py, sent as a
+file: bench/options.py), pinned to its own CPU cores (pin offset i). The children are
 independent (no NCCL, nothing shared); the parent waits for them, merges their
 result files into one and prints the same table a one-GPU run prints.
 ``run.py --shards N`` is the CPU form of the same mechanism (N processes on the
@@ -54,7 +55,7 @@ process group on its own way out. Children get absolute paths only.
 
 from __future__ import annotations
 
-from .command import REWRITTEN_OPTIONS, shard_command
+from .command import shard_options
 from .merge import merge_results
 from .plan import (
     ShardUsageError,
@@ -72,7 +73,7 @@ from .process import latest_result, log_tail, read_doc, run_sharded
 # plan: devices, variants and cores per shard; command: each child's command line;
 # merge: one result from the shards' results; process: the children, their progress, the merged file.
 __all__ = [
-    "REWRITTEN_OPTIONS", "ShardUsageError", "cpp_seconds", "default_weight", "latest_result", "log_tail",
-    "merge_results", "plan_shards", "read_doc", "resolve_shards", "run_sharded", "shard_command", "shard_cores",
+    "ShardUsageError", "cpp_seconds", "default_weight", "latest_result", "log_tail",
+    "merge_results", "plan_shards", "read_doc", "resolve_shards", "run_sharded", "shard_cores", "shard_options",
     "shard_loads", "unit_seconds", "variant_weights",
 ]

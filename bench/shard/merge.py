@@ -78,7 +78,7 @@ def row_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ops.setdefault(r.get("op"), len(ops))
         seen.setdefault(r.get("variant"), len(seen))
         modes.setdefault(r.get("mode"), len(modes))
-    variant_index = {v: i for i, v in enumerate(VARIANT_NAMES)}
+    variant_index: dict[Any, int] = {v: i for i, v in enumerate(VARIANT_NAMES)}
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         driver = r.get("driver") or "python"
@@ -144,7 +144,7 @@ def _shard_status(given: str | None, doc: Mapping[str, Any] | None) -> str:
         return given
     if doc is None:
         return "failed"
-    return doc.get("status") if doc.get("status") in ("complete", "failed") else "interrupted"
+    return str(doc["status"]) if doc.get("status") in ("complete", "failed") else "interrupted"
 
 
 def _shard_rows(i: int, doc_rows: list[dict[str, Any]], device: Any, env: Mapping[str, Any],
@@ -205,7 +205,8 @@ def _merged_config(first: Mapping[str, Any], present: Sequence[Mapping[str, Any]
     return config
 
 
-def _merged_env(first: Mapping[str, Any], shard_info: Sequence[Mapping[str, Any]], warnings: list[str]) -> dict[str, Any]:
+def _merged_env(first: Mapping[str, Any], shard_info: Sequence[Mapping[str, Any]],
+                warnings: list[str]) -> dict[str, Any]:
     """The first shard's env, with every shard's devices and cores, and the shards themselves."""
     env = dict(first.get("env", {}))
     devices = list(dict.fromkeys(s["device"] for s in shard_info if s["device"]))

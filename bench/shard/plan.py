@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import NoReturn
 
-CPP_BENCHMARKS_PER_OP = 17  # bench/cpp driver: direct, typed, boxed, stable, autograd x 3 forward-only modes + autograd x 2
+# bench/cpp driver: direct, typed, boxed, stable, autograd x 3 forward-only modes + autograd x 2.
+CPP_BENCHMARKS_PER_OP = 17
 
 
 class ShardUsageError(ValueError):
@@ -59,6 +61,11 @@ def default_weight(variant: str) -> float:
     return float(sum(differentiable or not needs_gradient(m) for m in MODES))
 
 
+def _weighed_only(*args: object, **kwargs: object) -> NoReturn:
+    """The function of a variant made only to weigh it (its na_reason): never called."""
+    raise AssertionError("a variant made to weigh a shard is never called")
+
+
 def variant_weights(variants: Sequence[str], ops: Sequence[str], device: str, modes: Sequence[str]) -> dict[str, float]:
     """Runnable cases per variant on `device` (a variant this machine lacks weighs 0)."""
     from dbench.ops.catalog import OPS
@@ -74,7 +81,7 @@ def variant_weights(variants: Sequence[str], ops: Sequence[str], device: str, mo
             reason = unavailable_reason(spec, device)
         except Exception:  # noqa: BLE001  # e.g. the native build is missing: the children will say so
             reason = None
-        v = Variant(spec, OPS[ops[0]], None, reason)
+        v = Variant(spec, OPS[ops[0]], _weighed_only, reason)
         runs = sum(v.na_reason(m if m in MODES else MODES[0]) is None for m in modes)
         weights[name] = float(runs * len(ops))
     return weights
@@ -106,7 +113,7 @@ def plan_shards(
     weight = {v: float(weights[v]) if weights is not None and v in weights else default_weight(v) for v in rest}
     loads = [float(preload[i]) if preload is not None and i < len(preload) else 0.0 for i in range(k)]
     members: list[set[str]] = [set() for _ in range(k)]
-    for index, v in sorted(enumerate(rest), key=lambda iv: (-weight[iv[1]], iv[0])):
+    for _, v in sorted(enumerate(rest), key=lambda iv: (-weight[iv[1]], iv[0])):
         target = min(range(k), key=lambda s: (loads[s], s))
         members[target].add(v)
         loads[target] += weight[v]

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -21,7 +21,8 @@ from ..harness import common
 from ..harness.supervisor import die_with_parent  # no child outlives the run (also the command's own worker)
 from ..passes import Pass
 from ..trust import open_new_file
-from .command import REPO_ROOT, shard_command
+from ..options import RunOptions, child_command, write_child_options
+from .command import REPO_ROOT, RUN_PY, shard_options
 from ..merging import Pairing, merge
 from .merge import empty_merge
 from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds, variant_weights
@@ -67,10 +68,14 @@ class Child:
     Shards (all at once) and repeated processes (one after another, bench/processes.py) both run
     their children through this class and the functions below."""
 
-    def __init__(self, index: int, name: str, command: list[str], out_dir: Path, log: Path, *,
+    def __init__(self, index: int, name: str, python: str, out_dir: Path, log: Path, *, options: RunOptions,
                  describe: str = "", env: Mapping[str, str] | None = None, device: str = "",
                  variants: tuple[str, ...] = (), cpp: bool = False) -> None:
-        self.index, self.name, self.command, self.out_dir, self.log = index, name, command, out_dir, log
+        self.index, self.name, self.out_dir, self.log = index, name, out_dir, log
+        # Its options go as a file beside its log (start_child writes it), never as a command line;
+        # JSON, named without .json: a folder's result files are its *.json (bench/document.py).
+        self.options, self.options_file = options, log.with_name(log.stem + ".options")
+        self.command = child_command(python, RUN_PY, self.options_file)
         self.describe, self.env = describe, dict(env or {})  # env: extra variables for this child only
         self.device, self.variants, self.cpp = device, variants, cpp
         self.proc: subprocess.Popen[bytes] | None = None
@@ -94,7 +99,8 @@ class Child:
             # Its result is gone since it ended (the output folder removed mid-run): a merge without
             # its data is not complete.
             self.status = "failed"
-            self.reason = f"its result in {rel(self.out_dir, root)} is gone or unreadable (was the output folder removed?)"
+            self.reason = (f"its result in {rel(self.out_dir, root)} is gone or unreadable "
+                           "(was the output folder removed?)")
         failed = self.status in (None, "failed") and self.proc is not None
         return {
             "name": self.name,
@@ -109,10 +115,10 @@ class Child:
         }
 
 
-def _shard(index: int, device: str, variants: tuple[str, ...], command: list[str], out_dir: Path, log: Path,
+def _shard(index: int, device: str, variants: tuple[str, ...], options: RunOptions, out_dir: Path, log: Path,
            cpp: bool) -> Child:
-    return Child(index, f"shard {index} ({device})", command, out_dir, log, device=device, variants=variants,
-                 cpp=cpp, describe=", ".join(variants) + (" + C++ driver" if cpp else ""))
+    return Child(index, f"shard {index} ({device})", sys.executable, out_dir, log, options=options, device=device,
+                 variants=variants, cpp=cpp, describe=", ".join(variants) + (" + C++ driver" if cpp else ""))
 
 
 def _made_fresh(path: Path, make: Callable[[], T]) -> T:
@@ -142,6 +148,7 @@ def start_child(child: Child, repo_root: Path = REPO_ROOT) -> None:
     Its folder and log are made new, in the run's folder the caller made (new_folder); the log is
     never opened through a link (ResultWriteError when either is there already)."""
     new_folder(child.out_dir)
+    _made_fresh(child.options_file, lambda: write_child_options(child.options, child.options_file))
     fd = _made_fresh(child.log, lambda: open_new_file(child.log))
     with os.fdopen(fd, "wb") as log:
         log.write((" ".join(child.command) + "\n").encode())
@@ -201,12 +208,11 @@ def kill_children(children: Sequence[Child], console: Any) -> None:
 def run_sharded(
     *,
     argv: Sequence[str],
-    options: Iterable[str],
     scenario: Any,
     ops: Sequence[str],
     variants: Sequence[str],
     devices: Sequence[str],
-    args: Any,
+    options: RunOptions,
     json_path: Path,
     console: Any,
     show: Callable[[list[dict[str, Any]], dict[str, Any], str], None],
@@ -221,47 +227,46 @@ def run_sharded(
     Raises ShardUsageError, before starting anything, when the shards cannot
     be pinned to different cores.
     """
-    plan = _plan(scenario, ops, variants, devices, args, console)
+    plan = _plan(scenario, ops, variants, devices, options, console)
     devices = list(devices[:len(plan)])
-    pin_cores = 0 if args.no_pin else args.pin_cores
+    pin_cores = options.pin_cores
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if pin_cores > 0 and allowed and len(plan) * pin_cores > len(allowed):
         raise ShardUsageError(f"{len(plan)} shards x --pin-cores {pin_cores} need {len(plan) * pin_cores} cores, "
                               f"{len(allowed)} are allowed: use fewer shards, a smaller --pin-cores, or --no-pin")
     json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.shards"
-    cpp = scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp
-    shards = [_shard(i, device, subset, shard_command(argv, i, len(plan), device, work / f"shard-{i}", subset,
-                                                      cpp=cpp and i == 0, options=options),
+    cpp = scenario.makes(Pass.CPP_DRIVER) and not options.no_cpp
+    shards = [_shard(i, device, subset, shard_options(options, i, device, work / f"shard-{i}", subset, cpp and i == 0),
                      work / f"shard-{i}", work / f"shard-{i}.log", cpp and i == 0)
               for i, (device, subset) in enumerate(zip(devices, plan))]
     where = "GPUs" if devices[0].startswith("cuda") else "CPU processes"
     console.print(f"[bold]{scenario.name}[/bold]: {len(plan)} shards on {len(plan)} {where} ({', '.join(devices)}), "
-                  f"{args.rounds} rounds; logs and shard results in {work}")
+                  f"{options.rounds} rounds; logs and shard results in {work}")
     for s in shards:
         cores = shard_cores(allowed, s.index, pin_cores) if pin_cores > 0 and allowed else None
         console.print(f"  {s.label()}: {', '.join(v for v in s.variants)}"
                       f"{' + C++ driver' if s.cpp else ''}{f' · cores {cores}' if cores else ''}")
     new_folder(work)  # beside the reserved result file, whose stem no other run has
     start = time.perf_counter()
-    interrupted = _run_shards(shards, args.rounds, pin_cores, allowed, console, repo_root)
+    interrupted = _run_shards(shards, options.rounds, pin_cores, allowed, console, repo_root)
     wall = time.perf_counter() - start
     return _merge_and_show(shards, scenario, argv, json_path, wall, interrupted, show, console, repo_root)
 
 
-def _plan(scenario: Any, ops: Sequence[str], variants: Sequence[str], devices: Sequence[str], args: Any,
+def _plan(scenario: Any, ops: Sequence[str], variants: Sequence[str], devices: Sequence[str], options: RunOptions,
           console: Any) -> list[tuple[str, ...]]:
     """The variants of each shard, balanced by their expected time (bench/shard/plan.py)."""
     n = len(devices)
     on_gpu = devices[0].startswith("cuda")
-    gpu_rounds = args.gpu_rounds if on_gpu and args.gpu_timer != "off" else 0
+    gpu_rounds = options.gpu_rounds if on_gpu and options.gpu_timer != "off" else 0
     weights = variant_weights(variants, ops, devices[0], scenario.modes)
     preload = None
-    if scenario.makes(Pass.CPP_DRIVER) and not args.no_cpp:
+    if scenario.makes(Pass.CPP_DRIVER) and not options.no_cpp:
         # The C++ driver section goes to shard 0, so it runs on cuda:0 as in a one-GPU run (the
         # driver does not make its device the current one), and counts there in case-equivalents.
-        unit = unit_seconds(args.rounds, args.block_ms / 1e3, args.warmup_ms / 1e3, gpu_rounds)
-        preload = [cpp_seconds(len(ops), args.cpp_repetitions, args.cpp_min_time) / unit] + [0.0] * (n - 1)
+        unit = unit_seconds(options.rounds, options.block_ms / 1e3, options.warmup_ms / 1e3, gpu_rounds)
+        preload = [cpp_seconds(len(ops), options.cpp_repetitions, options.cpp_min_time) / unit] + [0.0] * (n - 1)
     plan = plan_shards(variants, n, scenario.baseline_variants, weights, preload)
     if len(plan) < n:
         baselines = [v for v in variants if v in scenario.baseline_variants]

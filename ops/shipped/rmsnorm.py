@@ -114,7 +114,7 @@ def _triton_kernels() -> dict[str, Any]:
         mask = offs < cols
         acc = tl.zeros((BLOCK,), dtype=ACC)
         for r in range(0, rows):
-            at = r.to(tl.int64) * cols + offs
+            at = r.to(tl.int64) * cols + offs  # type: ignore[attr-defined]  # in a kernel, range gives tl tensors
             g = tl.load(g_ptr + at, mask=mask, other=0.0).to(ACC)
             x = tl.load(x_ptr + at, mask=mask, other=0.0).to(ACC)
             acc += g * x * tl.load(rstd_ptr + r)
@@ -167,7 +167,8 @@ def _triton_backward(grad: Tensor, x: Tensor, weight: Tensor, eps: float) -> tup
     op = f"{NS}::rmsnorm_backward"
     check_inputs(op, ("grad", "x", "weight"), (grad, x, weight), same_shape=False)
     if grad.shape != x.shape:
-        raise RuntimeError(f"{op}: arguments 'grad' and 'x' have mismatched shapes {list(grad.shape)} vs {list(x.shape)}")
+        raise RuntimeError(f"{op}: arguments 'grad' and 'x' have mismatched shapes "
+                           f"{list(grad.shape)} vs {list(x.shape)}")
     rows, cols = _rows_cols(op, x, weight, eps)
     grad, x, weight = grad.contiguous(), x.contiguous(), weight.contiguous()
     grad_x = torch.empty(x.shape, dtype=x.dtype, device=x.device)
