@@ -578,7 +578,9 @@ def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: P
                          capture_output=True, text=True, timeout=900, cwd=root)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     (path,) = [p for p in out.glob("*.json") if not p.name.endswith(".gbench.json")]
-    result = gate.gate([doc for _, doc in gate.load_run(path)], require=["cpu-python"])
+    # A night's false-alarm level of 0.1 %, not the gate's 5 %: a test that fails once in twenty
+    # quiet runs would be noise; a +400 % row is still far beyond it.
+    result = gate.gate([doc for _, doc in gate.load_run(path)], require=["cpu-python"], alpha_night=1e-3)
     cpu = [r for r in result.rows if gate.row_class(r.metric, r.label) == "cpu-python"]
     injected = {r.label for r in cpu if "/define_impl/" in r.label or "/function_define_impl/" in r.label}
     regressions = {r.label for r in result.rows if r.verdict == gs.REGRESSION}

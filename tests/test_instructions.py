@@ -302,6 +302,25 @@ def test_margins_from_a_power_study(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--margins-from go with --update-expected" in capsys.readouterr().err
 
 
+def test_a_collection_of_other_code_joins_a_study_as_an_aa_trial(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`power --add-aa COUNTS --out STUDY`: no collection; the counts, judged against the expected
+    file, are one more A/A trial, and the summary (and margins_from) count it."""
+    from dbench.bench.instructions.power import margins_from
+
+    expected = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS, default_margin=0.01))
+    moved = _write(tmp_path / "moved.json", _document([_row("raw", "inference", 10_220.0),
+                                                       _row("cpp", "inference", 20_000.0)]))
+    study = tmp_path / "study.json"
+    study.write_text(json.dumps({"schema": "dbench-instructions-power/1", "flat_margin": 0.01, "trials": []}))
+    assert main(["power", "--expected", str(expected), "--out", str(study), "--add-aa", str(moved)]) == 0
+    document = json.loads(study.read_text())
+    assert [t["kind"] for t in document["trials"]] == ["aa"]
+    assert document["summary"]["own_margins"]["false_alarms"] == 1  # +2.2 % beyond raw's ±1 %
+    assert margins_from(document) == {"muladd/raw/inference": 0.035}
+    assert "false alarms 1/2 A/A row-trials" in capsys.readouterr().out
+
+
 def test_update_expected_gives_a_variants_rows_its_widest_margin() -> None:
     previous = _document([_row("cpp", "inference", 20_000.0, margin=0.025), _row("cpp", "no_grad", 19_000.0),
                           _row("raw", "inference", 10_000.0)])

@@ -64,6 +64,11 @@ def _fractions(text: str) -> tuple[float, ...]:
 
 def run_power(args: argparse.Namespace) -> int:
     expected = load(args.expected, "expected")
+    if args.add_aa is not None:
+        document = power.add_collection(_read_study(args.out), expected, load(args.add_aa, "counts"))
+        _dump(document, args.out)
+        power.report(document)
+        return 0
     trials = power.plan(args.heap_pads, args.effects)  # bad values fail here, before any collection
     _check_writable(args.out, "--out")
     _check_code_places()
@@ -119,9 +124,9 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="print the expected file for these counts (margins kept)")
     k.add_argument("--write", action="store_true", help="with --update-expected: write it to --expected instead")
     k.add_argument("--strict", action="store_true", help="a count that fell beyond its margin fails too")
-    k.add_argument("--margins-from", type=path_value, metavar="STUDY.json",
+    k.add_argument("--margins-from", type=path_value, metavar="STUDY.json", action="append", default=[],
                    help="with --update-expected: widen each row's margin to what a `power` study's A/A shifts "
-                        "call for (1.5 x its largest shift, rounded up to 0.5 %%)")
+                        "call for (1.5 x its largest shift, rounded up to 0.5 %%); repeatable")
     s = sub.add_parser("spread", help="A/A: per-row spread of several collections of the same code")
     s.add_argument("files", type=path_value, nargs="+")
     w = sub.add_parser("power", help="false alarms under other heap layouts, detections of injected costs "
@@ -133,6 +138,9 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     w.add_argument("--effects", type=_fractions, default=power.DEFAULT_EFFECTS,
                    help=f"injected costs, fractions of each row (default {','.join(map(str, power.DEFAULT_EFFECTS))})")
     w.add_argument("--jobs", type=_positive, default=1, help="collections at a time (one core each; at most 9)")
+    w.add_argument("--add-aa", type=path_value, metavar="COUNTS.json",
+                   help="collect nothing: add this collection (of other code, an unrelated edit) to the study "
+                        "in --out as one more A/A trial, judged against --expected")
     return p
 
 
@@ -219,7 +227,10 @@ def _check_config(expected: dict[str, Any] | None, op_files: tuple[str, ...]) ->
 def run_check(args: argparse.Namespace) -> int:
     if (args.write or args.margins_from) and not args.update_expected:
         raise InputError("--write and --margins-from go with --update-expected")
-    measured = power.margins_from(_read_study(args.margins_from)) if args.margins_from else None
+    measured: dict[str, float] = {}
+    for study in args.margins_from:  # the widest any study calls for
+        for row, margin in power.margins_from(_read_study(study)).items():
+            measured[row] = max(measured.get(row, 0.0), margin)
     expected = None
     if args.expected.exists() or not args.update_expected:
         expected = load(args.expected, "expected")
@@ -227,7 +238,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.out:
         _dump(actual, args.out)
     if args.update_expected:
-        new = updated_expected(actual, expected, measured)
+        new = updated_expected(actual, expected, measured or None)
         _dump(new, args.expected if args.write else None)
         if args.write:
             print(f"wrote {args.expected} ({len(new['rows'])} rows)", file=sys.stderr)

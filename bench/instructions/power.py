@@ -188,7 +188,17 @@ def run(expected: dict[str, Any], trials: list[Trial], flat_margin: float = FLAT
     return document("complete")
 
 
-def report(document: dict[str, Any], out: Any = sys.stdout) -> None:
+def add_collection(study: dict[str, Any], expected: dict[str, Any], actual: dict[str, Any]) -> dict[str, Any]:
+    """`study` with one more A/A trial: `actual`, a collection made elsewhere (another commit's
+    code: an unrelated edit moves the heap as a pad does), judged against `expected`."""
+    trial = judge(Trial("aa", 0, 0.0), expected, actual, float(study.get("flat_margin", FLAT_MARGIN)), {})
+    trial["against_source_digest"] = expected["env"].get("source_digest")
+    trials = [*study.get("trials", []), trial]
+    return {**study, "planned": len(trials), "summary": summarise(trials), "trials": trials}
+
+
+def report(document: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout  # looked up at the call: a caller may have replaced it
     s = document["summary"]
     for rule in ("own_margins", "flat_margin"):
         r = s[rule]
