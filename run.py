@@ -114,6 +114,8 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
 
         # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).
         console = Console(soft_wrap=not sys.stdout.isatty(), emoji=False)
+        with stop.deferred():  # a KeyboardInterrupt inside torch's C++ initialisers would abort the process
+            import torch  # noqa: F401
         maybe, shard_devices = child_options(child_file) if child_file else resolved(args, console)
         if maybe is None:  # --list printed what it lists
             return EXIT_OK, None

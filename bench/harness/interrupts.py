@@ -4,11 +4,13 @@ of one that an interrupt left `running`."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import signal
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from . import common
@@ -37,6 +39,7 @@ class GracefulStop:
     def __init__(self, *signals: int) -> None:
         self.requested = False  # set by a signal, or by the run once its final write begins
         self.signalled = False  # a signal came
+        self._deferring = False
         self.install(*signals)
 
     def install(self, *signals: int) -> None:
@@ -49,7 +52,23 @@ class GracefulStop:
         second Ctrl-C themselves (bench/processes.py, bench/shard)."""
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A signal only noted inside, raised (KeyboardInterrupt) once the block is done: around
+        `import torch`, whose C++ initialisers run Python code, where a KeyboardInterrupt cannot
+        unwind through C++ and aborts the process (SIGABRT, no result) instead of stopping it."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if self.signalled:
+            raise KeyboardInterrupt
+
     def _handle(self, signum: int, _frame: Any) -> None:
+        if self._deferring:
+            self.requested = self.signalled = True
+            return
         if self.requested:
             # Plain stderr: rich may be in the middle of the import the first signal interrupted.
             sys.stderr.write("already stopping: writing the result\n")
