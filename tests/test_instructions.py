@@ -321,6 +321,24 @@ def test_a_collection_of_other_code_joins_a_study_as_an_aa_trial(tmp_path: Path,
     assert "false alarms 1/2 A/A row-trials" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("second, code", [(10_050.0, 0), (10_300.0, 1)])
+def test_confirm_collects_again_and_fails_only_a_rise_seen_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str], second: float,
+                                                                  code: int) -> None:
+    """`check --confirm`: a row beyond its margin is collected once more; a run-to-run flip (back
+    within the margin) passes, a rise seen twice fails."""
+    from dbench.bench.instructions import __main__ as cli_main
+
+    expected = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS, default_margin=0.01))
+    counts = iter([_document([_row("raw", "inference", 10_300.0), _row("cpp", "inference", 20_000.0)]),
+                   _document([_row("raw", "inference", second), _row("cpp", "inference", 20_000.0)])])
+    monkeypatch.setattr(cli_main, "_collect", lambda config, keep_dumps=None: next(counts))
+    assert main(["check", "--expected", str(expected), "--confirm"]) == code
+    captured = capsys.readouterr()
+    assert "collecting once more to confirm (muladd/raw/inference)" in captured.err
+    assert ("not confirmed: muladd/raw/inference +3.00% then +0.50%" in captured.err) == (code == 0)
+
+
 def test_update_expected_gives_a_variants_rows_its_widest_margin() -> None:
     previous = _document([_row("cpp", "inference", 20_000.0, margin=0.025), _row("cpp", "no_grad", 19_000.0),
                           _row("raw", "inference", 10_000.0)])
