@@ -87,6 +87,13 @@ class RunOptions:
     def on_cuda(self) -> bool:
         return self.device.startswith("cuda")
 
+    def for_child(self, **changes: Any) -> RunOptions:
+        """A child process's options: these with `changes`, and none of what only the parent does
+        (repeat, pair, shard, gate, plot)."""
+        parent_only = dict(processes=None, ab=None, pairs=None, ab_sides=(), gpus=None, shards=None, baseline=None,
+                           baseline_files=(), plot=False)
+        return dataclasses.replace(self, **{**parent_only, **changes})
+
     def to_json(self) -> str:
         values = {f.name: _plain(getattr(self, f.name))
                   for f in dataclasses.fields(self) if f.metadata.get("json", True)}

@@ -19,7 +19,6 @@ No child outlives the parent (bench/shard/process.py: die_with_parent, reap).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import signal
@@ -62,11 +61,10 @@ def child_options(options: RunOptions, *, per_side: int, seed: int, out_dir: Pat
     per repetition, which a child that is not itself an --ab or --processes run would not take),
     with its share of the rounds, GPU rounds, C++ repetitions and time budget, its seed and folder,
     and none of what only the parent does (repeat, pair, gate, plot)."""
-    return dataclasses.replace(
-        options, rounds=share(options.rounds, per_side), gpu_rounds=share(options.gpu_rounds, per_side),
+    return options.for_child(
+        rounds=share(options.rounds, per_side), gpu_rounds=share(options.gpu_rounds, per_side),
         cpp_repetitions=share(options.cpp_repetitions, per_side), seed=seed, out=out_dir,
-        time_budget=options.time_budget / per_side if options.time_budget else None,
-        processes=None, ab=None, pairs=None, ab_sides=(), baseline=None, baseline_files=(), plot=False)
+        time_budget=options.time_budget / per_side if options.time_budget else None)
 
 
 def slots(processes: int | None, pairs: int | None) -> list[Slot]:

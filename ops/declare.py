@@ -244,6 +244,13 @@ def _derived_backward_fake(op: Op, diff_in: Sequence[str], diff_out: Sequence[st
     return fake
 
 
+def _as_call(got: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """What registered_args returned, as (args, kwargs): a tuple of arguments, or (args, kwargs)."""
+    if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], (tuple, list)) and isinstance(got[1], dict):
+        return tuple(got[0]), dict(got[1])
+    return tuple(got), {}
+
+
 class AdaptedOp:
     """A library's registered op called through the declaration's registered_args: the `registered`
     row calls this; the contract checks give the op itself its adapted arguments (split)."""
@@ -252,11 +259,7 @@ class AdaptedOp:
         self.op, self.adapt = op, adapt
 
     def split(self, *args: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        got = self.adapt(*args)
-        if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], (tuple, list)) \
-                and isinstance(got[1], dict):
-            return tuple(got[0]), dict(got[1])
-        return tuple(got), {}
+        return _as_call(self.adapt(*args))
 
     def __call__(self, *args: Any) -> Any:
         call, kwargs = self.split(*args)
@@ -286,7 +289,7 @@ def _adapted_call(op: Op) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
     _check(isinstance(got, (tuple, list)), op.name,
            f"registered_args must return the registered op's arguments as a tuple, or (args, kwargs); "
            f"got {type(got).__name__}")
-    return AdaptedOp(None, lambda *_: got).split()
+    return _as_call(got)
 
 
 def _check_fits(op: Op, reg: Any) -> None:

@@ -252,6 +252,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             shutil.copytree(out_dir, keep_dumps, dirs_exist_ok=True)
     if code_digests(REPO_ROOT)["build_digest"] != digests["build_digest"]:
         raise CollectError("the native build changed during the collection: run it again")
+    user_digests = digests_of_user_ops(manifest)
     calibration, rows = _rows(manifest, [d for d in dumps if d.part > 0], config)
     per_layout = config.calls_per_layout
     return {
@@ -271,7 +272,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             "wall_s": round(time.monotonic() - start, 1),
             **({"injected": manifest["injected"]} if manifest.get("injected") else {}),
             **({"heap_pad": manifest["heap_pad"]} if manifest.get("heap_pad") else {}),
-            **({"user_op_digests": digests_of_user_ops(manifest)} if digests_of_user_ops(manifest) else {}),
+            **({"user_op_digests": user_digests} if user_digests else {}),
         },
         "rows": rows,
     }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +16,5 @@ def shard_options(options: RunOptions, shard_index: int, device: str, out_dir: P
     """Child `shard_index`'s options: its device, variants, folder and cores (--pin-offset: the
     shard's index), the C++ driver only where `cpp`, marked a shard's child (it times its share as
     given; the parent checked the whole selection), and none of what only the parent does."""
-    return dataclasses.replace(
-        options, device=device, variants=tuple(variants), out=out_dir, pin_offset=shard_index,
-        no_cpp=options.no_cpp or not cpp, shard_child=True, gpus=None, shards=None,
-        processes=None, ab=None, pairs=None, ab_sides=(), baseline=None, baseline_files=(), plot=False)
+    return options.for_child(device=device, variants=tuple(variants), out=out_dir, pin_offset=shard_index,
+                             no_cpp=options.no_cpp or not cpp, shard_child=True)
