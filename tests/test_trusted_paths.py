@@ -165,6 +165,20 @@ def test_a_planted_log_link_is_never_written_through(tmp_path: Path) -> None:
     assert child.proc is None and not (work / "process-0.log").exists()
 
 
+def test_a_planted_options_file_is_never_read_or_written_through(tmp_path: Path) -> None:
+    """A child's options file (what it will run) planted as a link before the parent writes it:
+    refused, the link's target unchanged, no child started."""
+    victim = _victim(tmp_path)
+    work = tmp_path / "run.processes"
+    work.mkdir()
+    (work / "process-0.options").symlink_to(victim)
+    child = Child(0, "process 1 of 1", sys.executable, work / "process-0", work / "process-0.log",
+                  options=RunOptions("boundary", "cpu"))
+    with pytest.raises(ResultWriteError, match="it is there already"):
+        start_child(child)
+    assert victim.read_text() == "keep me\n" and child.proc is None and not (work / "process-0.log").exists()
+
+
 def test_the_processes_runner_refuses_a_planted_work_folder(tmp_path: Path) -> None:
     from rich.console import Console
 
