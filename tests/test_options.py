@@ -58,6 +58,6 @@ def test_layers_later_win_and_quick_takes_its_column() -> None:
     on_cpu = defaults_for(boundary, "cpu", quick=False, repeated=True)  # the repeated layer is CUDA's only
     assert on_cpu["block_ms"] == 10.0 and on_cpu["order"] == "grouped"
     nightly = defaults_for(boundary, "cuda:0", quick=False, repeated=True)
-    assert (nightly["rounds"], nightly["order"], nightly["block_ms"]) == (60, "shuffled", 2.5)
+    assert (nightly["rounds"], nightly["order"], nightly["block_ms"]) == (90, "grouped", 2.5)
     assert defaults_for(boundary, "cuda:0", quick=True, repeated=False)["rounds"] == boundary.cuda_defaults["rounds"][1]
     assert all(f.name in {g.name for g in dataclasses.fields(RunOptions)} for f in dataclasses.fields(RunOptions))

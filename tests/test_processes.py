@@ -84,7 +84,7 @@ def test_each_child_runs_a_share_without_the_parent_only_options(tmp_path: Path)
     ab = child_options(_options(["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "2",
                                  "--time-budget", "10"], "cuda:0"), per_side=2, seed=0, out_dir=Path("o"))
     assert ab.ab is None and ab.pairs is None and not ab.ab_sides
-    assert ab.time_budget == 5.0 and ab.rounds == 30  # the calibrated design's 60 rounds, a half each
+    assert ab.time_budget == 5.0 and ab.rounds == 45  # the nightly design's 90 rounds, a half each
 
 
 def test_a_childs_command_line_is_its_options_file(tmp_path: Path) -> None:

@@ -189,11 +189,12 @@ def test_repeated_runs_on_cuda_keep_the_calibrated_design(repeat: list[str]) -> 
     design = ("rounds", "block_ms", "warmup_ms", "order", "gpu_rounds", "cpp_repetitions", "cpp_min_time")
     nightly = _resolved(repeat, "cuda:0")
     assert {k: getattr(nightly, k) for k in design} == {
-        "rounds": 60, "block_ms": 2.5, "warmup_ms": 20.0, "order": "shuffled", "gpu_rounds": 5, "cpp_repetitions": 12,
-        "cpp_min_time": 0.03}
+        "rounds": 90, "block_ms": 2.5, "warmup_ms": 5.0, "order": "grouped", "gpu_rounds": 5, "cpp_repetitions": 90,
+        "cpp_min_time": 0.0025}
     single = _resolved([], "cuda:0")
-    assert single.order == "grouped" and (single.rounds, single.cpp_repetitions) != (60, 12)
-    assert _resolved([*repeat, "--order", "grouped", "--rounds", "90"], "cuda:0").order == "grouped"
+    assert (single.rounds, single.cpp_repetitions) == (30, 30) != (nightly.rounds, nightly.cpp_repetitions)
+    given = _resolved([*repeat, "--order", "shuffled", "--rounds", "60"], "cuda:0")
+    assert (given.order, given.rounds) == ("shuffled", 60)
     on_cpu, single_cpu = _resolved(repeat, "cpu"), _resolved([], "cpu")
     assert all(getattr(on_cpu, k) == getattr(single_cpu, k) for k in design)
 

@@ -252,27 +252,28 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
             shutil.copytree(out_dir, keep_dumps, dirs_exist_ok=True)
     if code_digests(REPO_ROOT)["build_digest"] != digests["build_digest"]:
         raise CollectError("the native build changed during the collection: run it again")
-    user_digests = digests_of_user_ops(manifest)
     calibration, rows = _rows(manifest, [d for d in dumps if d.part > 0], config)
-    per_layout = config.calls_per_layout
+    about = _environment(config, manifest, digests, valgrind, allocator, sorted(variants))
+    about["loop_instructions_per_call"] = round(calibration.instructions / config.calls_per_layout, 1)
+    about["wall_s"] = round(time.monotonic() - start, 1)
+    return {"schema": SCHEMA, "config": config.as_dict(), "env": about, "rows": rows}
+
+
+def _environment(config: Config, manifest: dict[str, Any], digests: dict[str, Any], valgrind: str,
+                 allocator: str | None, libc_variants: list[str]) -> dict[str, Any]:
+    """What the counts depend on besides the code: the counts document's `env`."""
+    user_digests = digests_of_user_ops(manifest)
     return {
-        "schema": SCHEMA,
-        "config": config.as_dict(),
-        "env": {
-            "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "torch": manifest["torch"], "python": manifest["python"], "glibc": glibc_version(),
-            "valgrind": valgrind_version(valgrind), "host_cpu": host_cpu(), **digests,
-            "aslr_disabled": manifest.get("aslr_disabled"), "cpu_capability_seen": manifest["cpu_capability"],
-            "torch_threads": manifest["num_threads"],
-            "glibc_tunables": glibc_tunables(config.mask_cpu), "aten_cpu_capability": "default",
-            "pythonhashseed": 0, "libc_variants": sorted(variants),
-            "allocator": {"name": config.allocator, "library": allocator,
-                          "version": _package_version("libjemalloc2") if allocator else None},
-            "loop_instructions_per_call": round(calibration.instructions / per_layout, 1),
-            "wall_s": round(time.monotonic() - start, 1),
-            **({"injected": manifest["injected"]} if manifest.get("injected") else {}),
-            **({"heap_pad": manifest["heap_pad"]} if manifest.get("heap_pad") else {}),
-            **({"user_op_digests": user_digests} if user_digests else {}),
-        },
-        "rows": rows,
+        "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "torch": manifest["torch"], "python": manifest["python"], "glibc": glibc_version(),
+        "valgrind": valgrind_version(valgrind), "host_cpu": host_cpu(), **digests,
+        "aslr_disabled": manifest.get("aslr_disabled"), "cpu_capability_seen": manifest["cpu_capability"],
+        "torch_threads": manifest["num_threads"],
+        "glibc_tunables": glibc_tunables(config.mask_cpu), "aten_cpu_capability": "default",
+        "pythonhashseed": 0, "libc_variants": libc_variants,
+        "allocator": {"name": config.allocator, "library": allocator,
+                      "version": _package_version("libjemalloc2") if allocator else None},
+        **({"injected": manifest["injected"]} if manifest.get("injected") else {}),
+        **({"heap_pad": manifest["heap_pad"]} if manifest.get("heap_pad") else {}),
+        **({"user_op_digests": user_digests} if user_digests else {}),
     }
