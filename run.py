@@ -39,9 +39,10 @@ def in_process(scenario: Any, options: RunOptions, console: Any, stop: GracefulS
     from dbench.scenarios.select import selection
 
     end = Run(scenario, options, selection(scenario, options), console, stop, STARTED).execute()
+    code = end.code
     if end.doc is not None and end.json_path is not None and end.csv_path is not None:
-        return finished(scenario, end.doc, end.json_path, end.csv_path, console, options.plot, end.code), end.json_path
-    return end.code, end.json_path
+        code = finished(scenario, end.doc, end.json_path, end.csv_path, console, options.plot, end.code)
+    return Outcome(code, end.json_path, end.doc)
 
 
 def several(scenario: Any, options: RunOptions, shard_devices: list[str], argv: Sequence[str],
@@ -49,21 +50,18 @@ def several(scenario: Any, options: RunOptions, shard_devices: list[str], argv: 
     """--processes / --ab (one after another) or --gpus / --shards (side by side), merged; its figures."""
     from dbench.analysis.console import plot, show_merged
     from dbench.bench.harness.several import run_in_processes, run_in_shards
-    from dbench.bench.results import load_result
     from dbench.ops import OP_NAMES
     from dbench.scenarios.select import selected_ops
 
-    def show(doc: dict[str, Any], note: str) -> None:
-        show_merged(doc, console, note)
-
+    show = lambda doc, note: show_merged(doc, console, note)  # noqa: E731
     if options.repeated:
-        code, json_path = run_in_processes(scenario, options, argv, console, show)
+        end = run_in_processes(scenario, options, argv, console, show)
     else:
-        code, json_path = run_in_shards(scenario, options, shard_devices, selected_ops(scenario, options, OP_NAMES),
-                                        argv, console, show)
-    if options.plot and json_path is not None:
-        code = max(code, plot(load_result(json_path), json_path, console))
-    return code, json_path
+        end = run_in_shards(scenario, options, shard_devices, selected_ops(scenario, options, OP_NAMES), argv,
+                            console, show)
+    if options.plot and end.path is not None and end.document is not None:
+        return end._replace(code=max(end.code, plot(end.document, end.path, console)))
+    return end
 
 
 def dispatch(options: RunOptions, shard_devices: list[str], argv: Sequence[str], console: Any,
@@ -86,13 +84,14 @@ def dispatch(options: RunOptions, shard_devices: list[str], argv: Sequence[str],
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_for_library(argv)[0]
+    return run_for_library(argv).code
 
 
-def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None]:
-    """main's exit status and the result file it wrote (None: none), for dbench.run_scenario.
-    A child process of a run (--processes, --ab, --gpus, --shards) is given its parent's resolved
-    options as a file (`--options-file FILE`, bench/options.py), not a command line to parse."""
+def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Outcome:
+    """main's exit status, the result file it wrote and its document (None: none). `given`: the
+    options already checked (bench/cli.py from_fields: dbench.run_scenario), in place of a command
+    line. A child process of a run (--processes, --ab, --gpus, --shards) is given its parent's
+    resolved options as a file (`--options-file FILE`, bench/options.py), not a command line to parse."""
     from dbench.bench import cli
     from dbench.bench.harness.start import child_options
     from dbench.scenarios.select import resolved
@@ -105,8 +104,9 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
     words = list(sys.argv[1:] if argv is None else argv)
     args: Any = None
     try:
-        child_file = child_options_file(words)
-        if child_file is None:
+        child_file = None if given is not None else child_options_file(words)
+        args = given
+        if child_file is None and given is None:
             args = cli.parse(words, tuple(DECLARATIONS), (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES,
                              declarations=DECLARATIONS)
         ready()  # a signal held since start-up (supervised) stops the run now, its command line known
@@ -118,32 +118,32 @@ def run_for_library(argv: Sequence[str] | None = None) -> tuple[int, Path | None
             import torch  # noqa: F401
         maybe, shard_devices = child_options(child_file) if child_file else resolved(args, console)
         if maybe is None:  # --list printed what it lists
-            return EXIT_OK, None
+            return Outcome(EXIT_OK, None)
         args = options = maybe  # an interrupt from here on marks the result these options name
-        code, json_path = dispatch(options, shard_devices, words, console, stop)
-        if options.baseline is None or json_path is None:
-            return code, json_path
-        if code not in (EXIT_OK, EXIT_FAILED):
-            console.print(f"[yellow]not gated: the run ended with exit {code}[/yellow]")
-            return code, json_path
+        end = dispatch(options, shard_devices, words, console, stop)
+        if options.baseline is None or end.path is None:
+            return end
+        if end.code not in (EXIT_OK, EXIT_FAILED):
+            console.print(f"[yellow]not gated: the run ended with exit {end.code}[/yellow]")
+            return end
         from dbench.analysis.console import gate
 
         # a FAILED case is never gated away
-        return max(code, gate(json_path, list(options.baseline_files), console)), json_path
+        return end._replace(code=max(end.code, gate(end.path, list(options.baseline_files), console)))
     except UsageError as exc:
         print(f"{common.PROG}: error: {exc} (see {common.PROG} --help)", file=sys.stderr)
-        return EXIT_USAGE, None
+        return Outcome(EXIT_USAGE, None)
     except KeyboardInterrupt:  # before a way to run took over: nothing was measured
-        return interrupted(args), RESERVED[-1] if RESERVED else None
+        return Outcome(interrupted(args), RESERVED[-1] if RESERVED else None)
     except Exception as exc:
         if stop.signalled:  # a Ctrl-C an import (torch's, an extension's) re-raised as another error
-            return interrupted(args), RESERVED[-1] if RESERVED else None
+            return Outcome(interrupted(args), RESERVED[-1] if RESERVED else None)
         from dbench.bench.results import ResultWriteError
 
         if not isinstance(exc, ResultWriteError):  # a result file that could not be made: one line
             raise
         print(f"{common.PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE, None
+        return Outcome(EXIT_USAGE, None)
 
 
 if __name__ == "__main__":

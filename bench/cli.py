@@ -221,8 +221,7 @@ def _timing_options(p: Parser) -> None:
                         "--quick 5 ms)")
     p.add_argument("--order", choices=ORDERS,
                    help="the blocks of a round: grouped (default: each case near the floor it is paired with) or "
-                        "shuffled (every block at random: the design of the gate's calibration, which --ab and "
-                        "--processes keep on CUDA)")
+                        "shuffled (every block at random)")
     p.add_argument("--seed", type=seed_value, default=0,
                    help=f"the seed of the round order and the inputs, 0 to {MAX_SEED} (default 0)")
     p.add_argument("--gpu-timer", default="cupti", choices=["cupti", "events", "off"],
@@ -439,8 +438,64 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     folder); made absolute, as every path option, in args.default_out."""
     parser = build_parser(scenarios)
     args = parser.parse_args(argv)
+    try:
+        return checked(parser, args, scenarios, ops, variants, default_out, declarations)
+    except UsageError as exc:
+        parser.error(str(exc))
+
+
+def from_fields(fields: Mapping[str, Any], scenarios: Sequence[str], ops: Sequence[str], variants: Sequence[str],
+                default_out: Path | None = None, declarations: Mapping[str, Any] | None = None) -> argparse.Namespace:
+    """What `parse` makes, from run.py's options given as Python values by their names (`rounds=10`,
+    `ops=["noop"]`, `quick=True`: dbench.run_scenario), not from a command line. Each value passes
+    its option's own converter and choices, so it means what it means on the command line; raises
+    UsageError (one line naming the option) on the first problem."""
+    parser = build_parser(scenarios)
+    actions = {a.dest: a for a in parser._actions if a.dest != "help" and a.help != argparse.SUPPRESS}
+    args = argparse.Namespace(**{a.dest: a.default for a in parser._actions if a.dest != "help"})
+    for name, value in fields.items():
+        action = actions.get(name)
+        if action is None:
+            raise UsageError(f"unknown option {name!r}; valid: {', '.join(sorted(actions))}")
+        setattr(args, name, _field_value(action, value))
+    return checked(parser, args, scenarios, ops, variants, default_out, declarations)
+
+
+def _field_value(action: argparse.Action, value: Any) -> Any:
+    """One option's Python value, checked as its command-line words would be."""
+    option = action.option_strings[0]
+    if action.nargs == 0:  # a flag
+        if not isinstance(value, bool):
+            raise UsageError(f"argument {option}: True or False, not {value!r}")
+        return value
+    if value is None:
+        return action.default
+
+    def one(item: Any) -> Any:
+        text = ",".join(map(str, item)) if isinstance(item, (list, tuple)) else str(item)
+        try:
+            converted = action.type(text) if callable(action.type) else text
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            raise UsageError(f"argument {option}: {exc}") from None
+        if action.choices is not None and converted not in action.choices:
+            raise UsageError(f"argument {option}: invalid choice {converted!r} (choose from "
+                             f"{', '.join(map(repr, action.choices))})")
+        return converted
+
+    if isinstance(action, argparse._AppendAction) or action.nargs == 2:  # --op FILE (repeatable), --ab A B
+        items = [value] if isinstance(value, str) else list(value)
+        if action.nargs == 2 and len(items) != 2:
+            raise UsageError(f"argument {option}: two values (A, B), not {value!r}")
+        return [one(item) for item in items]
+    return one(value)
+
+
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace, scenarios: Sequence[str], ops: Sequence[str],
+            variants: Sequence[str], default_out: Path | None = None,
+            declarations: Mapping[str, Any] | None = None) -> argparse.Namespace:
+    """The checks of a whole set of options, after each one's own (raises UsageError)."""
     if args.scenario is None and not args.list:
-        parser.error("the following arguments are required: --scenario (or --list)")
+        raise UsageError("the following arguments are required: --scenario (or --list)")
     if args.scenario is None:  # --list alone; an empty --scenario '' is refused as an unknown name below
         args.scenario = "boundary"
     absolute_paths(parser, args)
@@ -449,21 +504,18 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     modes: Sequence[str] | None = None
     if declared is not None:
         ops, variants, modes = declared.ops or ops, declared.variants or variants, declared.modes
-    try:
-        check_names(args, scenarios, ops, variants, modes)
-        if args.shards is not None and args.device not in (None, "cpu"):
-            raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
-        if args.gpus is not None and args.device not in (None, "cuda"):
-            raise UsageError(f"argument --gpus: runs shard i on cuda:i; drop --device {args.device}")
-        check_repeats(args)
-        check_pinning(args)
-        check_knobs(dict(os.environ))
-        if args.plot and importlib.util.find_spec("matplotlib") is None:  # not after a whole run
-            raise UsageError("argument --plot: matplotlib is not installed (pip install matplotlib)")
-        if not args.list:  # --list prints and stops: it writes nothing, so it makes no folder
-            check_out_dir(args.out or args.default_out)
-        if args.baseline is not None:
-            args.baseline_files = check_baseline(args.baseline)
-    except UsageError as exc:
-        parser.error(str(exc))
+    check_names(args, scenarios, ops, variants, modes)
+    if args.shards is not None and args.device not in (None, "cpu"):
+        raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")
+    if args.gpus is not None and args.device not in (None, "cuda"):
+        raise UsageError(f"argument --gpus: runs shard i on cuda:i; drop --device {args.device}")
+    check_repeats(args)
+    check_pinning(args)
+    check_knobs(dict(os.environ))
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # not after a whole run
+        raise UsageError("argument --plot: matplotlib is not installed (pip install matplotlib)")
+    if not args.list:  # --list prints and stops: it writes nothing, so it makes no folder
+        check_out_dir(args.out or args.default_out)
+    if args.baseline is not None:
+        args.baseline_files = check_baseline(args.baseline)
     return args

@@ -33,11 +33,12 @@ _PUBLIC = {
     "Result": "dbench.api",
     "load_results": "dbench.api",
     "frame": "dbench.api",
+    "UsageError": "dbench.bench.cli",
 }
 # Public modules: dbench.inputs (typed inputs of a declaration: integers, offsets, constant, absent).
 _MODULES = {"inputs": "dbench.ops.inputs"}
 __all__ = ["Op", "DeclarationError", "Work", "elementwise_work", "run_scenario", "Result", "load_results", "frame",
-           "inputs"]  # _PUBLIC and _MODULES (spelled out: static readers need plain strings)
+           "UsageError", "inputs"]  # _PUBLIC and _MODULES (spelled out: static readers need plain strings)
 
 
 def __getattr__(name: str) -> Any:

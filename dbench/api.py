@@ -61,29 +61,26 @@ def register(ops: Sequence[Op]) -> list[str]:
 
 
 def run_scenario(scenario: str = "boundary", ops: Sequence[Op | str] = (), *, device: str | None = None,
-                 out: str | Path | None = None, options: Sequence[str] = (), **flags: Any) -> Result:
-    """Run a scenario as `run.py` does, in this process, and return its result.
+                 out: str | Path | None = None, **options: Any) -> Result:
+    """Run a scenario as `run.py` does, in this process, and return its result (the document as
+    written, from memory).
 
-    ops: declared ops (dbench.Op) and/or the names of the suite's ops; flags: any run.py option by its
-    Python name (quick=True, rounds=10, variants="raw,custom_op", no_cpp=True...); options: more raw
-    command-line words."""
+    ops: declared ops (dbench.Op) and/or the names of the suite's ops; options: any run.py option by
+    its Python name, as a Python value (quick=True, rounds=10, variants=["raw", "custom_op"],
+    no_cpp=True, ab=("env:", "env:X=1")...), checked as its command-line words would be. A bad
+    option raises dbench.UsageError (a ValueError) before any work."""
     from dbench import run as command
-    from dbench.bench.document import read_result
+    from dbench.bench import cli
+    from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import DECLARATIONS
 
     names = register([o for o in ops if isinstance(o, Op)])
     names += [o for o in ops if isinstance(o, str)]
-    argv = ["--scenario", scenario, *(["--device", device] if device else []), *(["--out", str(out)] if out else [])]
-    if names:
-        argv += ["--ops", ",".join(names)]
-    for key, value in flags.items():
-        option = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(option)
-        elif value not in (False, None):
-            argv += [option, ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)]
-    argv += list(options)
-    status, path = command.run_for_library(argv)
-    return Result(status, path, read_result(path) if path is not None else {})
+    fields = {"scenario": scenario, "device": device, "out": out, **({"ops": names} if names else {}), **options}
+    given = cli.from_fields({k: v for k, v in fields.items() if v is not None}, tuple(DECLARATIONS),
+                            (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES, declarations=DECLARATIONS)
+    end = command.run_for_library([], given)
+    return Result(end.code, end.path, end.document or {})
 
 
 def load_results(paths: Iterable[str | Path]) -> "pd.DataFrame":

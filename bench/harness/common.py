@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from dbench.bench.native_build import ROOT  # the folder run.py lives in: the checkout, or the installed package's
 
@@ -10,11 +11,18 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The running result file is rewritten at most this often during the rounds: a write of the boundary
 # table (~250 rows summarised) takes ~0.1 s, and a Ctrl-C or SIGTERM always writes the last round.
 CHECKPOINT_SECONDS = 5.0
-Outcome = tuple[int, "Path | None"]  # exit status, and the result file written (None: nothing run)
 # The command as the user typed it, the prefix of its one-line messages ("run.py: error: ..."):
 # dbench/main.py sets "dbench run" / "dbench list" for the console script. Read it when a message is
 # made (common.PROG), never copied at import.
 PROG = "run.py"
+
+
+class Outcome(NamedTuple):
+    """How a run ended: its exit status, the result file written and the document in it (None: nothing run)."""
+
+    code: int
+    path: Path | None
+    document: dict[str, Any] | None = None
 
 
 def shown(path: Path) -> Path:

@@ -30,7 +30,8 @@ def run_custom(scenario: Any, options: RunOptions, console: Any, stop: GracefulS
                                  "error": f"{type(exc).__name__}: {exc}"})
         raise
     env.update(extra)
-    write_result(json_path, {**doc, "status": "complete", "env": envmod.redact_paths(env), "rows": rows})
+    done = {**doc, "status": "complete", "env": envmod.redact_paths(env), "rows": rows}
+    write_result(json_path, done)
     code = scenario.custom_report(rows, console)
     console.print(f"wrote {shown(json_path)}")
-    return code, json_path
+    return Outcome(code, json_path, done)

@@ -28,9 +28,10 @@ def run_in_processes(scenario: Any, options: RunOptions, argv: Sequence[str], co
     device = options.device
     label = f"{device.replace(':', '')}-{'ab' if options.ab else f'x{options.processes}'}"
     _, json_path = open_result(scenario.name, device, label, options, console)
+    merged: list[dict[str, Any]] = []
     code = run_repeated(argv=argv, scenario=scenario, options=options, json_path=json_path, console=console,
-                        show=show)
-    return code, json_path
+                        show=_keeping(show, merged))
+    return Outcome(code, json_path, merged[-1] if merged else None)
 
 
 def run_in_shards(scenario: Any, options: RunOptions, shard_devices: list[str], ops: Sequence[str],
@@ -43,13 +44,20 @@ def run_in_shards(scenario: Any, options: RunOptions, shard_devices: list[str], 
         raise UsageError(f"--gpus/--shards: scenario {scenario.name} makes its own table; run it without sharding")
     label = f"{'cuda' if shard_devices[0].startswith('cuda') else 'cpu'}-x{len(shard_devices)}"
     _, json_path = open_result(scenario.name, shard_devices[0], label, options, console)
+    merged: list[dict[str, Any]] = []
     try:
         code = run_sharded(argv=argv, scenario=scenario, ops=tuple(ops),
                            variants=options.variants or VARIANT_NAMES, devices=shard_devices, options=options,
-                           json_path=json_path, console=console,
-                           show=lambda rows, env, note: show({"scenario": scenario.name, "rows": rows, "env": env},
-                                                             note))
+                           json_path=json_path, console=console, show=_keeping(show, merged))
     except ShardUsageError as exc:
         json_path.unlink(missing_ok=True)  # refused before anything ran
         raise UsageError(str(exc)) from None
-    return code, json_path
+    return Outcome(code, json_path, merged[-1] if merged else None)
+
+
+def _keeping(show: Show, kept: list[dict[str, Any]]) -> Show:
+    """`show` that also keeps the merged document it is given (the run's result, in memory)."""
+    def both(doc: dict[str, Any], note: str) -> None:
+        kept.append(doc)
+        show(doc, note)
+    return both

@@ -215,12 +215,12 @@ def run_sharded(
     options: RunOptions,
     json_path: Path,
     console: Any,
-    show: Callable[[list[dict[str, Any]], dict[str, Any], str], None],
+    show: Callable[[dict[str, Any], str], None],
     repo_root: Path = REPO_ROOT,
 ) -> int:
     """Run the shards as child processes of run.py, merge, write, print; returns the exit status.
 
-    show(rows, env, note) prints the merged table (run.py passes the console table).
+    show(document, note) prints the merged table (run.py passes the console table).
 
     Each child writes into <json_path stem>.shards/shard-<i>/ and logs its
     stdout and stderr to <json_path stem>.shards/shard-<i>.log; both are kept.
@@ -312,7 +312,7 @@ def _run_shards(shards: Sequence[Child], rounds: int, pin_cores: int, allowed: S
 
 
 def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str], json_path: Path, wall: float,
-                    interrupted: bool, show: Callable[[list[dict[str, Any]], dict[str, Any], str], None],
+                    interrupted: bool, show: Callable[[dict[str, Any], str], None],
                     console: Any, repo_root: Path) -> int:
     """The shards' results merged into json_path (bench/shard/merge.py), its table, the exit status."""
     docs, meta = [], []
@@ -348,7 +348,7 @@ def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str],
     note = scenario.table_note
     if n > 1:
         note += f" Sharded over {n} processes: each delta is against the baseline timed in its own shard."
-    show(merged["rows"], merged["env"], note)
+    show(merged, note)
     for w in merged["env"].get("shard_warnings", []):
         console.print(f"[yellow]warning:[/yellow] {w}")
     per_shard = ", ".join(f"{s.index}: {s.seconds:.1f} s" for s in shards)

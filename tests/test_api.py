@@ -1,0 +1,78 @@
+"""dbench.run_scenario: options as Python values, checked before any work; the result from memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+import dbench
+from dbench.ops.catalog import OPS
+
+
+@pytest.fixture
+def catalogue() -> Iterator[None]:
+    """The catalogue as it was: the op a test registers does not leak into other tests' op lists."""
+    before = dict(OPS)
+    yield
+    OPS.clear()
+    OPS.update(before)
+
+
+def _never_read(*_: Any, **__: Any) -> Any:
+    raise AssertionError("the library read a result back from disk")
+
+
+def test_a_declared_op_runs_in_process_and_its_result_comes_from_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: None) -> None:
+    import dbench.bench.document as document
+    import dbench.bench.results as results
+
+    monkeypatch.setattr(document, "read_result", _never_read)
+    monkeypatch.setattr(results, "load_result", _never_read)
+    twice = dbench.Op(name="api_twice", forward=lambda x: x * 2, reference=lambda x: x * 2)
+    result = dbench.run_scenario("boundary", [twice], device="cpu", out=tmp_path, quick=True, rounds=2,
+                                 variants=["raw", "define_impl"], modes=("inference",), no_cpp=True)
+    assert result.status == 0 and result.path is not None and result.path.parent == tmp_path
+    rows = [r for r in result.document["rows"] if r["metric"] == "cpu_us"]
+    assert {(r["op"], r["variant"], r["mode"], r["status"]) for r in rows} == {
+        ("api_twice", "raw", "inference", "ok"), ("api_twice", "define_impl", "inference", "ok")}
+    assert result.document["config"]["rounds_done"] == 2
+    on_disk = json.loads(result.path.read_text())  # what it wrote is what it returned
+    assert on_disk["rows"] == result.document["rows"] and on_disk["status"] == result.document["status"]
+    assert set(result.frame()["variant"]) == {"raw", "define_impl"}
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"rounds": 0}, "argument --rounds"),
+    ({"rounds": "many"}, "argument --rounds"),
+    ({"order": "random"}, "argument --order: invalid choice 'random'"),
+    ({"quick": "yes"}, "argument --quick: True or False"),
+    ({"ab": ("env:",)}, "argument --ab: two values"),
+    ({"variants": ["raw", "no_such_variant"]}, "no_such_variant"),
+    ({"roundz": 3}, "unknown option 'roundz'"),
+    ({"pairs": 3}, "--pairs"),
+])
+def test_a_bad_option_raises_before_any_work(tmp_path: Path, options: dict[str, Any], said: str) -> None:
+    with pytest.raises(dbench.UsageError, match=said.replace("(", r"\(")):
+        dbench.run_scenario("boundary", ["noop"], device="cpu", out=tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()  # nothing reserved, nothing made
+
+
+def test_a_sequence_and_its_comma_text_mean_the_same() -> None:
+    from dbench.bench import cli
+    from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
+    from dbench.scenarios import DECLARATIONS
+
+    def given(**fields: Any) -> Any:
+        return cli.from_fields({"scenario": "boundary", **fields}, tuple(DECLARATIONS), OP_NAMES, VARIANT_NAMES,
+                               declarations=DECLARATIONS)
+
+    assert given(variants=["raw", "custom_op"]).variants == given(variants="raw,custom_op").variants
+    assert given(rounds=7).rounds == 7 and given(block_ms=2.5).block_ms == given(block_ms="2.5").block_ms
+    parsed = cli.parse(["--scenario", "boundary", "--ab", "env:", "env:X=1", "--rounds", "7"], tuple(DECLARATIONS),
+                       OP_NAMES, VARIANT_NAMES, declarations=DECLARATIONS)
+    fields = given(ab=("env:", "env:X=1"), rounds=7)
+    assert vars(fields) == vars(parsed)  # the same checked options as the command line's
