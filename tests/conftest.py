@@ -249,3 +249,15 @@ def run_main() -> Iterator[Any]:
             signal.signal(s, h)
         torch.set_num_threads(threads)
 
+
+@pytest.fixture
+def catalogue() -> Iterator[None]:
+    """The op catalogue as it was: the ops a test registers (declared, loaded or generated) do not leak
+    into other tests' op lists."""
+    from dbench.ops.specs import USER_OP_NAMES
+
+    before, names = dict(OPS), list(USER_OP_NAMES)
+    yield
+    OPS.clear()
+    OPS.update(before)
+    USER_OP_NAMES[:] = names

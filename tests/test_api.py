@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 import dbench
-from dbench.ops.catalog import OPS
-
-
-@pytest.fixture
-def catalogue() -> Iterator[None]:
-    """The catalogue as it was: the op a test registers does not leak into other tests' op lists."""
-    before = dict(OPS)
-    yield
-    OPS.clear()
-    OPS.update(before)
 
 
 def _never_read(*_: Any, **__: Any) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,6 @@ from dbench.analysis.arity import args_fits, args_grids, fit_slope
 from dbench.analysis.load import load_results
 from dbench.ops.catalog import OPS
 from dbench.ops.contract import InputSpec
-from dbench.ops.specs import USER_OP_NAMES
 from dbench.ops.variants import get_variant, has_variant
 from dbench.scenarios import DECLARATIONS
 from dbench.scenarios.arity import ARG_KINDS, QUICK_ARITIES, arities, kind_and_arity, op_name
@@ -27,16 +26,6 @@ from dbench.scenarios.base import Selection, preflight
 from conftest import requires_cuda
 
 VARIANTS: tuple[str, ...] = DECLARATIONS["args"].variants or ()
-
-
-@pytest.fixture
-def catalogue() -> Iterator[None]:
-    """The catalogue as it was: the generated ops do not leak into other tests' op lists."""
-    before, names = dict(OPS), list(USER_OP_NAMES)
-    yield
-    OPS.clear()
-    OPS.update(before)
-    USER_OP_NAMES[:] = names
 
 
 def _registered(*names: str) -> None:

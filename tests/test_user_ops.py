@@ -9,7 +9,7 @@ import re
 import json
 import textwrap
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -74,15 +74,6 @@ _lib.impl("twice", lambda x: x * 2, "CompositeExplicitAutograd")
 trap_no_autograd = Op(name="trap_no_autograd", forward=lambda x: x * 2, reference=lambda x: x * 2,
                       backward=lambda g, x: g * 2, saves=("x",), registered=torch.ops.dbench_test_trap_ns.twice)
 '''
-
-
-@pytest.fixture
-def catalogue() -> Iterator[None]:
-    """The catalogue as it was: a test's user ops do not leak into other tests' op lists."""
-    before = dict(OPS)
-    yield
-    OPS.clear()
-    OPS.update(before)
 
 
 def _write(folder: Path, name: str, text: str) -> Path:
