@@ -36,6 +36,7 @@ from .shard.command import REPO_ROOT
 from .shard.plan import shard_cores
 from .shard.merge import empty_merge
 from .shard.process import (
+    Show,
     Child,
     exit_code,
     kill_children,
@@ -168,7 +169,7 @@ def run_repeated(
     options: RunOptions,
     json_path: Path,
     console: Any,
-    show: Callable[[dict[str, Any], str], None],
+    show: Show,
     repo_root: Path = REPO_ROOT,
 ) -> int:
     """--processes N, or --ab (options.ab_sides, options.pairs pairs): run, merge, write, print.

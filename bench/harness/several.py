@@ -4,16 +4,15 @@ into one result file. `show` prints the merged tables (the command layer's rende
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from dbench.bench.cli import UsageError
 from dbench.bench.options import RunOptions
 from dbench.bench.passes import Pass
+from dbench.bench.shard.process import Show
 
 from .common import Outcome
 from .device import open_result
-
-Show = Callable[[dict[str, Any], str], None]  # (document, note) -> printed
 
 
 def run_in_processes(scenario: Any, options: RunOptions, argv: Sequence[str], console: Any, show: Show) -> Outcome:

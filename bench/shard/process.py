@@ -27,6 +27,8 @@ from ..merging import Pairing, merge
 from .merge import empty_merge
 from .plan import ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds, variant_weights
 
+Show = Callable[[dict[str, Any], str], None]  # (merged document, note) -> its tables printed
+
 LOG_TAIL_LINES = 20
 REASON_TAIL_LINES = 10  # of a failed child's output, kept in the merged document
 T = TypeVar("T")
@@ -215,7 +217,7 @@ def run_sharded(
     options: RunOptions,
     json_path: Path,
     console: Any,
-    show: Callable[[dict[str, Any], str], None],
+    show: Show,
     repo_root: Path = REPO_ROOT,
 ) -> int:
     """Run the shards as child processes of run.py, merge, write, print; returns the exit status.
@@ -312,7 +314,7 @@ def _run_shards(shards: Sequence[Child], rounds: int, pin_cores: int, allowed: S
 
 
 def _merge_and_show(shards: Sequence[Child], scenario: Any, argv: Sequence[str], json_path: Path, wall: float,
-                    interrupted: bool, show: Callable[[dict[str, Any], str], None],
+                    interrupted: bool, show: Show,
                     console: Any, repo_root: Path) -> int:
     """The shards' results merged into json_path (bench/shard/merge.py), its table, the exit status."""
     docs, meta = [], []
