@@ -170,6 +170,10 @@ class OpContract:
     input_makers: Mapping[str, Callable[[MakeContext], Tensor | None]] | None = None
     # Tensor arguments that are lists (`Tensor[]`): name -> how many tensors make_inputs puts in each.
     list_inputs: Mapping[str, int] | None = None
+    # The declaration's tolerance against the reference, (atol, rtol) by dtype (key None: every
+    # dtype), and its own comparator (name, got, expected) -> reason | None: scenarios/base.py agree.
+    tolerance: Mapping[torch.dtype | None, tuple[float, float]] | None = None
+    compare: Callable[[str, Tensor, Tensor], str | None] | None = None
     # A fake given by the declaration (else derived from the output shape rules, or the reference).
     fake_fn: Callable[..., Any] | None = None
     backward_fake_fn: Callable[..., Any] | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from types import ModuleType
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from torch import Tensor
 
 from dbench.bench.trust import trusted_code_path
 
@@ -87,6 +89,13 @@ class Op:
     # Inputs that are not random floating tensors: name -> maker (dbench.inputs: integers, offsets,
     # constant, absent, or a function of a MakeContext returning a tensor or None).
     input_makers: Mapping[str, Callable[[MakeContext], Any]] = field(default_factory=dict)
+    # How close its outputs must be to the reference: (atol, rtol) for every floating dtype, or a
+    # mapping dtype -> (atol, rtol); default: the suite's per dtype (scenarios/base.py TOLERANCES).
+    # Integer and bool outputs are compared exactly (the reference may return them in their own dtype).
+    tolerance: tuple[float, float] | Mapping[torch.dtype, tuple[float, float]] | None = None
+    # Or a comparator of the user's, in place of both: compare(output_name, got, expected) -> None when
+    # they agree, else the reason (got: the variant's output; expected: the reference's; both on the CPU).
+    compare: Callable[[str, Tensor, Tensor], str | None] | None = None
     # "(Tensor x, float eps) -> Tensor"; default: generated. `Tensor(a!) x` declares that the op writes x.
     schema: str | None = None
     backward_schema: str | None = None
@@ -96,6 +105,29 @@ class Op:
 def _check(cond: bool, op: str, message: str) -> None:
     if not cond:
         raise DeclarationError(f"op {op!r}: {message}")
+
+
+def _check_tolerance(op: Op) -> None:
+    """tolerance: an (atol, rtol) pair of finite numbers ≥ 0, or a mapping of floating dtypes to such pairs."""
+    given = op.tolerance
+    if given is None:
+        return
+    pairs = dict(given) if isinstance(given, Mapping) else {None: given}
+    for dtype, pair in pairs.items():
+        where = "" if dtype is None else f" for {dtype}"
+        _check(dtype is None or (isinstance(dtype, torch.dtype) and dtype.is_floating_point), op.name,
+               f"tolerance is keyed by floating dtypes, not {dtype!r}")
+        ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in pair)
+        _check(ok, op.name, f"tolerance{where} must be (atol, rtol), two finite numbers ≥ 0, not {pair!r}")
+
+
+def _tolerances(op: Op) -> dict[torch.dtype | None, tuple[float, float]] | None:
+    """The declared tolerance by dtype (None: every dtype)."""
+    if op.tolerance is None:
+        return None
+    pairs = dict(op.tolerance) if isinstance(op.tolerance, Mapping) else {None: op.tolerance}
+    return {d: (float(p[0]), float(p[1])) for d, p in pairs.items()}
 
 
 def _scalar_type(op: str, name: str, value: Any) -> str:
@@ -149,6 +181,9 @@ def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _check(n in op.inputs, op.name, f"input_makers names {n!r}, which is not one of the inputs {list(op.inputs)}")
         _check(callable(maker), op.name, f"the maker of input {n!r} is not callable")
         _check(n not in op.lists, op.name, f"input {n!r} is a list input: its tensors are made by the suite")
+    _check_tolerance(op)
+    _check(op.compare is None or callable(op.compare), op.name, "compare must be callable: (name, got, expected) -> "
+           "None or the reason they differ")
     _check("compact" in op.layouts and set(op.layouts) <= set(LAYOUTS), op.name,
            f"layouts must include 'compact' and name only {list(LAYOUTS)}, got {list(op.layouts)}")
     for d in op.dtypes:
@@ -381,6 +416,8 @@ def contract_of(op: Op, origin: str) -> OpContract:
         origin=origin,
         runtime_checks=True,
         layouts=tuple(op.layouts),
+        tolerance=_tolerances(op),
+        compare=op.compare,
         input_makers=dict(op.input_makers) or None,
         fake_fn=op.fake,
         backward_fake_fn=op.backward_fake or (_derived_backward_fake(op, diff_in, diff_out) if op.backward else None),

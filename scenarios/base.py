@@ -233,6 +233,35 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
 }
 
 
+def declared_tolerance(contract: OpContract, dtype: torch.dtype) -> tuple[float, float] | None:
+    """The declaration's (atol, rtol) for `dtype` (or for every dtype); None: it declares none."""
+    declared = contract.tolerance or {}
+    return declared.get(dtype, declared.get(None))
+
+
+def tolerance(contract: OpContract, dtype: torch.dtype) -> Tolerance:
+    """The declaration's (atol, rtol) for `dtype`, else the suite's."""
+    pair = declared_tolerance(contract, dtype)
+    return TOLERANCES[dtype] if pair is None else {"atol": pair[0], "rtol": pair[1]}
+
+
+def agree(contract: OpContract, name: str, got: Tensor, expected: Tensor, dtype: torch.dtype, label: str = "") -> None:
+    """Raise AssertionError (torch's summary, after `label`) when output `name` of a variant, `got`,
+    is not the reference's `expected`: by the declaration's comparator when it has one; integer and
+    bool outputs exactly (a reference may return them in their own dtype or as fp64 values);
+    floating ones within `tolerance` for the run's dtype."""
+    got, expected = got.detach().cpu(), expected.detach().cpu()
+    if contract.compare is not None:
+        reason = contract.compare(name, got, expected)
+        if reason is not None:
+            raise AssertionError(_labelled(label)(f"the op's compare said: {reason}"))
+        return
+    if not got.is_floating_point() and not got.is_complex():
+        torch.testing.assert_close(got, expected.to(got.dtype), atol=0, rtol=0, msg=_labelled(label))
+        return
+    torch.testing.assert_close(got.double(), expected.double(), **tolerance(contract, dtype), msg=_labelled(label))
+
+
 def device_sync(device: str) -> Callable[[], None]:
     if device.startswith("cuda"):
         dev = torch.device(device)
@@ -298,7 +327,7 @@ def _labelled(label: str) -> Callable[[str], str]:
 
 
 def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpec) -> str | None:
-    tol = TOLERANCES[spec.dtype]
+    tol = tolerance(contract, spec.dtype)
     args = contract.make_inputs(spec)
     out = variant.fn(*args)
     outs = contract.outputs_of(out)
@@ -311,8 +340,7 @@ def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpe
         return None  # nothing to agree with: the declaration has no reference
     expected = contract.outputs_of(contract.reference_fp64(args))
     for name, o, e in zip(contract.outputs, outs, expected):
-        torch.testing.assert_close(o.double().cpu(), e.cpu(), **tol,
-                                   msg=_labelled(f"output {name!r}" if contract.n_outputs > 1 else ""))
+        agree(contract, name, o, e, spec.dtype, f"output {name!r}" if contract.n_outputs > 1 else "")
     if mode == Mode.FWD_BWD.value:
         grad_outs = [torch.randn_like(e) for e, n in zip(expected, contract.outputs)
                      if n not in contract.nondiff_outputs]

@@ -19,7 +19,7 @@ from dbench.bench.case import Case
 from dbench.ops import InputSpec, OpContract, Variant
 
 from . import DECLARATIONS
-from .base import TOLERANCES, Scenario, Selection, case_grid, grid_plan
+from .base import Scenario, Selection, agree, case_grid, grid_plan
 
 MODES: tuple[str, ...] = DECLARATIONS["compile"].modes
 _uid = itertools.count()
@@ -106,7 +106,9 @@ def cudagraph_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Calla
 
 def _check(out: Tensor, contract: OpContract, args: tuple[Any, ...], dtype: torch.dtype) -> str | None:
     try:
-        torch.testing.assert_close(out.double().cpu(), contract.reference_fp64(args).cpu(), **TOLERANCES[dtype])
+        for name, o, e in zip(contract.outputs, contract.outputs_of(out),
+                              contract.outputs_of(contract.reference_fp64(args))):
+            agree(contract, name, o, e, dtype, f"output {name!r}" if contract.n_outputs > 1 else "")
     except AssertionError as exc:
         return f"result differs from the fp64 reference: {str(exc).splitlines()[0]}"
     return None

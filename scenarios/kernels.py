@@ -81,14 +81,19 @@ def l2_flush(device: str) -> Callable[[], None]:
     return flush
 
 
-def check_against(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tensor], dtype: torch.dtype) -> None:
+def check_against(case: Case, call: Callable[[], Tensor], expected: Callable[[], Tensor], dtype: torch.dtype,
+                  bound: float | None = None) -> None:
     """The case's output at its full size against `expected()` (PyTorch's own op on the same inputs):
-    a mismatch makes the case FAILED (never timed); its call is set only when it passes."""
+    a mismatch makes the case FAILED (never timed); its call is set only when it passes. bound: the
+    relative error allowed (default REL_ERROR of the dtype; a declared op's own rtol)."""
+    limit = REL_ERROR[dtype] if bound is None else bound
+
     def close(got: Tensor, want: Tensor) -> None:
         # Norm-wise (an elementwise rtol fails on a product's cancelled entries); NaN never passes.
         rel = float((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30))
-        if not rel < REL_ERROR[dtype]:
-            raise AssertionError(f"relative error {rel:.2e}, bound {REL_ERROR[dtype]:.0e}")
+        if not rel < limit:
+            raise AssertionError(f"relative error {rel:.2e}, bound {limit:.0e}"
+                                 + ("" if bound is None else " (the op's declared rtol)"))
 
     _checked(case, call, expected, close, "full-size check against PyTorch failed")
 

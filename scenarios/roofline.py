@@ -27,7 +27,7 @@ from dbench.bench.case import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS
-from .base import Axis, Planned, Scenario, Selection, axis_points, case_key
+from .base import Axis, Planned, Scenario, Selection, axis_points, case_key, declared_tolerance
 from .kernels import InputPool, check_against, compile_tuned, elements_for, l2_flush, shape_for
 
 VARIANTS: tuple[str, ...] = DECLARATIONS["roofline"].variants or ()
@@ -237,7 +237,8 @@ def build(sel: Selection) -> list[Case]:
                     # PyTorch's op against the fp64 reference; ours against PyTorch's, on the same inputs.
                     expected = functools.partial(_reference, contract, args, mode, pool) \
                         if variant == "aten" or "aten" not in made else made["aten"]
-                    check_against(case, made[variant], expected, dtype)
+                    declared = declared_tolerance(contract, dtype)
+                    check_against(case, made[variant], expected, dtype, declared[1] if declared else None)
     check_unique_labels(c.key for c in cases)
     return cases
 

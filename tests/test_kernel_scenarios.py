@@ -375,3 +375,21 @@ def test_an_axis_takes_its_values_by_device_quick_and_op() -> None:
     assert sizes("cuda", False, "noop") == roofline.SIZES_CUDA and sizes("cpu", False, "noop") == roofline.SIZES_CPU
     # mm is sized by its side (OpContract.size_axis), not by bytes per tensor.
     assert sizes("cuda", False, "mm") == roofline.SIDES_CUDA and sizes("cpu", True, "mm") == roofline.SIDES_CPU[::2]
+
+
+def test_the_full_size_check_takes_a_declared_bound() -> None:
+    """A long float32 sum carries more rounding than REL_ERROR allows: an op that declares its rtol
+    is held to that instead, and the reason says which bound failed."""
+    from dbench.scenarios.kernels import check_against
+
+    want = torch.ones(1000, dtype=torch.float64)
+    got = (want * (1 + 3e-5)).float()
+    default = Case(key={"op": "sum", "variant": "raw", "mode": "forward"}, call=None)
+    check_against(default, lambda: got, lambda: want, torch.float32)
+    assert default.call is None and "bound 1e-05" in str(default.error)
+    declared = Case(key={"op": "sum", "variant": "raw", "mode": "forward"}, call=None)
+    check_against(declared, lambda: got, lambda: want, torch.float32, bound=1e-4)
+    assert declared.call is not None and declared.error is None
+    too_tight = Case(key={"op": "sum", "variant": "raw", "mode": "forward"}, call=None)
+    check_against(too_tight, lambda: got, lambda: want, torch.float32, bound=1e-6)
+    assert "bound 1e-06 (the op's declared rtol)" in str(too_tight.error)

@@ -484,3 +484,72 @@ def test_roofline_of_an_op_with_a_native_form(tmp_path: Path, catalogue: None, r
     timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
     assert timed == {("raw", "forward"), ("aten", "forward"), ("raw", "backward"), ("aten", "backward")}
     assert not [r for r in rows if r["status"] == "failed"]
+
+
+QUANTIZERS = '''
+import torch
+from dbench import Op
+
+
+def quantize(x):
+    return (x * 16).round().clamp(-128, 127).to(torch.int8)
+
+
+def two_off(x):
+    q = quantize(x)
+    q.select(0, 0)[:2] += 1  # any layout
+    return q
+
+
+def within_two(name, got, want):
+    n = int((got != want).sum())
+    return None if n <= 2 else f"{n} of {got.numel()} values differ"
+
+
+def exactly(name, got, want):
+    return None if torch.equal(got, want) else f"{int((got != want).sum())} of {got.numel()} values differ"
+
+
+def scaled(x):
+    return x * 2 * (1 + 3e-5)
+
+
+q_exact = Op(name="q_exact", forward=quantize, reference=quantize)
+q_off = Op(name="q_off", forward=two_off, reference=quantize)
+q_lenient = Op(name="q_lenient", forward=two_off, reference=quantize, compare=within_two)
+q_strict = Op(name="q_strict", forward=two_off, reference=quantize, compare=exactly)
+s_default = Op(name="s_default", forward=scaled, reference=lambda x: x * 2)
+s_loose = Op(name="s_loose", forward=scaled, reference=lambda x: x * 2, tolerance=(1e-4, 1e-4))
+s_float32 = Op(name="s_float32", forward=scaled, reference=lambda x: x * 2, tolerance={torch.float32: (1e-4, 1e-4)})
+s_float64 = Op(name="s_float64", forward=scaled, reference=lambda x: x * 2, tolerance={torch.float64: (1e-4, 1e-4)})
+'''
+
+
+@pytest.mark.parametrize("op, said", [
+    ("q_exact", None),  # an int8 output against a reference in its own dtype: exact
+    ("q_off", "Mismatched elements: 2 / 128"),  # torch's summary kept
+    ("q_lenient", None),
+    ("q_strict", "pre-flight check failed: the op's compare said: 2 of 128 values differ"),
+    ("s_default", "Mismatched elements"),  # 3e-5 relative against float32's 1e-5
+    ("s_loose", None),
+    ("s_float32", None),
+    ("s_float64", "Mismatched elements"),  # declared for another dtype: the suite's float32 tolerance
+])
+def test_the_op_decides_how_close_is_close_enough(tmp_path: Path, catalogue: None, op: str, said: str | None) -> None:
+    load_all([str(_write(tmp_path, "quant.py", QUANTIZERS))])
+    contract = OPS[op]
+    for variant in ("raw", "custom_op"):
+        reason = preflight(get_variant(variant, op), contract, "inference", InputSpec(contract.boundary_shape))
+        assert (reason is None) if said is None else (reason is not None and said in reason), (variant, reason)
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"tolerance": (-1.0, 0.0)}, "tolerance must be (atol, rtol), two finite numbers ≥ 0, not (-1.0, 0.0)"),
+    ({"tolerance": (1e-3,)}, "tolerance must be (atol, rtol)"),
+    ({"tolerance": {torch.int8: (0, 0)}}, "tolerance is keyed by floating dtypes, not torch.int8"),
+    ({"tolerance": {torch.float16: (float("nan"), 0.1)}}, "tolerance for torch.float16 must be (atol, rtol)"),
+    ({"compare": 3}, "compare must be callable"),
+])
+def test_a_bad_tolerance_or_comparator_is_refused_at_load(fields: dict[str, Any], said: str) -> None:
+    with pytest.raises(DeclarationError, match=re.escape(said)):
+        contract_of(_op(**fields), "t.py:user_op@0")
