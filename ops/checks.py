@@ -52,8 +52,8 @@ def _opcheck_reason(exc: BaseException, contract: OpContract, registered: bool) 
                 f"{HINTS[test].split(': ')[0]}; report it to the op's authors, or drop registered=)")
     elif test == "test_faketensor" and contract.fake_fn is None:
         hint = (" (no fake was declared, and the one derived from the "
-                + ("reference" if contract.reference is not None else "first input") + " differs from the kernel's "
-                "outputs: declare fake=)")
+                + ("reference's shapes and one call of the launcher" if contract.reference is not None
+                   else "first input") + " differs from the kernel's outputs: declare fake=)")
     return f"opcheck {test or ''}: {first_line(cause, 240)}{hint}".replace("opcheck :", "opcheck:")
 
 

@@ -298,7 +298,10 @@ class OpContract:
             if self.reference is None:
                 made = tuple(first.new_empty(first.shape) for _ in self.outputs)
             else:
-                made = tuple(torch.empty_like(o) for o in self.outputs_of(self.reference(*args)))
+                shaped = self.outputs_of(self.reference(*args))
+                ran = launcher_outputs(self.launcher(self.name), args)
+                real: Sequence[Tensor | None] = ran if ran is not None and len(ran) == len(shaped) else [None] * len(shaped)
+                made = tuple(_like(o, r) for o, r in zip(shaped, real))
             return made if self.n_outputs > 1 else made[0]
         return first.new_empty(self.out_shape(tensors))
 
@@ -334,3 +337,42 @@ def written_arguments(op_name: str, signature: str) -> tuple[str, ...]:
     register_autograd refuses an op that has any."""
     parsed = torch._C.parse_schema(op_name + signature)
     return tuple(a.name for a in parsed.arguments if a.alias_info is not None and a.alias_info.is_write)
+
+
+def launcher_outputs(launcher: Callable[..., Any], args: Sequence[Any]) -> list[Tensor] | None:
+    """The launcher's outputs on real inputs with the metadata of `args` (fake tensors: their shape,
+    strides, dtype and device; zero-filled), run outside fake mode: the dtypes and strides a derived
+    fake takes from the kernel itself (a reference may compute in float64). None where that cannot
+    be had: symbolic sizes (a dynamic-shape trace), or a launcher that raises on those inputs."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    def concrete(t: Any) -> bool:
+        return not isinstance(t, Tensor) or all(isinstance(n, int) for n in (*t.shape, *t.stride()))
+
+    def real(t: Any) -> Any:
+        if isinstance(t, (list, tuple)):
+            return type(t)(real(x) for x in t)
+        if not isinstance(t, Tensor):
+            return t
+        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device).zero_()
+
+    flat = [x for a in args for x in (a if isinstance(a, (list, tuple)) else (a,))]
+    if not all(concrete(t) for t in flat):
+        return None
+    try:
+        with unset_fake_temporarily(), torch.no_grad():
+            out = launcher(*(real(a) for a in args))
+    except Exception:  # noqa: BLE001  (the reference's metadata then stands; opcheck names any mismatch)
+        return None
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    return outs if all(isinstance(o, Tensor) for o in outs) else None
+
+
+def _like(shaped: Tensor, real: Tensor | None) -> Tensor:
+    """An empty output shaped as the reference's and, where the launcher's real output of that
+    shape is known, with its dtype and strides."""
+    if real is None:
+        return torch.empty_like(shaped)
+    if tuple(real.shape) == tuple(shaped.shape):
+        return torch.empty_strided(tuple(shaped.shape), tuple(real.stride()), dtype=real.dtype, device=shaped.device)
+    return torch.empty_like(shaped, dtype=real.dtype)

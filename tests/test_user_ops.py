@@ -553,3 +553,35 @@ def test_the_op_decides_how_close_is_close_enough(tmp_path: Path, catalogue: Non
 def test_a_bad_tolerance_or_comparator_is_refused_at_load(fields: dict[str, Any], said: str) -> None:
     with pytest.raises(DeclarationError, match=re.escape(said)):
         contract_of(_op(**fields), "t.py:user_op@0")
+
+
+DERIVED = '''
+import torch
+from dbench import Op
+
+# The reference computes in float64, as the docs ask; the kernel returns float32. No fake=.
+wide_ref = Op(name="wide_ref", forward=lambda x: x * 2, reference=lambda x: x.double() * 2,
+              backward=lambda g, x: g * 2, saves=("x",))
+# The kernel returns a column-major output (as an empty_like of a permuted input would).
+column_major = Op(name="column_major", forward=lambda x: (x * 2).t().contiguous().t(), reference=lambda x: x * 2)
+'''
+
+
+@pytest.mark.parametrize("op", ["wide_ref", "column_major"])
+def test_a_derived_fake_takes_dtypes_and_strides_from_the_launcher(tmp_path: Path, catalogue: None, op: str) -> None:
+    """No fake=: the derived fake is shaped as the reference's outputs, with the dtype and strides of
+    one real call of the launcher, so the fp64-reference pattern passes every registered variant."""
+    from dbench.ops.contract import launcher_outputs
+
+    load_all([str(_write(tmp_path, "derived.py", DERIVED))])
+    contract = OPS[op]
+    for variant in ("define_impl", "custom_op", "nested_custom_op", "function_custom_op"):
+        if not has_variant(variant, op):
+            continue
+        for mode in _runs(variant, op):
+            spec = InputSpec(contract.boundary_shape, requires_grad=mode != "inference")
+            assert preflight(get_variant(variant, op), contract, mode, spec) is None, (variant, mode)
+    x = torch.randn(contract.boundary_shape)
+    (out,) = launcher_outputs(contract.launcher(op), (x,)) or [None]
+    assert out is not None and out.dtype == torch.float32
+    assert launcher_outputs(lambda x: 1 / 0, (x,)) is None  # a launcher that raises: the reference's metadata stands
