@@ -300,7 +300,8 @@ class OpContract:
             else:
                 shaped = self.outputs_of(self.reference(*args))
                 ran = launcher_outputs(self.launcher(self.name), args)
-                real: Sequence[Tensor | None] = ran if ran is not None and len(ran) == len(shaped) else [None] * len(shaped)
+                usable = ran is not None and len(ran) == len(shaped)
+                real: Sequence[Tensor | None] = ran if ran is not None and usable else [None] * len(shaped)
                 made = tuple(_like(o, r) for o, r in zip(shaped, real))
             return made if self.n_outputs > 1 else made[0]
         return first.new_empty(self.out_shape(tensors))
