@@ -126,6 +126,8 @@ class OpContract:
     boundary: bool = True
     # Row-wise over the last dimension (l2norm): the kernel scenarios give it rows, not a flat tensor.
     rowwise: bool = False
+    # A user op's shape for N elements in the sized scenarios (scenarios/kernels.py shape_for).
+    sized: Callable[[int], Sequence[int]] | None = None
     # How the kernel scenarios size the op: "bytes" (the size axis is bytes per tensor) or "side" (a
     # square matrix product, sized by its n: n x n times n x n).
     size_axis: str = "bytes"

@@ -61,6 +61,11 @@ class Op:
     shapes: Callable[[Shape], Sequence[Shape]] | None = None
     shape: Shape = (4, 32)
     rowwise: bool = False  # works on rows (the last dimension): sized scenarios give it rows of 256
+    # The inputs' shape for a size of N elements in the sized scenarios (launch, roofline): a function
+    # N -> shape. Default: rows of 256 for a rowwise op; else the declared shape's trailing
+    # dimensions kept and its first one scaled (at least 1), so an op that takes (rows, block) is
+    # never given a 1-D shape.
+    sized: Callable[[int], Sequence[int]] | None = None
     # How the roofline sizes it: "bytes" per tensor, or "side": a square matrix product of side n,
     # its shapes given (n, n, n) as (M, K, N).
     size_axis: str = "bytes"
@@ -182,6 +187,7 @@ def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _check(callable(maker), op.name, f"the maker of input {n!r} is not callable")
         _check(n not in op.lists, op.name, f"input {n!r} is a list input: its tensors are made by the suite")
     _check_tolerance(op)
+    _check(op.sized is None or callable(op.sized), op.name, "sized must be callable: a number of elements -> a shape")
     _check(op.compare is None or callable(op.compare), op.name, "compare must be callable: (name, got, expected) -> "
            "None or the reason they differ")
     _check("compact" in op.layouts and set(op.layouts) <= set(LAYOUTS), op.name,
@@ -404,6 +410,7 @@ def contract_of(op: Op, origin: str) -> OpContract:
         backward_work=op.backward_work,
         dtypes=tuple(op.dtypes),
         rowwise=op.rowwise,
+        sized=op.sized,
         size_axis=op.size_axis,
         gpu_dtype=op.gpu_dtype,
         input_shapes=(lambda s: tuple(tuple(x) for x in shapes(s))) if shapes else None,

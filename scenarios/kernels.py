@@ -3,6 +3,8 @@ compiled forms, the L2 flush, and the full-size check of each case against PyTor
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 import torch
@@ -23,11 +25,37 @@ def elements_for(size_bytes: int, dtype: torch.dtype) -> int:
 
 
 def shape_for(contract: OpContract, elements: int, row: int) -> tuple[int, ...]:
-    """1-D for elementwise ops; rows of `row` elements (fewer when smaller) for row-wise ops."""
-    if not contract.rowwise:
-        return (elements,)
-    cols = min(row, elements)
-    return (max(1, elements // cols), cols)
+    """The shape of `elements` elements: the op's own `sized` when it declares one; rows of `row`
+    elements (fewer when smaller) for row-wise ops; a user op's declared shape with its first
+    dimension scaled (at least one of its trailing blocks); 1-D for the suite's elementwise ops."""
+    if contract.sized is not None:
+        shape = tuple(int(n) for n in contract.sized(elements))
+        if not shape or any(n < 1 for n in shape):
+            raise ValueError(f"{contract.name}: sized({elements}) gave {shape}, not a shape of positive sizes")
+        return shape
+    if contract.rowwise:
+        cols = min(row, elements)
+        return (max(1, elements // cols), cols)
+    trailing = _trailing(contract)
+    if trailing:
+        return (max(1, elements // math.prod(trailing)), *trailing)
+    return (elements,)
+
+
+def _trailing(contract: OpContract) -> tuple[int, ...]:
+    """A user op's declared shape past its first dimension (what shape_for keeps when it scales it)."""
+    if contract.origin is None or contract.sized is not None or contract.rowwise:
+        return ()
+    return tuple(contract.boundary_shape[1:])
+
+
+def below_one_block(contract: OpContract, elements: int) -> str | None:
+    """Why `elements` cannot size the op (n/a): fewer than one block of its declared trailing shape."""
+    trailing = _trailing(contract)
+    if trailing and elements < math.prod(trailing):
+        return (f"{elements} elements are fewer than one {trailing} block of {contract.name}'s declared shape "
+                f"{tuple(contract.boundary_shape)} (declare sized= for another shape family)")
+    return None
 
 
 class InputPool:

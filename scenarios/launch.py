@@ -21,7 +21,7 @@ from dbench.ops.contract import InputSpec
 
 from . import DECLARATIONS
 from .base import Axis, Scenario, Selection, case_grid, grid_plan, preflight
-from .kernels import InputPool, check_against, shape_for
+from .kernels import InputPool, below_one_block, check_against, shape_for
 
 SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of float32)
 SIZES_CPU = tuple(4**k for k in range(12))  # 1 .. 4 Mi elements
@@ -58,8 +58,8 @@ def build(sel: Selection) -> list[Case]:
             check_against(case, lambda: variant.fn(*args), lambda: aten[contract.name](*args), spec.dtype)
 
     return case_grid(sel, "launch", (MODE,), lambda op, v, mode: ("raw", mode) if v != "raw" else None, fill,
-                     axes=AXES,
-                     shape=lambda contract, point: shape_for(contract, point["size"], ROW))
+                     axes=AXES, shape=lambda contract, point: shape_for(contract, point["size"], ROW),
+                     skip=lambda contract, variant, mode, point: below_one_block(contract, point["size"]))
 
 
 SCENARIO = Scenario(

@@ -73,3 +73,27 @@ def test_a_sequence_and_its_comma_text_mean_the_same() -> None:
                        OP_NAMES, VARIANT_NAMES, declarations=DECLARATIONS)
     fields = given(ab=("env:", "env:X=1"), rounds=7)
     assert vars(fields) == vars(parsed)  # the same checked options as the command line's
+
+
+def _blockwise_absmax(x: Any) -> Any:  # needs (rows, 64): a 1-D input cannot be blocked
+    return x / x.abs().amax(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+@pytest.mark.parametrize("sized, shapes", [
+    (None, {256: [4, 64], 4096: [64, 64]}),  # the declared shape's trailing block kept, the rows scaled
+    (lambda n: (max(1, n // 128), 128), {1: [1, 128], 16: [1, 128], 256: [2, 128], 4096: [32, 128]}),
+])
+def test_launch_sizes_a_user_op_from_its_own_shape_family(tmp_path: Path, catalogue: None, sized: Any,
+                                                         shapes: dict[int, list[int]]) -> None:
+    op = dbench.Op(name="blockwise_absmax", forward=_blockwise_absmax, reference=_blockwise_absmax,
+                   native=_blockwise_absmax, shape=(4, 64), sized=sized)
+    result = dbench.run_scenario("launch", [op], device="cpu", out=tmp_path, quick=True, rounds=2,
+                                 variants=["raw", "custom_op"], time_budget=30)
+    rows = [r for r in result.document["rows"] if r["metric"] == "cpu_us" and r["variant"] == "raw"]
+    got = {r["size"]: (r["status"], r["shape"]) for r in rows}
+    for size, shape in shapes.items():
+        assert got[size] == ("ok", shape), (size, got[size])
+    if sized is None:  # sizes below one (64,) block are n/a, said why; never a 1-D shape
+        small = [r for r in rows if r["size"] < 64]
+        assert small and all(r["status"] == "n/a" and "fewer than one (64,) block" in r["reason"] for r in small)
+    assert all(len(r["shape"]) == 2 for r in rows)
