@@ -20,7 +20,7 @@ from dbench.ops import OpContract, Variant
 from dbench.ops.contract import InputSpec
 
 from . import DECLARATIONS
-from .base import Axis, Scenario, Selection, case_grid, grid_plan, preflight
+from .base import Axis, Scenario, Selection, case_grid, declared_tolerance, grid_plan, preflight
 from .kernels import InputPool, below_one_block, check_against, shape_for
 
 SIZES_CUDA = tuple(4**k for k in range(15))  # 1 .. 2^28 elements (1 GiB of float32)
@@ -55,7 +55,9 @@ def build(sel: Selection) -> list[Case]:
         if case.na_reason is None and case.error is None:
             args = pool.args(contract, spec.shape)
             case.work = contract.work(args) if contract.work else None
-            check_against(case, lambda: variant.fn(*args), lambda: aten[contract.name](*args), spec.dtype)
+            declared = declared_tolerance(contract, spec.dtype)
+            check_against(case, lambda: variant.fn(*args), lambda: aten[contract.name](*args), spec.dtype,
+                          declared[1] if declared else None)
 
     return case_grid(sel, "launch", (MODE,), lambda op, v, mode: ("raw", mode) if v != "raw" else None, fill,
                      axes=AXES, shape=lambda contract, point: shape_for(contract, point["size"], ROW),
