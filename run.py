@@ -88,10 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Outcome:
-    """main's exit status, the result file it wrote and its document (None: none). `given`: the
-    options already checked (bench/cli.py from_fields: dbench.run_scenario), in place of a command
-    line. A child process of a run (--processes, --ab, --gpus, --shards) is given its parent's
-    resolved options as a file (`--options-file FILE`, bench/options.py), not a command line to parse."""
+    """main's exit status, the result file it wrote and its document (None: none). `given`: options
+    already checked (bench/cli.py from_fields: dbench.run_scenario), in place of a command line. A
+    child of a run (--processes, --ab, --gpus, --shards) gets its parent's resolved options as a file."""
     from dbench.bench import cli
     from dbench.bench.harness.start import child_options
     from dbench.scenarios.select import resolved
@@ -131,6 +130,7 @@ def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Out
         # a FAILED case is never gated away
         return end._replace(code=max(end.code, gate(end.path, list(options.baseline_files), console)))
     except UsageError as exc:
+        cli.remove_made_folders()  # a refused run leaves no folder behind
         print(f"{common.PROG}: error: {exc} (see {common.PROG} --help)", file=sys.stderr)
         return Outcome(EXIT_USAGE, None)
     except KeyboardInterrupt:  # before a way to run took over: nothing was measured

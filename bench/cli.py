@@ -333,11 +333,45 @@ def check_knobs(environ: dict[str, str]) -> None:
             raise UsageError(f"{name}={value!r}: expected a whole number of nanoseconds (0 to 10^12)")
 
 
+# The output folders this process made for a run (each with the first of its ancestors that was
+# missing): a run refused afterwards removes them again while they are empty (remove_made_folders).
+MADE_FOLDERS: list[tuple[Path, Path]] = []
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost of `folder` and its ancestors that does not exist (None: it exists)."""
+    missing = None
+    for path in (folder, *folder.parents):
+        try:
+            if path.exists():
+                break
+        except OSError:  # a name the file system refuses (too long): nothing is made there
+            return None
+        missing = path
+    return missing
+
+
+def remove_made_folders() -> None:
+    """A refused run leaves no folder behind: the ones check_out_dir made, innermost first, while empty."""
+    while MADE_FOLDERS:
+        folder, top = MADE_FOLDERS.pop()
+        for path in (folder, *folder.parents):
+            try:
+                path.rmdir()
+            except OSError:  # not empty (a file was written there), or gone
+                break
+            if path == top:
+                break
+
+
 def check_out_dir(folder: Path, option: str = "--out") -> Path:
     """The output folder exists or can be created, and a file with a name as long as any a run writes
     can be created in it (bench.atomic.folder_output_problem): a name too long for the file system, a
     read-only or missing parent, or a file in the way fail here, before any work. So does a folder
     another local user could plant or swap files in (bench/trust.py make_output_folder)."""
+    top = _first_missing(folder.absolute())
+    if top is not None:
+        MADE_FOLDERS.append((folder.absolute(), top))
     try:
         make_output_folder(folder)
     except UntrustedPathError as exc:
@@ -441,6 +475,7 @@ def parse(argv: Sequence[str] | None, scenarios: Sequence[str], ops: Sequence[st
     try:
         return checked(parser, args, scenarios, ops, variants, default_out, declarations)
     except UsageError as exc:
+        remove_made_folders()
         parser.error(str(exc))
 
 

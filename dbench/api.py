@@ -77,8 +77,12 @@ def run_scenario(scenario: str = "boundary", ops: Sequence[Op | str] = (), *, de
     names = register([o for o in ops if isinstance(o, Op)])
     names += [o for o in ops if isinstance(o, str)]
     fields = {"scenario": scenario, "device": device, "out": out, **({"ops": names} if names else {}), **options}
-    given = cli.from_fields({k: v for k, v in fields.items() if v is not None}, tuple(DECLARATIONS),
-                            (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES, declarations=DECLARATIONS)
+    try:
+        given = cli.from_fields({k: v for k, v in fields.items() if v is not None}, tuple(DECLARATIONS),
+                                (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES, declarations=DECLARATIONS)
+    except cli.UsageError:
+        cli.remove_made_folders()
+        raise
     end = command.run_for_library([], given)
     return Result(end.code, end.path, end.document or {})
 

@@ -429,3 +429,20 @@ def test_the_supervisor_names_the_command_typed(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(common, "PROG", "dbench run")
     assert supervisor._killed(signal.SIGSEGV, []) == common.EXIT_FAILED
     assert capsys.readouterr().err == "dbench run: error: the run was killed by signal SIGSEGV; no result written\n"
+
+
+@pytest.mark.parametrize("later", [
+    ["--op", "ops.py:nothing"],  # refused once the op file is read, after the folder was checked
+    ["--ops", "no_such_op"],  # refused by the names' check
+])
+def test_a_refused_run_leaves_no_folder_behind(tmp_path: Path, later: list[str]) -> None:
+    (tmp_path / "ops.py").write_text("from dbench import Op\nx2 = Op(name='x2', forward=lambda x: x * 2)\n")
+    for out in ([], ["--out", str(tmp_path / "deep" / "er")]):
+        done = run_py("--scenario", "boundary", "--device", "cpu", *later, *out, cwd=tmp_path)
+        assert done.returncode == 2 and "run.py: error:" in done.stderr, done.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ops.py"], list(tmp_path.iterdir())
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    done = run_py("--scenario", "boundary", "--device", "cpu", "--op", "ops.py:nothing", "--out", str(kept),
+                  cwd=tmp_path)
+    assert done.returncode == 2 and kept.is_dir()  # a folder that was there stays
