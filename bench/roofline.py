@@ -100,7 +100,7 @@ def gpu_seconds(fn: Callable[[], Any], device: str, timer: Any, label: str, call
 
 def measure_roofs(device: str, dtypes: tuple[torch.dtype, ...], timer: Any = None) -> dict[str, Any]:
     """The machine's memory roof and compute roof per dtype, with datasheet figures where known."""
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     memory: dict[str, float] = {}
     compute: dict[str, Roof] = {}

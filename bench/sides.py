@@ -6,7 +6,7 @@ as ``venv-2.11+cu130/bin/python`` stays whole):
 * ``env:`` or ``env:KEY=VAL[,KEY=VAL...]``: extra environment variables for the child (``env:``
   alone: the parent's environment as it is). Values cannot contain a comma.
 * ``build:PATH``: a build folder of this suite; the child loads the native ops and the C++ driver
-  from there (``DBENCH_BUILD_DIR``, read by ops/native.py).
+  from there (``DBENCH_BUILD_DIR``, read by ops/libraries.py).
 * ``python:PATH``, or a bare path or command name: the interpreter that runs run.py (e.g. another
   virtual environment's python, with another torch). It needs the suite's requirements, and a
   torch whose ABI matches the build folder it loads.
@@ -47,7 +47,7 @@ _PROBE = 'import sys, torch; print("dbench-side", 6 * 7, sys.version_info[0], to
 _PROBE_MARK = "dbench-side 42 3 "
 _PART_SPLIT = re.compile(r"\+(?=(?:env|build|python):)")
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-BUILD_ENV = "DBENCH_BUILD_DIR"  # ops/native.py build_dir()
+BUILD_ENV = "DBENCH_BUILD_DIR"  # ops/libraries.py build_dir()
 # Environment variables whose value names code a child loads or runs (or caches of compiled code
 # it loads), with the separator of their entries (None: one path). An empty entry of a list means
 # the current folder; a relative one is taken from it, as the child (run in CHILD_FOLDER) would.

@@ -152,7 +152,7 @@ def _mm_backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | N
 
 def _mm_kernel(a: Tensor, b: Tensor) -> str:
     """The kernel the launcher runs on these inputs (wgmma, mma_sync, ... or cpu)."""
-    from .native import raw
+    from .libraries import raw
 
     return str(raw().mm_kernel(a, b))
 

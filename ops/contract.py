@@ -195,17 +195,17 @@ class OpContract:
         """The unregistered callable of the forward or backward kernel (variant `raw`)."""
         if self.launchers is not None:
             return self.launchers[op_name]
-        from . import native
+        from . import libraries
 
-        return getattr(native.raw(), op_name)
+        return getattr(libraries.raw(), op_name)
 
     def signature(self, op_name: str) -> str:
         """The op's argument list and return type, as registered by every Python flavour."""
         if self.schemas is not None:
             return self.schemas[op_name]
-        from . import native
+        from . import libraries
 
-        native.load_cpp_ops()
+        libraries.load_cpp_ops()
         schema = str(getattr(torch.ops.dbench, op_name).default._schema)
         return schema[schema.index("(") :]
 

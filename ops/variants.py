@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from . import native
+from . import libraries
 from .catalog import OPS
 from .specs import MODES, SPECS, VARIANT_NAMES, VARIANT_SPECS, Mode, VariantSpec, needs_gradient  # noqa: F401  (re-exported)
 from .contract import OpContract
@@ -149,7 +149,7 @@ def _register_fakes(ns: str, names: list[str], contract: OpContract, suffix: str
 
 
 def _cpp(contract: OpContract, autograd: bool) -> Flavour:
-    native.load_cpp_ops()
+    libraries.load_cpp_ops()
     suffix = "_autograd" if autograd else ""
     _register_fakes("dbench", _op_names(contract), contract, suffix)
     ns = torch.ops.dbench
@@ -158,7 +158,7 @@ def _cpp(contract: OpContract, autograd: bool) -> Flavour:
 
 
 def _stable(contract: OpContract) -> Flavour:
-    native.load_stable_ops()
+    libraries.load_stable_ops()
     _register_fakes("dbench_stable", [contract.name], contract)
     return Flavour(getattr(torch.ops.dbench_stable, contract.name).default, None)
 
@@ -264,13 +264,13 @@ def unavailable_reason(spec: VariantSpec, device: str) -> str | None:
     """Why a variant cannot exist on this machine, or None."""
     if spec.flavour in ("aten", "registered"):
         return None  # PyTorch's or the user's own op: it runs wherever they do
-    if spec.flavour == "stable" and native.torch_version() < native.STABLE_MIN_TORCH:
+    if spec.flavour == "stable" and libraries.torch_version() < libraries.STABLE_MIN_TORCH:
         return f"needs torch >= 2.10 for the stable ABI (have {torch.__version__})"
     if spec.flavour == "triton_op":
         from .triton_ops import triton_unavailable_reason
 
         return triton_unavailable_reason(device)
-    if device.startswith("cuda") and not native.has_cuda_kernels():
+    if device.startswith("cuda") and not libraries.has_cuda_kernels():
         return "this build has no CUDA kernels"
     return None
 

@@ -120,7 +120,7 @@ def cpp_op(made: OpContract) -> Any:
     """`made` as a C++ op, torch.ops.dbench_args.<name>, with its fake and, where the op mutates
     nothing (register_autograd refuses that), its autograd formula."""
     from dbench.ops.flavour import Flavour, registered_backward
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     def define(qualname: str) -> Any:
         raw().define_copy_first_op(CPP_NAMESPACE, made.name, made.signature(made.name))
@@ -139,7 +139,7 @@ def cpp_op(made: OpContract) -> Any:
 def stable_op(made: OpContract) -> None:
     """Defines `made` as a stable-ABI op, torch.ops.dbench_stable.<name> (once per process); the
     stable variant registers its fake when it is built."""
-    from dbench.ops.native import define_stable_copy_first_op
+    from dbench.ops.libraries import define_stable_copy_first_op
 
     _once(STABLE_NAMESPACE, made.name, lambda _: define_stable_copy_first_op(
         STABLE_NAMESPACE, made.name, made.signature(made.name), REST_TYPE[kind_and_arity(made.name)[0]]))
@@ -149,7 +149,7 @@ def stable_op(made: OpContract) -> None:
 def contract(name: str) -> OpContract:
     """The op's contract; with its C++ op as `registered` and its stable-ABI op as `stable` where the
     native build is there (without it the Python variants still run, and those two have no rows)."""
-    from dbench.ops.native import NativeBuildMissing
+    from dbench.ops.libraries import NativeBuildMissing
 
     op = declare(*kind_and_arity(name))
     made = contract_of(op, origin="")

@@ -158,7 +158,7 @@ def static_na_reason(variant: str, op: str, device: str, mode: str) -> str | Non
     ops.variants.get_variant would say, without building the variant (a missing native build is left
     to the build, which names it)."""
     from dbench.ops import OPS
-    from dbench.ops.native import NativeBuildMissing
+    from dbench.ops.libraries import NativeBuildMissing
     from dbench.ops.variants import SPECS, Variant, unavailable_reason, variant_absent_reason
 
     spec, contract = SPECS[variant], OPS[op]
@@ -359,7 +359,7 @@ def _registered(variant: str, op: str, device: str) -> tuple[Variant | None, str
     """The variant, or why registering it failed (a user's schema torch refuses: a FAILED row, not a
     crash; a missing native build still stops the run, which names it)."""
     from dbench.ops import get_variant
-    from dbench.ops.native import NativeBuildMissing
+    from dbench.ops.libraries import NativeBuildMissing
 
     try:
         return get_variant(variant, op, device), None

@@ -78,7 +78,7 @@ def implementations(sel: Selection, pool: InputPool) -> dict[str, Callable[[Tens
     """variant -> fn(x, k). Built once per run; compiled keeps one graph per k, each tuned on the
     run's largest input (from `pool`) at its first use."""
     from dbench.ops import get_variant
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     step = raw().kernel.chain
     fused = raw().chain

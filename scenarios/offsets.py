@@ -79,7 +79,7 @@ def op_args(contract: OpContract, args: tuple[Any, ...]) -> tuple[Any, ...]:
 def launch(contract: OpContract, mode: str, index: str, args: tuple[Any, ...],
            grad: Tensor | None) -> Callable[[], Tensor]:
     """One call of the op's kernel (forward, or its backward kernel) at a forced offset width."""
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     kernels = raw().kernel
     if mode == "forward":
@@ -114,7 +114,7 @@ def warp_row_packs(cols: int, width: int) -> int:
 def registers(contract: OpContract, mode: str, index: str, dtype: torch.dtype, tensors: list[Tensor],
               cols: int | None) -> dict[str, Any]:
     """Registers and local bytes per thread of the specialisation this launch runs (CUDA only)."""
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     if not tensors[0].is_cuda:
         return {}
@@ -194,7 +194,7 @@ def _huge_skip(sel: Selection, contract: OpContract) -> str | None:
 
 def chunked(contract: OpContract, args: tuple[Any, ...]) -> Callable[[], Tensor]:
     """The same op over compact copies of row chunks of at most HUGE_CHUNK elements (each runs int32)."""
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     fn = getattr(raw(), contract.name)
 
@@ -213,7 +213,7 @@ def chunked(contract: OpContract, args: tuple[Any, ...]) -> Callable[[], Tensor]
 
 
 def huge_cases(sel: Selection, pool: InputPool, sync: Callable[[], None]) -> list[Case]:
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     cases: list[Case] = []
     dtype = torch.float32

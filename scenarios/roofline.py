@@ -91,7 +91,7 @@ def plan(sel: Selection) -> list[Planned]:
 def _calls(contract: OpContract, args: tuple[Any, ...], mode: str, pool: InputPool,
            compiled: Callable[[str], Callable[..., Any]]) -> dict[str, Callable[[], Any]]:
     """variant -> a zero-argument call doing one call of that variant in `mode` on `args`."""
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     if contract.launchers is not None:
         return _declared_calls(contract, args, mode, pool, compiled)

@@ -102,7 +102,7 @@ def _calls_for(us: float) -> int:
 
 def kernels(device: str) -> list[tuple[str, str, float | None, Callable[[], Any]]]:
     """(kernel, size label, target µs or None, zero-arg launcher)."""
-    from dbench.ops.native import raw
+    from dbench.ops.libraries import raw
 
     out: list[tuple[str, str, float | None, Callable[[], Any]]] = []
     cycles_per_us = calibrate_sleep()

@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dbench.ops import native
+from dbench.ops import libraries
 from dbench.ops.specs import MM_KERNEL_ENV, MM_KERNELS
 
 ELEMENTWISE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -285,7 +285,7 @@ PARTS = tuple(CHECKS)
 
 
 def check(parts: tuple[str, ...] = PARTS) -> int:
-    raw = native.raw()
+    raw = libraries.raw()
     failures = [f for name, run in CHECKS.items() if name in parts for f in run(raw)]
     torch.cuda.synchronize()
     for f in failures:
@@ -309,7 +309,7 @@ def _time_ms(fn, reps: int = 50) -> float:
 
 
 def bench() -> int:
-    raw = native.raw()
+    raw = libraries.raw()
     for kernel in (k for k in MM_KERNELS if _mm_kernel_runs(raw, k)):
         with _mm_kernel(kernel):
             for dtype in (torch.bfloat16, torch.float16):
@@ -359,7 +359,7 @@ if __name__ == "__main__":
     only = tuple(p for p in args.only.split(",") if p)
     if unknown := [p for p in only if p not in PARTS]:
         parser.error(f"--only: unknown check {', '.join(unknown)}; valid: {', '.join(PARTS)}")
-    if not torch.cuda.is_available() or not native.has_cuda_kernels():
+    if not torch.cuda.is_available() or not libraries.has_cuda_kernels():
         print("needs a CUDA device and a build with CUDA kernels")
         sys.exit(2)
     sys.exit(bench() if args.bench else check(only))

@@ -285,7 +285,7 @@ def test_a_stable_op_takes_every_argument_off_the_stack(catalogue: None) -> None
 
 
 def test_a_stable_op_is_defined_once_and_says_so(catalogue: None) -> None:
-    from dbench.ops.native import define_stable_copy_first_op
+    from dbench.ops.libraries import define_stable_copy_first_op
 
     name = op_name("tensor", 2)
     _registered(name)

@@ -24,7 +24,7 @@ from dbench.bench import cpp_results
 from dbench.bench.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
 from dbench.bench.identity import case_identity
 from dbench.bench.results import REQUIRED_ROW_FIELDS
-from dbench.ops.native import build_dir
+from dbench.ops.libraries import build_dir
 
 OPS = ("noop", "muladd", "l2norm")
 ROW_FIELDS = (*REQUIRED_ROW_FIELDS, "status", "reason", "n", "block_calls", "baseline",
@@ -597,7 +597,7 @@ def test_gpu_pass_on_cuda(driver: Path) -> None:
     """On a CUDA machine: the real GPU pass gives one ok gpu_us and kernels_per_call row per case."""
     import torch
 
-    from dbench.ops.native import has_cuda_kernels
+    from dbench.ops.libraries import has_cuda_kernels
 
     if not torch.cuda.is_available() or not has_cuda_kernels():
         pytest.skip("needs a CUDA device and the dbench CUDA kernels")

@@ -19,7 +19,7 @@ import torch
 from dbench.bench import gputimer
 from dbench.bench.gputimer import CuptiTimer, CuptiUnavailable, EventTimer, GpuSamples, GpuTimer, make_gpu_timer
 from conftest import REPO_ROOT
-from dbench.ops.native import build_dir
+from dbench.ops.libraries import build_dir
 
 CUDA_SKIP_REASON = "needs a CUDA device (torch.cuda.is_available() is False)"
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason=CUDA_SKIP_REASON)

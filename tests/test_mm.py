@@ -83,13 +83,13 @@ def test_mm_16_bit_on_cpu(device: str, v: Variant, dtype: torch.dtype, size: tup
 def test_mm_16_bit_on_cpu_rounds_once() -> None:
     """The CPU kernel accumulates in float32 and rounds once: on inputs whose products and sums are
     exact in float32 it matches the float64 product rounded to the dtype, bit for bit."""
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     gen = torch.Generator().manual_seed(3)
     for dtype in REL_BOUND:
         a = torch.randint(-8, 9, (33, 40), generator=gen).to(dtype) / 4
         b = torch.randint(-8, 9, (40, 27), generator=gen).to(dtype) / 8
-        out = native.raw().mm(a, b)
+        out = libraries.raw().mm(a, b)
         torch.testing.assert_close(out, (a.double() @ b.double()).to(dtype), rtol=0, atol=0)
 
 
@@ -117,15 +117,15 @@ def test_mm_tensor_cores_on_cuda(device: str, v: Variant, dtype: torch.dtype, si
 def test_mm_tensor_cores_on_offset_and_transposed_inputs(dtype: torch.dtype) -> None:
     """A storage offset (rows no longer 16-byte aligned: the element-wise tile loads) and a
     transposed view (made contiguous by the launcher) give the same product."""
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     a, b = _inputs((192, 264, 136), dtype, "cuda")
     base = torch.empty(a.numel() + 1, dtype=dtype, device="cuda")
     a_off = base[1:].view(a.shape)
     a_off.copy_(a)
     assert a_off.data_ptr() % 16 != 0
-    want = native.raw().mm(a, b)
-    for got in (native.raw().mm(a_off, b), native.raw().mm(a, b.t().contiguous().t())):
+    want = libraries.raw().mm(a, b)
+    for got in (libraries.raw().mm(a_off, b), libraries.raw().mm(a, b.t().contiguous().t())):
         assert not got.isnan().any()
         assert _rel_error(got, a, b) < REL_BOUND[dtype]
         # Same k order in both paths and one rounding: equal up to the last bit of the output.
@@ -149,7 +149,7 @@ def test_mm_each_tensor_core_kernel(
 ) -> None:
     """Both 16-bit kernels on every size, aligned and with a misaligned A (which the wgmma kernel
     hands to the mma.sync kernel's element-wise loads)."""
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     _select_mm_kernel(monkeypatch, kernel)
     a, b = _inputs(size, dtype, "cuda", seed=2)
@@ -159,9 +159,9 @@ def test_mm_each_tensor_core_kernel(
     aligned = size[1] % 8 == 0 and size[2] % 8 == 0
     expected = {a: kernel if aligned else "mma_sync_elementwise", a_off: "mma_sync_elementwise"}
     for lhs in (a, a_off):
-        assert native.raw().mm_kernel(lhs, b) == expected[lhs]
+        assert libraries.raw().mm_kernel(lhs, b) == expected[lhs]
         _poisoned_output("cuda", size, dtype)
-        out = native.raw().mm(lhs, b)
+        out = libraries.raw().mm(lhs, b)
         assert not out.isnan().any(), "an output element was not written (or the kernel made a NaN)"
         assert _rel_error(out, a, b) < REL_BOUND[dtype]
 
@@ -170,9 +170,9 @@ def test_mm_each_tensor_core_kernel(
 def test_mm_kernel_names_the_kernel_that_runs(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
     """The default ("auto"): wgmma on compute capability 9.0 for aligned rows, mma_sync on other
     tensor-core GPUs, the FMA kernel for float32 and float64; "cpu" for CPU tensors."""
-    from dbench.ops import native
+    from dbench.ops import libraries
 
-    raw = native.raw()
+    raw = libraries.raw()
     monkeypatch.delenv(MM_KERNEL_ENV, raising=False)
     a, b = _inputs((64, 64, 64), torch.bfloat16, device)
     if device == "cpu":
@@ -189,45 +189,45 @@ def test_mm_kernel_names_the_kernel_that_runs(monkeypatch: pytest.MonkeyPatch, d
 
 
 def test_mm_kernel_refuses_what_is_not_two_matrices() -> None:
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     with pytest.raises(RuntimeError, match="mm_kernel: expected two matrices, got 1-D and 2-D"):
-        native.raw().mm_kernel(torch.ones(4), torch.ones(4, 4))
+        libraries.raw().mm_kernel(torch.ones(4), torch.ones(4, 4))
 
 
 @requires_cuda
 def test_mm_refuses_an_unknown_kernel_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     a, b = _inputs((64, 64, 64), torch.bfloat16, "cuda")
     monkeypatch.setenv("DBENCH_MM_KERNEL", "cublas")
     with pytest.raises(RuntimeError, match="DBENCH_MM_KERNEL must be"):
-        native.raw().mm(a, b)
+        libraries.raw().mm(a, b)
     monkeypatch.delenv("DBENCH_MM_KERNEL")
-    assert _rel_error(native.raw().mm(a, b), a, b) < REL_BOUND[torch.bfloat16]  # nothing left broken
+    assert _rel_error(libraries.raw().mm(a, b), a, b) < REL_BOUND[torch.bfloat16]  # nothing left broken
 
 
 @requires_cuda
 def test_mm_wgmma_is_refused_where_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     if torch.cuda.get_device_capability() == (9, 0):
         pytest.skip("compute capability 9.0 runs the wgmma kernel (test_mm_each_tensor_core_kernel)")
     monkeypatch.setenv("DBENCH_MM_KERNEL", "wgmma")
     a, b = _inputs((64, 64, 64), torch.bfloat16, "cuda")
     with pytest.raises(RuntimeError, match="needs a build with the sm_90a kernel"):
-        native.raw().mm(a, b)
+        libraries.raw().mm(a, b)
 
 
 @requires_cuda
 @pytest.mark.parametrize("size", CUDA_SIZES[:5], ids=_ids(CUDA_SIZES[:5]))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_mm_fma_kernel_on_cuda(dtype: torch.dtype, size: tuple[int, int, int]) -> None:
-    from dbench.ops import native
+    from dbench.ops import libraries
 
     a, b = _inputs(size, dtype, "cuda")
     _poisoned_output("cuda", size, dtype)
-    out = native.raw().mm(a, b)
+    out = libraries.raw().mm(a, b)
     ref = MM.reference_fp64((a, b))
     # float32 accumulation over K terms: bound the error by K ulps of the summed magnitudes.
     scale = (a.double().abs() @ b.double().abs()).cpu()

@@ -16,7 +16,7 @@ import torch
 
 from dbench.bench.cpp_results import CPP_VARIANTS, driver_path
 from dbench.ops.catalog import OPS
-from dbench.ops.native import load_cpp_ops, load_stable_ops, raw
+from dbench.ops.libraries import load_cpp_ops, load_stable_ops, raw
 
 AUTOGRAD, BACKWARD = "_autograd", "_backward"
 
@@ -75,7 +75,7 @@ def test_every_native_declaration_is_registered_and_nothing_else(native: set[str
     """ops/native/<op>.h is the one native declaration of each op: the ops libdbench_ops.so defines
     are exactly those headers (CMake collects them; a header it missed, or an op registered by hand
     beside them, fails here)."""
-    from dbench.ops.native import REPO_ROOT
+    from dbench.ops.libraries import REPO_ROOT
 
     headers = {p.stem for p in (REPO_ROOT / "ops" / "native").glob("*.h")}
     if not headers:

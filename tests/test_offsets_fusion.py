@@ -20,7 +20,7 @@ import torch
 from conftest import HALF_DTYPES, TOLERANCES, dtype_params
 from dbench.ops import chain, get_variant
 from dbench.ops.catalog import OPS
-from dbench.ops.native import raw
+from dbench.ops.libraries import raw
 
 ROOT = Path(__file__).resolve().parent.parent
 INT32_MAX = 2**31 - 1

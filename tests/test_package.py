@@ -56,7 +56,7 @@ def test_installed_package_runs_a_users_op_from_another_folder(installed: Path, 
     assert "twice" in done.stdout
     # Where everything came from: the installed copy, not this checkout.
     where = _python(installed, tmp_path, "-c",
-                    "import dbench, dbench.ops.native as n, importlib.util as u; "
+                    "import dbench, dbench.ops.libraries as n, importlib.util as u; "
                     "print(dbench.__file__); print(n.build_dir()); print(u.find_spec('ops'), u.find_spec('bench'))")
     assert where.returncode == 0, where.stderr
     file, build, generic = where.stdout.splitlines()

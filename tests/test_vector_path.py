@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import DEVICES, TOLERANCES, dtype_params, requires_cuda
-from dbench.ops import native
+from dbench.ops import libraries
 from dbench.ops.catalog import L2NORM, L2NORM_EPS
 
 DTYPES = dtype_params()
@@ -46,7 +46,7 @@ def _random(shape: tuple[int, ...] | int, dtype: torch.dtype, device: str, seed:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_aligned_tensors_take_the_vector_path(device: str, dtype: torch.dtype) -> None:
-    raw = native.raw()
+    raw = libraries.raw()
     x = _random(64, dtype, device, 0)
     assert raw.vector_path([x]) and raw.vector_path([x, x.clone(), x.clone()])
     assert raw.vector_path([x[_width(dtype):]])  # an offset of exactly 16 bytes keeps the alignment
@@ -56,7 +56,7 @@ def test_aligned_tensors_take_the_vector_path(device: str, dtype: torch.dtype) -
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_misaligned_storage_offset_takes_the_scalar_path(device: str, dtype: torch.dtype) -> None:
-    raw = native.raw()
+    raw = libraries.raw()
     base = _random(65, dtype, device, 0)
     assert base[1:].storage_offset() == 1
     assert not raw.vector_path([base[1:]])
@@ -69,21 +69,21 @@ def test_a_misaligned_storage_offset_takes_the_scalar_path(device: str, dtype: t
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fewer_elements_than_one_vector_take_the_scalar_path(device: str, dtype: torch.dtype) -> None:
     x = _random(8, dtype, device, 0)
-    assert not native.raw().vector_path([x[: _width(dtype) - 1]])
-    assert not native.raw().vector_path([x[:0]])
+    assert not libraries.raw().vector_path([x[: _width(dtype) - 1]])
+    assert not libraries.raw().vector_path([x[:0]])
 
 
 def test_vector_path_names_bad_input() -> None:
     with pytest.raises(RuntimeError, match="vector_path: argument 'tensor' has unsupported dtype Int"):
-        native.raw().vector_path([torch.ones(8, dtype=torch.int32)])
+        libraries.raw().vector_path([torch.ones(8, dtype=torch.int32)])
 
 
 def test_16_bit_types_move_8_elements_per_access() -> None:
     for dtype in (torch.float16, torch.bfloat16):
         x = torch.zeros(16, dtype=dtype)
         assert _width(dtype) == 8
-        assert native.raw().vector_path([x[:8]]) and not native.raw().vector_path([x[:7]])
-        assert native.raw().vector_path([x[8:]]) and not native.raw().vector_path([x[4:]])  # 8 bytes in
+        assert libraries.raw().vector_path([x[:8]]) and not libraries.raw().vector_path([x[:7]])
+        assert libraries.raw().vector_path([x[8:]]) and not libraries.raw().vector_path([x[4:]])  # 8 bytes in
 
 
 def _elementwise_cases(device: str, dtype: torch.dtype, n: int) -> dict[str, tuple[torch.Tensor, ...]]:
@@ -98,7 +98,7 @@ def _elementwise_cases(device: str, dtype: torch.dtype, n: int) -> dict[str, tup
 def test_both_paths_compute_the_same(device: str, dtype: torch.dtype, n: int) -> None:
     """Same values, vector or scalar path: noop is an exact copy, muladd one fma (CUDA) or a * b + c
     (CPU) on every path, so the paths agree exactly and match the reference at every size."""
-    raw = native.raw()
+    raw = libraries.raw()
     cases = _elementwise_cases(device, dtype, n)
     assert raw.vector_path(list(cases["aligned"])) == (n >= _width(dtype))
     assert not raw.vector_path(list(cases["misaligned"])) and not raw.vector_path(list(cases["mixed"]))
@@ -118,7 +118,7 @@ def test_both_paths_compute_the_same(device: str, dtype: torch.dtype, n: int) ->
 def test_l2norm_rows_on_both_paths(device: str, dtype: torch.dtype, cols: int) -> None:
     """Rows take the vector path when every row starts aligned (cols a multiple of the width);
     a storage offset or an odd row length takes the scalar path. Both match the reference."""
-    raw = native.raw()
+    raw = libraries.raw()
     x, g = (_random((5, cols), dtype, device, seed) for seed in (4, 5))
     for xs, gs in ((x, g), (_offset(x, 1), _offset(g, 1))):
         y = raw.l2norm(xs, L2NORM_EPS)
@@ -133,7 +133,7 @@ def test_l2norm_rows_on_both_paths(device: str, dtype: torch.dtype, cols: int) -
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_large_inputs_on_cuda_agree_across_paths(dtype: torch.dtype, n: int) -> None:
     """Many grid-stride steps (the unrolled body, its remainder loop and the tail) on both paths."""
-    raw = native.raw()
+    raw = libraries.raw()
     cases = _elementwise_cases("cuda", dtype, n)
     assert raw.vector_path(list(cases["aligned"])) and not raw.vector_path(list(cases["misaligned"]))
     vec = (raw.noop(cases["aligned"][0]), raw.muladd(*cases["aligned"]))
@@ -157,7 +157,7 @@ def _row_fits_a_warp(cols: int, dtype: torch.dtype, vector: bool) -> bool:
 def test_rows_that_fit_a_warp_take_the_warp_schedule(dtype: torch.dtype) -> None:
     """Up to 32 x 8 accesses per row: 8 x 16 bytes per lane on the vector path (1024 float32, 2048
     float16), 256 elements on the scalar path; longer rows take the block schedule."""
-    raw = native.raw()
+    raw = libraries.raw()
     width = _width(dtype)
     longest = 32 * WARP_ROW_PACKS * width
     expected = {1: "warp", width: "warp", 256: "warp", 257: "block", longest: "warp", longest + width: "block",
@@ -174,17 +174,17 @@ def test_rows_that_fit_a_warp_take_the_warp_schedule(dtype: torch.dtype) -> None
 
 def test_the_h200_roofline_row_takes_the_warp_schedule() -> None:
     """The roofline scenario's l2norm rows (1024 float32) are the case the warp schedule is for."""
-    assert native.raw().row_path([torch.zeros(4, 1024)]) == "warp"
+    assert libraries.raw().row_path([torch.zeros(4, 1024)]) == "warp"
 
 
 def test_a_forced_warp_schedule_that_does_not_fit_is_refused() -> None:
-    kernels = native.raw().kernel
+    kernels = libraries.raw().kernel
     x = torch.randn(2, 32 * WARP_ROW_PACKS + 1)  # odd: the scalar path, one element per access
     with pytest.raises(RuntimeError, match=r"dbench::l2norm: path=warp refused: rows of 257 elements"):
         kernels.l2norm(x, L2NORM_EPS, path="warp")
     with pytest.raises(RuntimeError, match="path must be 'auto', 'warp' or 'block', got 'lane'"):
         kernels.l2norm(x, L2NORM_EPS, path="lane")
-    torch.testing.assert_close(kernels.l2norm(x, L2NORM_EPS, path="block"), native.raw().l2norm(x, L2NORM_EPS),
+    torch.testing.assert_close(kernels.l2norm(x, L2NORM_EPS, path="block"), libraries.raw().l2norm(x, L2NORM_EPS),
                                rtol=0, atol=0)
 
 
@@ -198,10 +198,10 @@ def test_both_row_schedules_match_the_reference(device: str, dtype: torch.dtype,
     """Forced warp and forced block schedules (CPU: the one loop) against the fp64 reference, on
     both access paths, for rows that fit a warp exactly, partly (idle lanes, a partial last pack)
     and not at all (the block schedule only)."""
-    kernels = native.raw().kernel
+    kernels = libraries.raw().kernel
     x = _offset(_random((37, cols), dtype, device, 6), offset)
     want = L2NORM.reference_fp64((x, L2NORM_EPS))
-    fits = native.raw().row_path([x]) == "warp"
+    fits = libraries.raw().row_path([x]) == "warp"
     assert fits == _row_fits_a_warp(cols, dtype, offset == 0 and cols % _width(dtype) == 0)
     paths = ("auto", "block", "warp") if fits else ("auto", "block")
     results = {p: kernels.l2norm(x, L2NORM_EPS, path=p) for p in paths}
@@ -216,7 +216,7 @@ def test_both_row_schedules_match_the_reference(device: str, dtype: torch.dtype,
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_many_rows_on_cuda_on_both_schedules(dtype: torch.dtype) -> None:
     """More rows than one grid covers (grid-stride over rows: 65535 blocks x 8 warps)."""
-    kernels = native.raw().kernel
+    kernels = libraries.raw().kernel
     x = _random((65535 * 8 + 77, 64), dtype, "cuda", 7)
     want = L2NORM.reference_fp64((x, L2NORM_EPS))
     for path in ("warp", "block"):

@@ -185,7 +185,7 @@ class Run:
     # --- the passes ------------------------------------------------------------------------------
     def build(self) -> None:
         """The cases and their pre-flight checks (the native build's loading included)."""
-        from dbench.ops.native import NativeBuildMissing
+        from dbench.ops.libraries import NativeBuildMissing
 
         try:
             with self.console.status("building the cases and checking their contracts") as status:

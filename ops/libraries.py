@@ -1,4 +1,4 @@
-"""Locate and load the native libraries built by the top-level CMakeLists.txt."""
+"""Locate and load the native libraries built by the top-level CMakeLists.txt (their ops: ops/native/)."""
 
 from __future__ import annotations
 
