@@ -107,8 +107,9 @@ def _writing(path: Path) -> Iterator[None]:
 
 
 def placeholder(scenario: str, device: str) -> dict[str, Any]:
-    """What a reserved result file holds until the run's first write: a valid, empty `running` document."""
-    return {"schema_version": SCHEMA_VERSION, "scenario": scenario, "status": "running", "config": {},
+    """What a reserved result file holds until the run's first write: a valid, empty `running` document
+    (no round done yet, so an interrupt at any moment leaves a file that says how many rounds it holds)."""
+    return {"schema_version": SCHEMA_VERSION, "scenario": scenario, "status": "running", "config": {"rounds_done": 0},
             "env": {"device": device}, "rows": [], "failures": []}
 
 

@@ -117,8 +117,8 @@ def in_process(run_main: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     (5, 1, 1, ("failed", 2)),  # round 2's checkpoint fails; the last write keeps both rounds, status failed
     (5, None, 1, ("running", 1)),  # the disk stays full: the file stays round 1's checkpoint
     # Only the reservation was written: no round ran, but the run had started (its file reserved): 1, as the
-    # docs say of a write that fails mid-run (it was once 2); the reservation stays valid.
-    (1, None, 1, ("running", None)),
+    # docs say of a write that fails mid-run (it was once 2); the reservation stays valid (0 rounds done).
+    (1, None, 1, ("running", 0)),
 ])
 def test_a_full_disk_mid_run_stops_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_process: Any,
                                            capsys: pytest.CaptureFixture[str], after: int, times: int | None,

@@ -395,6 +395,24 @@ def test_two_quick_ctrl_c_leave_a_valid_interrupted_file(tmp_path: Path, when: s
     assert all(len(r["samples"]) == done for r in doc["rows"] if r["status"] == "ok")
 
 
+def test_a_file_stopped_before_its_config_says_no_round_was_done(tmp_path: Path) -> None:
+    """The race the Ctrl-C test above can hit: the stop comes between reserving the file and the
+    run's first write. The placeholder and the supervisor's rewrite both say 0 rounds."""
+    from dbench.bench.harness.supervisor import end_running
+
+    path = reserve_result_path(tmp_path, "boundary", "cpu")
+    assert load_result(path)["config"]["rounds_done"] == 0
+    for doc in ({"status": "running", "config": {}, "rows": []}, {"status": "running"}):
+        path.write_text(json.dumps(doc))
+        assert end_running(path, "interrupted", "interrupted by SIGINT")
+        ended = json.loads(path.read_text())
+        assert ended["status"] == "interrupted" and ended["config"] == {"rounds_done": 0}
+    measured = {"status": "running", "config": {"rounds_done": 3}, "rows": [{"samples": [1, 2, 3]}]}
+    path.write_text(json.dumps(measured))
+    assert end_running(path, "interrupted", "x")
+    assert json.loads(path.read_text())["config"] == {"rounds_done": 3}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay", [1.0, 3.0, 6.0])
 def test_ctrl_c_in_any_early_phase_of_roofline_leaves_an_interrupted_result(tmp_path: Path, delay: float) -> None:

@@ -169,7 +169,10 @@ def end_running(path: Path, status: str, error: str) -> bool:
         return False
     if doc.get("rows") and status == "interrupted":
         error = "interrupted before the run wrote its final status"
-    write_atomic(path, json.dumps({"config": {}, "env": {}, "rows": [], **doc, "status": status, "error": error},
+    config = dict(doc.get("config") or {})
+    if not doc.get("rows"):  # stopped before the run wrote its config: nothing measured, no round done
+        config.setdefault("rounds_done", 0)
+    write_atomic(path, json.dumps({"env": {}, "rows": [], **doc, "config": config, "status": status, "error": error},
                                   indent=1) + "\n")
     return True
 
