@@ -191,6 +191,14 @@ def legend(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+def check_notes(frame: pd.DataFrame) -> list[str]:
+    """One line per op whose contract checks skipped a layout (it declared compact inputs only)."""
+    if "checked_on" not in frame:
+        return []
+    checked = frame.dropna(subset=["checked_on"]).drop_duplicates(["op", "checked_on"])
+    return [f"{r.op}: contract checks on {r.checked_on}" for r in checked.itertuples()]
+
+
 def where(env: dict[str, Any]) -> str:
     """device · GPU (or CPU model) · torch: the machine a table was measured on."""
     return f"{env.get('device')} · {env.get('gpu_name') or env.get('cpu_model')} · torch {env.get('torch')}"
@@ -226,7 +234,7 @@ def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | No
             # The title on its own line: a rich title would wrap at the table's width.
             console.print(f"[bold]{rich(title(table, env))}[/bold]", soft_wrap=True)
             console.print(rich_table)
-        for line in legend(frame):
+        for line in legend(frame) + check_notes(frame):
             console.print(f"[dim]{rich(line)}[/dim]", soft_wrap=True)
         for label, reason in na_reasons(frame).items():
             console.print(f"  [dim]{rich(label)}: {rich(reason)}[/dim]", soft_wrap=True)

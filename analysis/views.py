@@ -35,12 +35,13 @@ def table_note(scenario: str) -> str:
 def notes(document: Mapping[str, Any]) -> list[str]:
     import pandas as pd
 
-    from dbench.analysis.table import legend, na_reasons
+    from dbench.analysis.table import check_notes, legend, na_reasons
     from dbench.bench.probe import instability_note
 
     frame = pd.DataFrame(document["rows"])
-    lines = legend(frame) + [f"n/a {label}: {reason}" if not label.startswith("FAILED") else f"{label}: {reason}"
-                             for label, reason in na_reasons(frame).items()]
+    lines = legend(frame) + check_notes(frame)
+    lines += [f"n/a {label}: {reason}" if not label.startswith("FAILED") else f"{label}: {reason}"
+              for label, reason in na_reasons(frame).items()]
     unstable = instability_note(document.get("speed_probe"))
     return lines + ([f"warning: {unstable}"] if unstable else []) + [n for n in [table_note(document["scenario"])] if n]
 

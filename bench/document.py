@@ -43,7 +43,7 @@ REQUIRED_ROW_FIELDS = (
     "median", "q1", "q3", "ci_low", "ci_high", "samples",
 )
 TEXT_FIELDS = ("scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer", "dtype",
-               "reason", "baseline", "delta_reason", "graph_break_reason")
+               "reason", "baseline", "delta_reason", "graph_break_reason", "checked_on")
 # Numbers that must be positive in a timed row of a time metric (unit "us"): times and ratios of times.
 POSITIVE_FIELDS = ("median", "a_median", "ratio_median", "ab_ratio_median", "ab_floor_ratio_median")
 POSITIVE_LISTS = ("process_medians", "a_process_medians", "process_ratio_medians", "a_process_ratio_medians")

@@ -170,6 +170,9 @@ class OpContract:
     # How an input is made when it is not a random floating tensor (ops/inputs.py): input name ->
     # maker (integers, sorted offsets, a constant, None for a `Tensor?`); the others are randn.
     input_makers: Mapping[str, Callable[[MakeContext], Tensor | None]] | None = None
+    # Or one function making every tensor input at once (inputs that depend on each other): called
+    # with the op's shape, returns them by name or in tensor_args order (ops/inputs.py).
+    inputs_factory: Callable[[MakeContext], Any] | None = None
     # Tensor arguments that are lists (`Tensor[]`): name -> how many tensors make_inputs puts in each.
     list_inputs: Mapping[str, int] | None = None
     # The declaration's tolerance against the reference, (atol, rtol) by dtype (key None: every
@@ -233,28 +236,53 @@ class OpContract:
             raise ValueError(f"unknown layout {spec.layout!r}")
         lists = self.list_inputs or {}
         makers = self.input_makers or {}
+        made = self._factory_inputs(spec, gen) if self.inputs_factory is not None else None
         args: list[Any] = []
         for arg, shape in zip(self.tensor_args, self.shapes(spec.shape)):
             grad = spec.requires_grad and arg in self.differentiable
-            if arg in makers:
-                args.append(self._made(arg, makers[arg], MakeContext(tuple(shape), tuple(spec.shape), spec.dtype,
-                                                                      torch.device(spec.device), gen), spec, grad))
+            if made is not None and arg in lists:
+                if not isinstance(made[arg], (list, tuple)):
+                    raise TypeError(f"op {self.name!r}: input {arg!r} is a list input (Tensor[]): make_inputs "
+                                    f"must give it a list of tensors, not a {type(made[arg]).__name__}")
+                args.append([self._placed(arg, t, spec, False) for t in made[arg]])
+            elif made is not None:
+                args.append(self._placed(arg, made[arg], spec, grad))
+            elif arg in makers:
+                context = MakeContext(tuple(shape), tuple(spec.shape), spec.dtype, torch.device(spec.device), gen)
+                args.append(self._placed(arg, makers[arg](context), spec, grad))
             elif arg in lists:
                 args.append([self._draw(spec, shape, gen, draw_on, False) for _ in range(lists[arg])])
             else:
                 args.append(self._draw(spec, shape, gen, draw_on, grad))
         return (*args, *self.scalars)
 
-    def _made(self, arg: str, maker: Callable[[MakeContext], Tensor | None], ctx: MakeContext, spec: InputSpec,
-              grad: bool) -> Tensor | None:
-        """A declared maker's input: a tensor or None, in the layout asked for; a gradient only for a
-        floating tensor of a differentiable input."""
-        t = maker(ctx)
+    def _factory_inputs(self, spec: InputSpec, gen: torch.Generator) -> dict[str, Any]:
+        """The declaration's make_inputs, called once with the op's shape: its inputs by name."""
+        assert self.inputs_factory is not None
+        shape = tuple(spec.shape)
+        value = self.inputs_factory(MakeContext(shape, shape, spec.dtype, torch.device(spec.device), gen))
+        names = list(self.tensor_args)
+        if isinstance(value, Mapping):
+            if set(value) != set(names):
+                raise TypeError(f"op {self.name!r}: make_inputs returned the inputs {sorted(map(str, value))}; "
+                                f"the declaration's are {names}: return each of them, by name")
+            return dict(value)
+        if isinstance(value, (tuple, list)) and len(value) == len(names):
+            return dict(zip(names, value))
+        got = f"{len(value)} values" if isinstance(value, (tuple, list)) else f"a {type(value).__name__}"
+        raise TypeError(f"op {self.name!r}: make_inputs returned {got}; return the {len(names)} tensor "
+                        f"inputs {names} as a mapping by name or a tuple in that order")
+
+    def _placed(self, arg: str, t: Any, spec: InputSpec, grad: bool) -> Tensor | None:
+        """A made input (a maker's or make_inputs'): a tensor or None, in the layout asked for; a
+        gradient only for a floating tensor of a differentiable input."""
         if t is not None and not isinstance(t, Tensor):
-            raise TypeError(f"op {self.name!r}: the maker of input {arg!r} returned a {type(t).__name__}, "
+            who = "make_inputs" if self.inputs_factory is not None else "its maker"
+            raise TypeError(f"op {self.name!r}: input {arg!r} is a {type(t).__name__} ({who} made it), "
                             "not a tensor or None")
         if t is None:
             return None
+        t = t.detach()  # a fresh leaf, whatever the function returned (a view, a tensor it keeps)
         if spec.layout == "permuted" and t.dim() == 2:
             t = t.t().contiguous().t()
         return t.requires_grad_(grad and t.is_floating_point())

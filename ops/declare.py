@@ -94,6 +94,9 @@ class Op:
     # Inputs that are not random floating tensors: name -> maker (dbench.inputs: integers, offsets,
     # constant, absent, or a function of a MakeContext returning a tensor or None).
     input_makers: Mapping[str, Callable[[MakeContext], Any]] = field(default_factory=dict)
+    # Or one function making every tensor input at once, for inputs that depend on each other:
+    # make_inputs(ctx) -> {name: tensor or None} (or a tuple in `inputs` order); ctx.shape is the op's.
+    make_inputs: Callable[[MakeContext], Any] | None = None
     # How close its outputs must be to the reference: (atol, rtol) for every floating dtype, or a
     # mapping dtype -> (atol, rtol); default: the suite's per dtype (scenarios/base.py TOLERANCES).
     # Integer and bool outputs are compared exactly (the reference may return them in their own dtype).
@@ -186,6 +189,10 @@ def _validate(op: Op) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _check(n in op.inputs, op.name, f"input_makers names {n!r}, which is not one of the inputs {list(op.inputs)}")
         _check(callable(maker), op.name, f"the maker of input {n!r} is not callable")
         _check(n not in op.lists, op.name, f"input {n!r} is a list input: its tensors are made by the suite")
+    _check(op.make_inputs is None or callable(op.make_inputs), op.name,
+           "make_inputs must be callable: a MakeContext -> every tensor input, by name")
+    _check(op.make_inputs is None or not op.input_makers, op.name,
+           "declare input_makers or make_inputs, not both (make_inputs makes every input)")
     _check_tolerance(op)
     _check(op.sized is None or callable(op.sized), op.name, "sized must be callable: a number of elements -> a shape")
     _check(op.compare is None or callable(op.compare), op.name, "compare must be callable: (name, got, expected) -> "
@@ -426,6 +433,7 @@ def contract_of(op: Op, origin: str) -> OpContract:
         tolerance=_tolerances(op),
         compare=op.compare,
         input_makers=dict(op.input_makers) or None,
+        inputs_factory=op.make_inputs,
         fake_fn=op.fake,
         backward_fake_fn=op.backward_fake or (_derived_backward_fake(op, diff_in, diff_out) if op.backward else None),
     )

@@ -10,9 +10,12 @@ CSR offsets, a codebook or an optional tensor declares a maker per input (`Op(in
 
 A maker is called with the input's own shape, the op's shape (what --shape sets), the run's dtype,
 the device and a seeded generator, and returns a tensor (or None, for a `Tensor?` argument the
-call leaves out). A maker's tensor is never given a gradient unless it is floating and the input is
-differentiable. Every check and scenario (pre-flight, opcheck, gradcheck, the aten and registered
-rows, the roofline's sizes) takes the inputs from here.
+call leaves out). Inputs that depend on each other (boxes and the feature map they index, indices
+sorted by another input) come from one function instead: `Op(make_inputs=f)`, f(ctx) returning
+every tensor input by name (a mapping) or in the declaration's order (ctx.shape: the op's shape).
+A maker's tensor is never given a gradient unless it is floating and the input is differentiable.
+Every check and scenario (pre-flight, opcheck, gradcheck, the aten and registered rows, the
+roofline's sizes) takes the inputs from here.
 """
 
 from __future__ import annotations
@@ -78,6 +81,37 @@ def constant(value: Tensor) -> InputMaker:
 
     def make(ctx: MakeContext) -> Tensor:
         return value.detach().clone().to(ctx.device)
+
+    return make
+
+
+def boxes(extent: float | Callable[[Shape], float] = 64.0, min_side: float = 1.0,
+          batch: int | Callable[[Shape], int] | None = None) -> InputMaker:
+    """Boxes (x1, y1, x2, y2) with x1 < x2 and y1 < y2, each side at least `min_side`, inside the square
+    [0, extent] (a number, or a function of the op's shape, e.g. `lambda s: s[-1]` for an (N, C, H, W)
+    feature map), in the run's dtype; the input's shape is (N, 4). With `batch` (a number, or a
+    function of the op's shape), each row is (b, x1, y1, x2, y2), b an image index in [0, batch): the
+    (N, 5) regions of RoI pooling."""
+    if not callable(extent) and not (isinstance(extent, (int, float)) and extent > min_side > 0):
+        raise ValueError(f"boxes() needs extent > min_side > 0, got extent={extent!r}, min_side={min_side!r}")
+
+    def make(ctx: MakeContext) -> Tensor:
+        columns = 4 if batch is None else 5
+        if len(ctx.shape) != 2 or ctx.shape[1] != columns:
+            raise ValueError(f"boxes() makes an (N, {columns}) tensor; the input's shape is {ctx.shape}")
+        side = float(extent(ctx.op_shape) if callable(extent) else extent)
+        if not side > min_side:
+            raise ValueError(f"boxes(): the extent {side} is not above min_side {min_side}")
+        n, room = ctx.shape[0], side - min_side
+        u = torch.rand((n, 4), generator=ctx.generator, dtype=torch.float64, device=ctx.generator.device).cpu()
+        low = u[:, :2] * room  # top-left corner, leaving room for the smallest side
+        high = low + min_side + u[:, 2:] * (side - min_side - low)
+        corners = torch.cat([low, high], dim=1)
+        if batch is not None:
+            images = int(batch(ctx.op_shape) if callable(batch) else batch)
+            index = torch.randint(0, images, (n, 1), generator=ctx.generator, device=ctx.generator.device).cpu()
+            corners = torch.cat([index.to(torch.float64), corners], dim=1)
+        return corners.to(dtype=ctx.dtype, device=ctx.device)
 
     return make
 

@@ -214,7 +214,21 @@ def case_key(scenario: str, op: str, variant: str, mode: str, device: str, shape
     origin = OPS[op].origin if op in OPS else None
     return {"scenario": scenario, "op": op, "variant": variant, "mode": mode, "device": device,
             "shape": list(shape), "dtype": str(dtype).removeprefix("torch."), **point, "axes": list(point),
-            **({"op_source": origin} if origin else {})}
+            **({"op_source": origin} if origin else {}), **checked_on(op)}
+
+
+def checked_on(op: str) -> dict[str, str]:
+    """Where an op's contract checks ran, when not on every layout (the table's notes say so): a
+    launcher declared to take compact inputs only was never checked on dense permuted ones."""
+    from dbench.ops import OPS
+    from dbench.ops.contract import LAYOUTS
+
+    contract = OPS.get(op)
+    if contract is None or not contract.runtime_checks or tuple(contract.layouts) == LAYOUTS:
+        return {}
+    return {"checked_on": f"{', '.join(contract.layouts)} inputs only (declared layouts="
+                          f"{tuple(contract.layouts)!r}): not checked on "
+                          f"{', '.join(x for x in LAYOUTS if x not in contract.layouts)} ones"}
 
 
 # Pre-flight tolerances against the fp64 reference, per dtype. The 16-bit types: torch.testing's

@@ -199,6 +199,26 @@ def test_a_launcher_that_raises_is_named_not_a_registration(tmp_path: Path, cata
     assert preflight(get_variant("custom_op", "relaxed_rowscale"), OPS["relaxed_rowscale"], "inference", spec) is None
 
 
+def test_an_op_checked_on_compact_inputs_only_is_named_in_the_tables_notes(tmp_path: Path, catalogue: None) -> None:
+    """layouts=("compact",): its rows say where its checks ran, and the table's notes one line for the
+    op; an op checked on every layout says nothing."""
+    import dbench
+    from dbench.analysis.views import notes
+
+    strict, relaxed = (dbench.Op(name=n, forward=lambda x: x * 3, reference=lambda x: x * 3, layouts=layouts)
+                       for n, layouts in (("everywhere_rowscale", ("compact", "permuted")),
+                                          ("compact_rowscale", ("compact",))))
+    result = dbench.run_scenario("boundary", [strict, relaxed], device="cpu", out=tmp_path, quick=True, rounds=2,
+                                 variants=["raw", "custom_op"], modes=("inference",), no_cpp=True)
+    assert result.status == 0
+    said = {r["op"]: r.get("checked_on") for r in result.document["rows"]}
+    assert said == {"everywhere_rowscale": None, "compact_rowscale": "compact inputs only (declared layouts="
+                    "('compact',)): not checked on permuted ones"}
+    lines = [n for n in notes(result.document) if "contract checks on" in n]
+    assert lines == ["compact_rowscale: contract checks on compact inputs only (declared layouts=('compact',)): "
+                     "not checked on permuted ones"]
+
+
 def test_a_registered_ops_own_fault_is_its_librarys(tmp_path: Path, catalogue: None) -> None:
     load_all([str(_write(tmp_path, "contig.py", CONTIGUOUS))])
     contract = OPS["theirs_twice"]
@@ -263,6 +283,93 @@ def test_input_makers_are_checked_when_declared() -> None:
         contract_of(_op(input_makers={"y": inputs.absent()}), "t.py:user_op@0")
     with pytest.raises(ValueError, match="low < high"):
         inputs.integers(3, 3)
+
+
+GATHER = """
+import torch
+from dbench import Op
+
+
+def gather_rows(x, index):  # x [N, D], index [M] of rows of x -> [M, D]
+    return x.index_select(0, index)
+
+
+def gather_rows_backward(grad, x, index):
+    return torch.zeros_like(x).index_add(0, index, grad)
+
+
+def inputs_of(ctx):  # the index depends on x's row count: one function makes both
+    x = torch.randn(ctx.shape, generator=ctx.generator, dtype=torch.float64).to(ctx.dtype)
+    index = torch.randint(0, ctx.shape[0], (2 * ctx.shape[0],), generator=ctx.generator)
+    return {"x": x.to(ctx.device), "index": index.to(ctx.device)}
+
+
+gather = Op(name="user_gather_rows", forward=gather_rows, inputs=("x", "index"), shape=(16, 8),
+            shapes=lambda s: (s, (2 * s[0],)), make_inputs=inputs_of, differentiable=("x",),
+            backward=gather_rows_backward, saves=("x", "index"), reference=gather_rows, native=gather_rows,
+            fake=lambda x, index: x.new_empty((index.shape[0], x.shape[1])), dtypes=(torch.float32, torch.float64))
+"""
+
+
+def test_make_inputs_makes_dependent_inputs_for_every_check_and_row(tmp_path: Path, catalogue: None) -> None:
+    """One function makes both inputs (the index ranges over x's rows at every shape): every check
+    and row gets them, the layout is applied to the 2-D one, only the floating input gets a gradient,
+    and every variant passes its contract checks and agrees with the reference."""
+    (op,) = load_all([f"{_write(tmp_path, 'gather.py', GATHER)}:gather"])
+    contract = OPS[op]
+    x, index = contract.make_inputs(InputSpec((16, 8), requires_grad=True))
+    assert index.dtype == torch.int64 and index.shape == (32,) and not index.requires_grad and x.requires_grad
+    assert int(index.max()) < 16
+    big_x, big_index = contract.make_inputs(InputSpec((4096, 8)))
+    assert int(big_index.max()) >= 16 and big_index.shape == (8192,)  # follows the op's shape
+    permuted = contract.make_inputs(InputSpec((16, 8), layout="permuted"))
+    assert permuted[0].stride() == (1, 16) and torch.equal(permuted[0], x.detach())
+    for name in [v for v in VARIANT_NAMES if has_variant(v, op)]:
+        for mode in _runs(name, op):
+            spec = InputSpec(contract.boundary_shape, requires_grad=mode != "inference")
+            assert preflight(get_variant(name, op), contract, mode, spec) is None, (name, mode)
+
+
+@pytest.mark.parametrize("made, said", [
+    (lambda ctx: {"x": torch.ones(ctx.shape)}, r"make_inputs returned the inputs \['x'\]; the declaration's are "
+                                               r"\['x', 'y'\]: return each of them, by name"),
+    (lambda ctx: (torch.ones(ctx.shape),), r"make_inputs returned 1 values; return the 2 tensor inputs \['x', 'y'\]"),
+    (lambda ctx: torch.ones(ctx.shape), r"make_inputs returned a Tensor; return the 2 tensor inputs"),
+    (lambda ctx: (torch.ones(ctx.shape), 3.0), r"input 'y' is a float \(make_inputs made it\), not a tensor or None"),
+])
+def test_make_inputs_that_do_not_fit_the_declaration_are_named(made: Any, said: str) -> None:
+    contract = contract_of(_op(forward=lambda x, y: x + y, inputs=("x", "y"), make_inputs=made), "t.py:user_op@0")
+    with pytest.raises(TypeError, match=said):
+        contract.make_inputs(InputSpec((4, 8)))
+
+
+def test_make_inputs_and_input_makers_are_one_or_the_other() -> None:
+    from dbench import inputs
+
+    with pytest.raises(DeclarationError, match="declare input_makers or make_inputs, not both"):
+        contract_of(_op(make_inputs=lambda ctx: (torch.ones(ctx.shape),), input_makers={"x": inputs.absent()}),
+                    "t.py:user_op@0")
+    with pytest.raises(DeclarationError, match="make_inputs must be callable"):
+        contract_of(_op(make_inputs=3), "t.py:user_op@0")
+
+
+def test_boxes_are_ordered_inside_their_extent_and_carry_an_image_index() -> None:
+    from dbench import inputs
+    from dbench.ops.inputs import MakeContext
+
+    def ctx(shape: tuple[int, ...]) -> MakeContext:
+        return MakeContext(shape, (2, 3, 32, 24), torch.float32, torch.device("cpu"), torch.Generator().manual_seed(1))
+
+    b = inputs.boxes(lambda s: s[-1], min_side=2.0)(ctx((500, 4)))
+    assert b.dtype == torch.float32 and b.shape == (500, 4)
+    assert bool(((b[:, 2] - b[:, 0]) >= 2.0 - 1e-4).all() and ((b[:, 3] - b[:, 1]) >= 2.0 - 1e-4).all())
+    assert float(b.min()) >= 0 and float(b.max()) <= 24
+    rois = inputs.boxes(32, batch=lambda s: s[0])(ctx((500, 5)))
+    assert set(rois[:, 0].tolist()) == {0.0, 1.0} and float(rois[:, 1:].max()) <= 32
+    with pytest.raises(ValueError, match=r"boxes\(\) makes an \(N, 5\) tensor; the input's shape is \(500, 4\)"):
+        inputs.boxes(32, batch=2)(ctx((500, 4)))
+    with pytest.raises(ValueError, match="extent > min_side > 0"):
+        inputs.boxes(1.0, min_side=2.0)
 
 
 ADAPTED = """
