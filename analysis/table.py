@@ -112,7 +112,7 @@ def _point(row: pd.Series) -> str:
     """What tells apart two cases of one op/variant/mode (bench/identity.py): axes, shape, dtype."""
     axes = row.get("axes")
     axes = axes if isinstance(axes, (list, tuple)) else []
-    named = [f"{a}={row.get(a)}" for a in axes]
+    named = [f"{a}={row.get(a)}" for a in axes if a != "shape"]  # (a shape axis: the shape part says it)
     shape = row.get("shape")
     shape_text = f"shape {list(shape)}" if isinstance(shape, (list, tuple)) else ""
     return ", ".join(named + [shape_text, str(row.get("dtype") or "")]).strip(", ")

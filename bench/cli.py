@@ -185,8 +185,10 @@ def build_parser(scenarios: Sequence[str]) -> Parser:
     p.add_argument("--op", type=op_file, action="append", metavar="FILE.py[:NAME]",
                    help="time your own op: a dbench.Op declared in FILE.py (every Op in it without :NAME); "
                         "repeatable; its ops are timed unless --ops selects others")
-    p.add_argument("--shape", type=shape_value, metavar="N[,N...]",
-                   help="the inputs' shape in the boundary and compile scenarios (default: each op's own)")
+    p.add_argument("--shape", type=shape_value, action="append", metavar="N[,N...]",
+                   help="the inputs' shape in the boundary and compile scenarios (default: each op's own); "
+                        "repeatable: one run times every shape given, each its own table (the C++ driver's "
+                        "rows keep its built-in 4x32)")
     p.add_argument("--device", type=device_name, help="cpu, cuda or cuda:N (default: cuda when available, else cpu)")
     p.add_argument("--ops", type=name_list, help="comma-separated ops (default: all)")
     p.add_argument("--variants", type=name_list, help="comma-separated variants (default: all)")
@@ -518,7 +520,8 @@ def _field_value(action: argparse.Action, value: Any) -> Any:
         return converted
 
     if isinstance(action, argparse._AppendAction) or action.nargs == 2:  # --op FILE (repeatable), --ab A B
-        items = [value] if isinstance(value, str) else list(value)
+        one_shape = action.type is shape_value and not any(isinstance(v, (list, tuple)) for v in value)
+        items = [value] if isinstance(value, str) or one_shape else list(value)  # shape=(8, 64): one shape
         if action.nargs == 2 and len(items) != 2:
             raise UsageError(f"argument {option}: two values (A, B), not {value!r}")
         return [one(item) for item in items]

@@ -14,7 +14,8 @@ directly) and its identity is still fully determined by the row itself.
   field, so an edited op is a new case, never paired with the old one.
 * ``row_identity(row)``: the case identity plus the metric.
 * ``case_label(key)``: the readable name of a case inside one run
-  (``muladd/raw/inference``, with ``[size=4096]`` when it has axes). Labels
+  (``muladd/raw/inference``, with ``[size=4096]`` when it has axes, ``[shape=8x64]``
+  when its run took several shapes: an axis over a core field, not added to the identity). Labels
   are unique within a run (``check_unique_labels``): a run's pairing, GPU
   timer windows, NVTX ranges and ``baseline`` references use them.
 
@@ -56,7 +57,10 @@ def case_identity(key: Mapping[str, Any]) -> tuple[Any, ...]:
     )
     # A user's op is also told apart by its file and source digest: two ops of one name never pair.
     source = (("op_source", key["op_source"]),) if key.get("op_source") else ()
-    return core + source + tuple((name, _value(key.get(name))) for name in sorted(axis_names(key)))
+    # An axis over a core field (the shape, when a run takes several) is already in `core`: a row's
+    # identity does not depend on how many shapes its run took.
+    axes = sorted(a for a in axis_names(key) if a not in CORE_FIELDS)
+    return core + source + tuple((name, _value(key.get(name))) for name in axes)
 
 
 def row_identity(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -71,7 +75,12 @@ def identity_text(identity: tuple[Any, ...]) -> str:
 def case_label(key: Mapping[str, Any]) -> str:
     label = "/".join(str(key[k]) for k in ("op", "variant", "mode"))
     axes = axis_names(key)
-    return label + ("[" + ",".join(f"{a}={key[a]}" for a in axes) + "]" if axes else "")
+    return label + ("[" + ",".join(f"{a}={_text(key[a])}" for a in axes) + "]" if axes else "")
+
+
+def _text(value: Any) -> str:
+    """An axis value in a label: a shape as 8x64."""
+    return "x".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def check_unique_labels(keys: Iterable[Mapping[str, Any]]) -> None:

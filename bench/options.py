@@ -43,7 +43,7 @@ class RunOptions:
     variants: tuple[str, ...] | None = None
     modes: tuple[str, ...] | None = None
     dtype: str = "float32"
-    shape: tuple[int, ...] | None = None
+    shapes: tuple[tuple[int, ...], ...] = ()  # --shape, repeatable (empty: each op's own)
     cache: tuple[str, ...] = ("warm",)
     # how it is timed
     rounds: int = DEFAULTS["rounds"][0]
@@ -130,9 +130,12 @@ def _typed(f: dataclasses.Field[Any], value: Any) -> Any:
         return None
     if "Path" in kind:
         return tuple(Path(v) for v in value) if isinstance(value, list) else Path(value)
-    if isinstance(value, list):
-        return tuple(value)
-    return value
+    return _tupled(value)
+
+
+def _tupled(value: Any) -> Any:
+    """Lists as tuples, nested ones too (the shapes of --shape)."""
+    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
 
 
 def defaults_for(declared: Any, device: str, quick: bool, repeated: bool) -> dict[str, Any]:
@@ -162,7 +165,7 @@ def resolve(args: argparse.Namespace, declared: Any, device: str, user_ops: tupl
     return RunOptions(
         scenario=args.scenario, device=device, ops=_tuple(args.ops), op_files=tuple(args.op or ()),
         user_ops=tuple(user_ops), variants=_tuple(args.variants), modes=_tuple(getattr(args, "modes", None)),
-        dtype=args.dtype, shape=_tuple(args.shape), cache=tuple(args.cache),
+        dtype=args.dtype, shapes=tuple(tuple(s) for s in args.shape or ()), cache=tuple(args.cache),
         quick=args.quick, adaptive=args.adaptive, precision=args.precision, time_budget=args.time_budget,
         seed=args.seed, gpu_timer=args.gpu_timer, no_cpp=args.no_cpp, **timing,
         pin_cores=0 if args.no_pin else args.pin_cores, pin_offset=args.pin_offset, gpus=args.gpus,

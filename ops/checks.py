@@ -48,13 +48,40 @@ def _opcheck_reason(exc: BaseException, contract: OpContract, registered: bool) 
     if test == "test_schema" and not any(word in str(cause) for word in _SCHEMA_FINDINGS):
         hint = ""  # another error inside the schema test: its message is the cause
     if registered and test:  # the library's own op: its registration, not the declaration, is at fault
+        op = contract.registered.op if isinstance(contract.registered, AdaptedOp) else contract.registered
+        what = _untraceable(op) if test != "test_schema" else None
         hint = (f" (the registered op's own registration is at fault, not this declaration: "
-                f"{HINTS[test].split(': ')[0]}; report it to the op's authors, or drop registered=)")
+                f"{what or HINTS[test].split(': ')[0]}; report it to the op's authors, or drop registered=)")
+    elif test == "test_aot_dispatch_dynamic" and contract.fake_fn is None and contract.reference is not None \
+            and contract.output_shape is None and contract.origin is not None:
+        data = ("it computes sizes from the inputs' values (unbacked symbols: repeat_interleave, nonzero, an "
+                "index's max), which a fake cannot know; " if "unbacked" in str(cause) else "")
+        hint = (" (no fake was declared, and the one derived from the reference does not trace with symbolic "
+                f"sizes: {data}declare fake= giving the outputs from the inputs' shapes)")
     elif test == "test_faketensor" and contract.fake_fn is None:
         hint = (" (no fake was declared, and the one derived from the "
                 + ("reference's shapes and one call of the launcher" if contract.reference is not None
                    else "first input") + " differs from the kernel's outputs: declare fake=)")
     return f"opcheck {test or ''}: {first_line(cause, 240)}{hint}".replace("opcheck :", "opcheck:")
+
+
+def _untraceable(op: Any) -> str | None:
+    """Why a library's registered op cannot run on fake tensors, where its registration says so: a
+    CompositeImplicitAutograd kernel only (the old RegisterOperators / catch-all form), no fake, no
+    Meta kernel. Tracing then runs its C++ body on fake tensors, which touches their data or sizes."""
+    from torch._library.simple_registry import singleton
+
+    name = getattr(op, "_qualified_op_name", None) or getattr(getattr(op, "_schema", None), "name", None)
+    if not isinstance(name, str):
+        return None
+    has = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, name)
+    if not has("CompositeImplicitAutograd") or has("Meta") or singleton.find(name).fake_impl.kernel is not None:
+        return None
+    backend = [k for k in ("CPU", "CUDA", "CompositeExplicitAutograd") if has(k)]
+    if backend:
+        return None
+    return (f"{name} has only a CompositeImplicitAutograd kernel (no backend kernel, no fake, no Meta kernel), so "
+            "tracing runs its C++ body on fake tensors, which reads their data or sizes; it cannot be compiled")
 
 
 def _target(v: Variant) -> Any:

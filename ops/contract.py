@@ -297,6 +297,11 @@ class OpContract:
             t = t.t().contiguous().t()  # same values, column-major strides
         return t.to(spec.device).requires_grad_(grad)
 
+    @property
+    def made_inputs(self) -> frozenset[str]:
+        """The tensor inputs a declaration's makers (or its make_inputs) make, not the suite's draw."""
+        return frozenset(self.tensor_args if self.inputs_factory is not None else (self.input_makers or ()))
+
     def tensors_of(self, args: Args) -> list[Tensor]:
         """The tensor arguments, a `Tensor[]` argument's tensors in its place."""
         flat: list[Tensor] = []
@@ -317,8 +322,12 @@ class OpContract:
         tensors = self.tensors_of(args)
         first = tensors[0]
         for other in tensors[1:]:
-            torch._check(other.dtype == first.dtype, lambda: f"{self.name}: different dtypes")
             torch._check(other.device == first.device, lambda: f"{self.name}: different devices")
+        # One dtype for the drawn inputs; a made one (indices, offsets) keeps its own.
+        drawn = self.tensors_of(tuple(None if n in self.made_inputs else a for n, a in zip(self.tensor_args, args)))
+        first = drawn[0] if drawn else next((t for t in tensors if t.is_floating_point()), first)
+        for other in drawn[1:]:
+            torch._check(other.dtype == first.dtype, lambda: f"{self.name}: different dtypes")
         # The kernels' contract, so traced and meta runs fail where eager ones would.
         torch._check(first.dtype in self.dtypes,
                      lambda: f"{self.name}: unsupported dtype {first.dtype} ({expected_dtypes(self.dtypes)})")

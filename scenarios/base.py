@@ -35,7 +35,8 @@ class Selection:
     # Whether `ops` was given by the user (--ops). None: given unless it is every op, the
     # default. Ops whose contract says boundary=False (mm) are timed only when asked for.
     explicit_ops: bool | None = None
-    shape: tuple[int, ...] | None = None  # --shape: every op's inputs from this shape (else its own)
+    # --shape: every op's inputs from each of these shapes in turn (else its own shape)
+    shapes: tuple[tuple[int, ...], ...] = ()
     modes: tuple[str, ...] | None = None  # --modes: these of the scenario's modes (None: all of them)
     # Told each case's label as it is built and checked (a build can take minutes: contract checks,
     # compiles); the run shows it. Not part of what was asked for.
@@ -407,8 +408,12 @@ def case_grid(
     cases = []
     sync = device_sync(sel.device)
     if shape is None:
+        if len(sel.shapes) > 1:  # several --shape: the shape is an axis of the run, which labels say
+            axes = (Axis("shape", tuple(list(s) for s in sel.shapes)), *axes)
+
         def shape(contract: OpContract, point: Point) -> tuple[int, ...]:
-            return sel.shape or contract.boundary_shape
+            given = point.get("shape") or (sel.shapes[0] if sel.shapes else None)
+            return tuple(given) if given else contract.boundary_shape
     for op in sel.ops:
         contract = OPS[op]
         if not sel.wants(contract):

@@ -25,7 +25,7 @@ def selection(scenario: Any, options: RunOptions) -> Any:
     return Selection(ops=selected_ops(scenario, options, OP_NAMES),
                      variants=options.variants or scenario.variants or VARIANT_NAMES, device=options.device,
                      dtype=getattr(torch, options.dtype), seed=options.seed, quick=options.quick, cache=options.cache,
-                     explicit_ops=options.ops is not None or bool(options.op_files), shape=options.shape,
+                     explicit_ops=options.ops is not None or bool(options.op_files), shapes=options.shapes,
                      modes=options.modes)
 
 

@@ -42,6 +42,24 @@ def test_a_declared_op_runs_in_process_and_its_result_comes_from_memory(
     assert set(result.frame()["variant"]) == {"raw", "define_impl"}
 
 
+def test_several_shapes_in_one_run_through_the_api(tmp_path: Path, catalogue: None) -> None:
+    """shape=[(8, 64), (4, 32)]: every case at both shapes, one table each; shape=(8, 64) is one shape."""
+    import pandas as pd
+
+    from dbench.analysis.table import tables
+
+    twice = dbench.Op(name="api_shapes", forward=lambda x: x * 2, reference=lambda x: x * 2)
+    result = dbench.run_scenario("boundary", [twice], device="cpu", out=tmp_path, quick=True, rounds=2,
+                                 variants=["raw", "define_impl"], modes=("inference",), shape=[(8, 64), (4, 32)])
+    rows = [r for r in result.document["rows"] if r["metric"] == "cpu_us"]
+    assert sorted((r["variant"], tuple(r["shape"]), r["status"]) for r in rows) == [
+        ("define_impl", (4, 32), "ok"), ("define_impl", (8, 64), "ok"), ("raw", (4, 32), "ok"), ("raw", (8, 64), "ok")]
+    assert [t.point for t in tables(pd.DataFrame(rows))] == ["shape [8, 64], float32", "shape [4, 32], float32"]
+    one = dbench.run_scenario("boundary", [twice], device="cpu", out=tmp_path, quick=True, rounds=2,
+                              variants=["raw"], modes=("inference",), shape=(8, 64))
+    assert [r["shape"] for r in one.document["rows"]] == [[8, 64]]
+
+
 @pytest.mark.parametrize("options, said", [
     ({"rounds": 0}, "argument --rounds"),
     ({"rounds": "many"}, "argument --rounds"),

@@ -206,7 +206,7 @@ def test_the_top_of_every_range_is_accepted() -> None:
     args = _parse("--seed", "4294967295", "--block-ms", "60000", "--warmup-ms", "60000", "--rounds", "1000000",
                   "--cpp-min-time", "9.5", "--time-budget", "604800", "--shape", "2147483647", "--list")
     assert (args.seed, args.block_ms, args.warmup_ms, args.rounds, args.shape) == \
-        (4294967295, 60000.0, 60000.0, 1000000, (2147483647,))
+        (4294967295, 60000.0, 60000.0, 1000000, [(2147483647,)])
 
 
 def test_the_largest_seed_times_every_row(run_main: Any, tmp_path: Path) -> None:

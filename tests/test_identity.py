@@ -69,6 +69,29 @@ def test_axis_product_with_skips_and_pairing_at_the_same_point() -> None:
     assert cpp.call is not None and cpp.call().shape == (64,)
 
 
+def test_several_shapes_are_an_axis_the_labels_name_and_the_identity_does_not_repeat() -> None:
+    """--shape twice: each case's shape is its own, its label says which (8x64) and pairs it with the
+    floor of the same shape; its identity is what one shape alone gives (a baseline of a one-shape run
+    still pairs with it)."""
+    def fill(case: Any, variant: Any, contract: Any, mode: str, spec: Any) -> None:
+        case.call = make_call(variant, contract, mode, spec)
+
+    sel = Selection(ops=("muladd",), variants=("raw", "define_impl"), device="cpu", shapes=((8, 64), (4, 32)))
+    cases = case_grid(sel, "boundary", ("inference",), lambda op, v, mode: ("raw", mode) if v != "raw" else None, fill)
+    by_label = {c.label: c for c in cases}
+    assert set(by_label) == {"muladd/raw/inference[shape=8x64]", "muladd/define_impl/inference[shape=8x64]",
+                             "muladd/raw/inference[shape=4x32]", "muladd/define_impl/inference[shape=4x32]"}
+    wide = by_label["muladd/define_impl/inference[shape=8x64]"]
+    assert wide.baseline == "muladd/raw/inference[shape=8x64]" and wide.call is not None
+    assert wide.call().shape == (8, 64) and wide.key["shape"] == [8, 64] and wide.key["axes"] == ["shape"]
+    (alone,) = [c for c in case_grid(Selection(ops=("muladd",), variants=("define_impl",), device="cpu",
+                                               shapes=((8, 64),)), "boundary", ("inference",),
+                                     lambda op, v, mode: None, fill)]
+    assert alone.label == "muladd/define_impl/inference" and alone.key["axes"] == []
+    assert case_identity(alone.key) == case_identity(wide.key)
+    assert case_identity(by_label["muladd/define_impl/inference[shape=4x32]"].key) != case_identity(wide.key)
+
+
 def test_gpu_rows_mark_the_cpu_row_of_their_own_size() -> None:
     rows = [_row(1024, 5.0), _row(4096, 5.0), _row(1024, 1.0, "gpu_us"), _row(4096, 9.0, "gpu_us")]
     mark_gpu_bound(rows)

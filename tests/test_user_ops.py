@@ -330,6 +330,57 @@ def test_make_inputs_makes_dependent_inputs_for_every_check_and_row(tmp_path: Pa
             assert preflight(get_variant(name, op), contract, mode, spec) is None, (name, mode)
 
 
+def test_a_derived_fake_keeps_made_inputs_dtypes_and_names_data_dependent_references(tmp_path: Path,
+                                                                                     catalogue: None) -> None:
+    """No fake=: an int64 index beside float32 data is not "different dtypes" (only drawn inputs share
+    one), so a gather passes with its derived fake; a reference whose sizes come from the inputs'
+    values (repeat_interleave) cannot give a fake, and the reason says so and how to fix it."""
+    # (New names: the variants of an op name are built once a process.)
+    no_fake = GATHER.replace("fake=lambda x, index: x.new_empty((index.shape[0], x.shape[1])), ", "").replace(
+        '"user_gather_rows"', '"user_gather_rows_nofake"')
+    segsum = SEGMENT_SUM.replace("fake=lambda src, indptr: src.new_empty((indptr.shape[0] - 1, src.shape[1]))",
+                                 "").replace('"user_segment_sum"', '"user_segment_sum_nofake"')
+    assert "fake=" not in no_fake and "fake=" not in segsum and "_nofake" in no_fake + segsum
+    (gather,) = load_all([f"{_write(tmp_path, 'gather_nofake.py', no_fake)}:gather"])
+    (summed,) = load_all([f"{_write(tmp_path, 'segsum_nofake.py', segsum)}:segsum"])
+    for op in (gather, summed):
+        assert OPS[op].fake_fn is None
+    spec = InputSpec(OPS[gather].boundary_shape)
+    assert preflight(get_variant("custom_op", gather), OPS[gather], "inference", spec) is None
+    summed_spec = InputSpec(OPS[summed].boundary_shape)
+    reason = preflight(get_variant("custom_op", summed), OPS[summed], "inference", summed_spec)
+    assert reason is not None and "test_aot_dispatch_dynamic" in reason, reason
+    assert ("the one derived from the reference does not trace with symbolic sizes: it computes sizes from the "
+            "inputs' values") in reason and "declare fake=" in reason
+
+
+UNTRACEABLE = """
+import torch
+from dbench import Op
+
+# A library's op in the old catch-all form: a CompositeImplicitAutograd kernel that reads its input's
+# data outside the dispatcher, no fake, no Meta kernel.
+_lib = torch.library.Library("dbench_test_catchall", "DEF")
+_lib.define("scaled(Tensor x) -> Tensor")
+_lib.impl("scaled", lambda x: x * float(x.detach().abs().sum().item() > -1), "CompositeImplicitAutograd")
+theirs = Op(name="catchall_scaled", forward=lambda x: x.clone(), reference=lambda x: x.clone(),
+            registered=torch.ops.dbench_test_catchall.scaled)
+"""
+
+
+def test_a_catch_all_library_op_is_named_as_untraceable(tmp_path: Path, catalogue: None) -> None:
+    """The registered op's own fault, and which: its only kernel is CompositeImplicitAutograd, so
+    tracing runs its body on fake tensors; the launcher's own variants pass."""
+    (op,) = load_all([f"{_write(tmp_path, 'catchall.py', UNTRACEABLE)}:theirs"])
+    contract = OPS[op]
+    spec = InputSpec(contract.boundary_shape)
+    reason = preflight(get_variant("registered", op), contract, "inference", spec)
+    assert reason is not None and "the registered op's own registration is at fault" in reason, reason
+    assert ("dbench_test_catchall::scaled has only a CompositeImplicitAutograd kernel (no backend kernel, no fake, "
+            "no Meta kernel)") in reason and "fix fake=" not in reason
+    assert preflight(get_variant("custom_op", op), contract, "inference", spec) is None
+
+
 @pytest.mark.parametrize("made, said", [
     (lambda ctx: {"x": torch.ones(ctx.shape)}, r"make_inputs returned the inputs \['x'\]; the declaration's are "
                                                r"\['x', 'y'\]: return each of them, by name"),
