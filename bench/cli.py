@@ -532,6 +532,7 @@ def checked(parser: argparse.ArgumentParser, args: argparse.Namespace, scenarios
             variants: Sequence[str], default_out: Path | None = None,
             declarations: Mapping[str, Any] | None = None) -> argparse.Namespace:
     """The checks of a whole set of options, after each one's own (raises UsageError)."""
+    MADE_FOLDERS.clear()  # an earlier run's folders (several runs in one process, the API) are its own
     if args.scenario is None and not args.list:
         raise UsageError("the following arguments are required: --scenario (or --list)")
     if args.scenario is None:  # --list alone; an empty --scenario '' is refused as an unknown name below

@@ -446,3 +446,17 @@ def test_a_refused_run_leaves_no_folder_behind(tmp_path: Path, later: list[str])
     done = run_py("--scenario", "boundary", "--device", "cpu", "--op", "ops.py:nothing", "--out", str(kept),
                   cwd=tmp_path)
     assert done.returncode == 2 and kept.is_dir()  # a folder that was there stays
+
+
+def test_a_later_refused_run_removes_only_its_own_folders(tmp_path: Path) -> None:
+    """Several runs in one process (the API): a run's checks start from no made folder, so a later
+    refusal never removes (even empty) folders an earlier run made and kept."""
+    from dbench.bench import cli
+
+    first = tmp_path / "first" / "out"
+    _parse("--device", "cpu", "--out", str(first))
+    assert first.is_dir() and cli.MADE_FOLDERS == [(first, tmp_path / "first")]
+    with pytest.raises(SystemExit):
+        _parse("--device", "cpu", "--ops", "no_such_op", "--out", str(tmp_path / "second"))
+    cli.remove_made_folders()  # what a refused run does
+    assert first.is_dir()
