@@ -144,6 +144,15 @@ def op_file(text: str) -> str:
     return f"{path}{sep}{name}"
 
 
+def axis_value(text: str) -> tuple[str, tuple[str, ...]]:
+    """'size=4096,65536' -> ('size', ('4096', '65536')): an axis name and the values to keep, as labels
+    write them (a shape as 8x64)."""
+    name, sep, values = text.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_]\w*", name.strip()):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE[,VALUE...] such as size=4096,65536, got {text!r}")
+    return name.strip(), name_list(values)
+
+
 def shape_value(text: str) -> tuple[int, ...]:
     """'4,32' or '4x32' -> (4, 32): one to four positive sizes."""
     parts = re.split(r"[,x]", text.strip())
@@ -239,6 +248,9 @@ def _timing_options(p: Parser) -> None:
                         "--quick 0.005)")
     p.add_argument("--no-cpp", action="store_true",
                    help="boundary, args: skip the 'called from C++' rows (Google Benchmark driver)")
+    p.add_argument("--axis", type=axis_value, action="append", metavar="NAME=V[,V...]",
+                   help="time only these values of one of the scenario's axes (repeatable, one per axis), e.g. "
+                        "--axis size=4096,65536 for the roofline; --list shows each scenario's axes")
     p.add_argument("--cache", type=name_list, default=("warm",), metavar="warm|cold|warm,cold",
                    help="kernel scenarios on CUDA: GPU time with a warm L2, or cold (L2 flushed before each call, "
                         "outside the timed window); the state is part of each row's identity")
@@ -520,6 +532,8 @@ def _field_value(action: argparse.Action, value: Any) -> Any:
         return converted
 
     if isinstance(action, argparse._AppendAction) or action.nargs == 2:  # --op FILE (repeatable), --ab A B
+        if action.type is axis_value and isinstance(value, Mapping):  # axis={"size": (256, 65536)}
+            value = [f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in value.items()]
         one_shape = action.type is shape_value and not any(isinstance(v, (list, tuple)) for v in value)
         items = [value] if isinstance(value, str) or one_shape else list(value)  # shape=(8, 64): one shape
         if action.nargs == 2 and len(items) != 2:

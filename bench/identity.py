@@ -75,11 +75,11 @@ def identity_text(identity: tuple[Any, ...]) -> str:
 def case_label(key: Mapping[str, Any]) -> str:
     label = "/".join(str(key[k]) for k in ("op", "variant", "mode"))
     axes = axis_names(key)
-    return label + ("[" + ",".join(f"{a}={_text(key[a])}" for a in axes) + "]" if axes else "")
+    return label + ("[" + ",".join(f"{a}={axis_text(key[a])}" for a in axes) + "]" if axes else "")
 
 
-def _text(value: Any) -> str:
-    """An axis value in a label: a shape as 8x64."""
+def axis_text(value: Any) -> str:
+    """An axis value as a label (and --axis) writes it: a shape as 8x64."""
     return "x".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 

@@ -44,6 +44,7 @@ class RunOptions:
     modes: tuple[str, ...] | None = None
     dtype: str = "float32"
     shapes: tuple[tuple[int, ...], ...] = ()  # --shape, repeatable (empty: each op's own)
+    axis_values: tuple[tuple[str, tuple[str, ...]], ...] = ()  # --axis NAME=V,...: the values of an axis kept
     cache: tuple[str, ...] = ("warm",)
     # how it is timed
     rounds: int = DEFAULTS["rounds"][0]
@@ -165,7 +166,8 @@ def resolve(args: argparse.Namespace, declared: Any, device: str, user_ops: tupl
     return RunOptions(
         scenario=args.scenario, device=device, ops=_tuple(args.ops), op_files=tuple(args.op or ()),
         user_ops=tuple(user_ops), variants=_tuple(args.variants), modes=_tuple(getattr(args, "modes", None)),
-        dtype=args.dtype, shapes=tuple(tuple(s) for s in args.shape or ()), cache=tuple(args.cache),
+        dtype=args.dtype, shapes=tuple(tuple(s) for s in args.shape or ()),
+        axis_values=tuple((name, tuple(values)) for name, values in args.axis or ()), cache=tuple(args.cache),
         quick=args.quick, adaptive=args.adaptive, precision=args.precision, time_budget=args.time_budget,
         seed=args.seed, gpu_timer=args.gpu_timer, no_cpp=args.no_cpp, **timing,
         pin_cores=0 if args.no_pin else args.pin_cores, pin_offset=args.pin_offset, gpus=args.gpus,

@@ -168,9 +168,9 @@ def selected(sel: Selection) -> tuple[str, ...]:
     is registered in the catalogue (a dict entry each; their variants are made when first asked for):
     the run looks up each op of the selection."""
     register([contract(n) for n in sel.ops])
-    if sel.explicit_ops:
-        return sel.ops
-    return tuple(n for n in sel.ops if kind_and_arity(n)[1] in arities(kind_and_arity(n)[0], sel.quick))
+    ops = sel.ops if sel.explicit_ops else \
+        tuple(n for n in sel.ops if kind_and_arity(n)[1] in arities(kind_and_arity(n)[0], sel.quick))
+    return tuple(n for n in ops if all(a.values_for(sel, n) for a in AXES))  # --axis arity=16: those ops
 
 
 def _na_reason(contract: OpContract, variant: str, mode: str) -> str | None:

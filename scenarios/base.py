@@ -6,12 +6,12 @@ import itertools
 from collections import Counter
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypedDict
+from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 import torch
 from torch import Tensor
 
-from dbench.bench.identity import case_label, check_unique_labels
+from dbench.bench.identity import axis_text, case_label, check_unique_labels
 from dbench.bench.passes import Pass
 from dbench.bench.case import CASE_ERRORS, Case, first_line
 from dbench.bench.cpp_results import CppRequest
@@ -37,6 +37,8 @@ class Selection:
     explicit_ops: bool | None = None
     # --shape: every op's inputs from each of these shapes in turn (else its own shape)
     shapes: tuple[tuple[int, ...], ...] = ()
+    # --axis NAME=V,...: only these values of the named axes (as labels write them: 4096, 8x64)
+    axis_values: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     modes: tuple[str, ...] | None = None  # --modes: these of the scenario's modes (None: all of them)
     # Told each case's label as it is built and checked (a build can take minutes: contract checks,
     # compiles); the run shows it. Not part of what was asked for.
@@ -69,7 +71,10 @@ class Axis:
     values: tuple[Any, ...] | Callable[[Selection, str], tuple[Any, ...]]
 
     def values_for(self, sel: Selection, op: str = "") -> tuple[Any, ...]:
-        return tuple(self.values(sel, op)) if callable(self.values) else self.values
+        """The axis's values for this selection and op: all of them, or those --axis keeps."""
+        values = tuple(self.values(sel, op)) if callable(self.values) else self.values
+        kept = sel.axis_values.get(self.name)
+        return values if kept is None else tuple(v for v in values if axis_text(v) in kept)
 
 
 Point = dict[str, Any]  # one value per axis

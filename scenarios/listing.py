@@ -36,7 +36,7 @@ def print_list(console: Any) -> None:
     from dbench.ops import MODES, OPS
     from dbench.ops.variants import VARIANT_SPECS
 
-    from . import DECLARATIONS
+    from . import DECLARATIONS, SCENARIOS
 
     def table(title: str, *columns: str) -> Table:
         t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -44,9 +44,10 @@ def print_list(console: Any) -> None:
             t.add_column(c, overflow="fold")
         return t
 
-    scenarios = table("scenarios (--scenario)", "name", "what it measures", "modes (--modes)")
+    scenarios = table("scenarios (--scenario)", "name", "what it measures", "modes (--modes)", "axes (--axis)")
     for name, declared in DECLARATIONS.items():
-        scenarios.add_row(name, declared.description, ", ".join(declared.modes) or "-")
+        axes = ", ".join(a.name for a in SCENARIOS[name].axes)
+        scenarios.add_row(name, declared.description, ", ".join(declared.modes) or "-", axes or "-")
     ops = table("ops (--ops; --op FILE.py[:NAME] adds yours)", "name", "from", "what it is")
     for name, contract in OPS.items():
         ops.add_row(name, contract.origin or "shipped", contract.description)

@@ -26,6 +26,7 @@ def selection(scenario: Any, options: RunOptions) -> Any:
                      variants=options.variants or scenario.variants or VARIANT_NAMES, device=options.device,
                      dtype=getattr(torch, options.dtype), seed=options.seed, quick=options.quick, cache=options.cache,
                      explicit_ops=options.ops is not None or bool(options.op_files), shapes=options.shapes,
+                     axis_values=dict(options.axis_values),
                      modes=options.modes)
 
 
@@ -45,6 +46,7 @@ def check_selection(scenario: Any, options: RunOptions, console: Any) -> None:
                          "nothing to run")
     if tuple(args.cache) != ("warm",) and not any(a.name == "cache" for a in scenario.axes):
         raise UsageError(f"argument --cache: scenario {scenario.name} has no cache axis (roofline has)")
+    check_axis_values(scenario, options)
     if scenario.plan is None or args.shard_child:
         return
     planned = scenario.plan(selection(scenario, options))
@@ -54,6 +56,29 @@ def check_selection(scenario: Any, options: RunOptions, console: Any) -> None:
         raise UsageError(f"nothing selected can be timed on {device}: {'; '.join(notes) or 'no cases'}")
     if notes:
         console.print(f"[yellow]not timed on {device}:[/yellow] {'; '.join(notes)}", soft_wrap=True)
+
+
+def check_axis_values(scenario: Any, options: RunOptions) -> None:
+    """--axis names one of the scenario's axes, and values it takes for this selection (UsageError
+    naming the ones there are, before any case is built)."""
+    import dataclasses
+
+    from dbench.bench.identity import axis_text
+
+    if not options.axis_values:
+        return
+    axes = {a.name: a for a in scenario.axes}
+    unfiltered = dataclasses.replace(selection(scenario, options), axis_values={})
+    for name, wanted in options.axis_values:
+        if name not in axes:
+            has = f"its axes: {', '.join(axes)}" if axes else "it has none"
+            raise UsageError(f"argument --axis: scenario {scenario.name} has no axis {name!r} ({has})")
+        there = list(dict.fromkeys(axis_text(v) for op in unfiltered.ops or ("",)
+                                   for v in axes[name].values_for(unfiltered, op)))
+        missing = [v for v in wanted if v not in there]
+        if missing:
+            raise UsageError(f"argument --axis: {name} {', '.join(missing)} is not among {scenario.name}'s values "
+                             f"here ({', '.join(there) or 'none'})")
 
 
 def resolved(args: argparse.Namespace, console: Any) -> tuple[RunOptions | None, list[str]]:

@@ -60,6 +60,14 @@ def test_several_shapes_in_one_run_through_the_api(tmp_path: Path, catalogue: No
     assert [r["shape"] for r in one.document["rows"]] == [[8, 64]]
 
 
+def test_axis_keeps_only_the_values_asked_for(tmp_path: Path) -> None:
+    """--axis size=256,65536 (axis={"size": ...} from Python): the launch scenario times those sizes only."""
+    result = dbench.run_scenario("launch", ["muladd"], device="cpu", out=tmp_path, quick=True, rounds=2,
+                                 variants=["raw", "define_impl"], axis={"size": (256, 65536)})
+    assert result.status == 0
+    assert {r["size"] for r in result.document["rows"] if r["metric"] == "cpu_us"} == {256, 65536}
+
+
 @pytest.mark.parametrize("options, said", [
     ({"rounds": 0}, "argument --rounds"),
     ({"rounds": "many"}, "argument --rounds"),

@@ -460,3 +460,24 @@ def test_a_later_refused_run_removes_only_its_own_folders(tmp_path: Path) -> Non
         _parse("--device", "cpu", "--ops", "no_such_op", "--out", str(tmp_path / "second"))
     cli.remove_made_folders()  # what a refused run does
     assert first.is_dir()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--scenario", "launch", "--axis", "size"], "expected NAME=VALUE[,VALUE...] such as size=4096,65536"),
+    (["--scenario", "launch", "--axis", "size="], "expected one or more comma-separated names"),
+    (["--scenario", "launch", "--axis", "sizes=256"], "scenario launch has no axis 'sizes' (its axes: size)"),
+    (["--scenario", "boundary", "--axis", "size=256"], "scenario boundary has no axis 'size' (it has none)"),
+    (["--scenario", "launch", "--axis", "size=256,99"], "size 99 is not among launch's values here (1, 16, 256,"),
+])
+def test_an_axis_the_scenario_does_not_have_is_refused_before_any_work(tmp_path: Path, argv: list[str],
+                                                                      said: str) -> None:
+    done = run_py(*argv, "--device", "cpu", "--ops", "muladd", "--quick", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_list_shows_each_scenarios_axes(tmp_path: Path) -> None:
+    done = run_py("--list", cwd=tmp_path)
+    assert done.returncode == 0 and "axes (--axis)" in done.stdout
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("roofline"))
+    assert "size, cache" in line, line

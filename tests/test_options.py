@@ -15,6 +15,7 @@ def test_options_survive_json_whole(tmp_path: Path) -> None:
     """Every field a child reads comes back with its type: tuples, paths, None, numbers."""
     options = RunOptions("boundary", "cuda:1", ops=("muladd", "noop"), op_files=(str(tmp_path / "my_ops.py:f"),),
                          user_ops=("f",), variants=("raw",), modes=("inference",), shapes=((4, 32), (8, 64)),
+                         axis_values=(("size", ("4096", "65536")),),
                          cache=("warm", "cold"),
                          rounds=7, time_budget=2.5, block_ms=2.5, order="shuffled", seed=2**32 - 1, no_cpp=True,
                          pin_cores=0, pin_offset=3, out=tmp_path / "o", default_out=tmp_path / "d",
@@ -22,7 +23,7 @@ def test_options_survive_json_whole(tmp_path: Path) -> None:
     again = RunOptions.from_json(options.to_json())
     assert again == options
     assert isinstance(again.out, Path) and isinstance(again.baseline_files[0], Path)
-    assert again.shapes == ((4, 32), (8, 64))
+    assert again.shapes == ((4, 32), (8, 64)) and again.axis_values == (("size", ("4096", "65536")),)
 
 
 def test_the_sides_of_an_ab_run_stay_with_the_parent() -> None:
