@@ -1,7 +1,7 @@
 """The examples/ ops, run as their users would: a copy of the example's file in a folder outside the
 repository, given to run.py with --op. The CPU example (C++ through load_inline, the author's own
-TORCH_LIBRARY op) runs everywhere; the public library's (torch-scatter, which scripts/setup_examples.sh
-builds, as CI does) where it is installed; the Triton one needs CUDA and triton."""
+TORCH_LIBRARY op) runs everywhere; the public libraries' (torch-scatter and torchao, which
+scripts/setup_examples.sh installs, as CI does) where they are installed; the Triton one needs CUDA and triton."""
 
 from __future__ import annotations
 
@@ -74,6 +74,24 @@ def test_public_library_example_times_its_integer_input_op(tmp_path: Path) -> No
     for variant in ("custom_op_autograd", "autograd_key_py", "function_define_impl", "aten"):
         assert (variant, "fwd_bwd") in timed
     assert {r["op_source"].split("@")[0] for r in rows} == {"my_ops.py:segment_sum"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
+                    reason="torchao is not installed: `bash scripts/setup_examples.sh` installs it (.ci/run does, so "
+                           "CI never skips this)")
+def test_public_library_quantizer_example_times_its_registered_op(tmp_path: Path) -> None:
+    """torchao's quantize_affine (int32 zero points in, int8 out, compared exactly): every variant
+    passes its checks, the library's own registered op (SymInt[], ScalarType and Scalar? arguments
+    through registered_args) included, and the gradient modes are n/a (no backward declared)."""
+    rows = _run(tmp_path, "ao_quantize", "--scenario", "boundary", "--device", "cpu", "--rounds", "3", "--no-cpp",
+                name="quantize_int8")
+    assert not [r for r in rows if r["status"] == "failed"], [r["reason"] for r in rows if r["status"] == "failed"]
+    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
+    for variant in ("raw", "define_impl", "custom_op", "nested_custom_op", "registered"):
+        assert {(variant, m) for m in ("inference", "no_grad", "inference_mode")} <= timed, variant
+    assert not {m for v, m in timed if m in ("fwd_requires_grad", "fwd_bwd")}
+    assert {r["op_source"].split("@")[0] for r in rows} == {"my_ops.py:quantize_int8"}
 
 
 requires_triton = pytest.mark.skipif(
