@@ -8,12 +8,11 @@ a fullgraph trace of the registered variants. A failure says which registration 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from dbench.bench.case import CASE_ERRORS, first_line
+from dbench.bench.case import CASE_ERRORS, first_line, raised
 
 from .contract import InputSpec, OpContract
 from .declare import AdaptedOp
@@ -66,22 +65,21 @@ def _opcheck_reason(exc: BaseException, contract: OpContract, registered: bool) 
 
 
 def _untraceable(op: Any) -> str | None:
-    """Why a library's registered op cannot run on fake tensors, where its registration says so: a
-    CompositeImplicitAutograd kernel only (the old RegisterOperators / catch-all form), no fake, no
-    Meta kernel. Tracing then runs its C++ body on fake tensors, which touches their data or sizes."""
+    """What a library's registered op's registration says when tracing it failed: a
+    CompositeImplicitAutograd kernel only (the old RegisterOperators / catch-all form), no backend,
+    fake or Meta kernel, so tracing ran that kernel itself on fake tensors (the error says what it
+    did there). None for any other registration."""
     from torch._library.simple_registry import singleton
 
     name = getattr(op, "_qualified_op_name", None) or getattr(getattr(op, "_schema", None), "name", None)
     if not isinstance(name, str):
         return None
     has = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, name)
-    if not has("CompositeImplicitAutograd") or has("Meta") or singleton.find(name).fake_impl.kernel is not None:
-        return None
-    backend = [k for k in ("CPU", "CUDA", "CompositeExplicitAutograd") if has(k)]
-    if backend:
+    if not has("CompositeImplicitAutograd") or singleton.find(name).fake_impl.kernel is not None \
+            or any(has(k) for k in ("Meta", "CPU", "CUDA", "CompositeExplicitAutograd")):
         return None
     return (f"{name} has only a CompositeImplicitAutograd kernel (no backend kernel, no fake, no Meta kernel), so "
-            "tracing runs its C++ body on fake tensors, which reads their data or sizes; it cannot be compiled")
+            "tracing ran that kernel itself on fake tensors and it failed there, as the error says")
 
 
 def _target(v: Variant) -> Any:
@@ -102,19 +100,14 @@ def _layouts(contract: OpContract) -> tuple[str, ...]:
 def launcher_failure(contract: OpContract, device: str, args: tuple[Any, ...], layout: str) -> str | None:
     """When a registration check fails: does the op's own launcher raise on the same inputs? Then the
     launcher, not a registration, is the cause (its exception and the frame that raised it)."""
-    import traceback
-
     from .variants import get_variant
 
     try:
         get_variant("raw", contract.name, device).fn(*args)
     except CASE_ERRORS as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
         hint = ("; it assumes compact (contiguous) inputs: make them contiguous in the launcher, or declare "
                 "layouts=(\"compact\",)") if layout == "permuted" else ""
-        return (f"the launcher raised on {layout} inputs, before any registration was checked: "
-                f"{type(exc).__name__}: {first_line(exc, 240)}{where}{hint}")
+        return f"the launcher raised on {layout} inputs, before any registration was checked: {raised(exc)}{hint}"
     return None
 
 

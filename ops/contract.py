@@ -320,12 +320,11 @@ class OpContract:
         if self.fake_fn is not None:
             return self.fake_fn(*args)
         tensors = self.tensors_of(args)
-        first = tensors[0]
         for other in tensors[1:]:
-            torch._check(other.device == first.device, lambda: f"{self.name}: different devices")
+            torch._check(other.device == tensors[0].device, lambda: f"{self.name}: different devices")
         # One dtype for the drawn inputs; a made one (indices, offsets) keeps its own.
         drawn = self.tensors_of(tuple(None if n in self.made_inputs else a for n, a in zip(self.tensor_args, args)))
-        first = drawn[0] if drawn else next((t for t in tensors if t.is_floating_point()), first)
+        first = drawn[0] if drawn else next((t for t in tensors if t.is_floating_point()), tensors[0])
         for other in drawn[1:]:
             torch._check(other.dtype == first.dtype, lambda: f"{self.name}: different dtypes")
         # The kernels' contract, so traced and meta runs fail where eager ones would.

@@ -39,59 +39,67 @@ def _run(tmp_path: Path, example: str, *argv: str, name: str = "rmsnorm", code: 
     return json.loads(result.read_text())["rows"]
 
 
+def _cpu_boundary(tmp_path: Path, example: str, name: str, *argv: str,
+                  code: int = 0) -> tuple[list[dict], set[tuple[str, str]]]:
+    """The example's op through the boundary scenario on the CPU: its rows, and the (variant, mode)
+    pairs timed; every row is the example file's op."""
+    rows = _run(tmp_path, example, "--scenario", "boundary", "--device", "cpu", "--rounds", "3", "--no-cpp", *argv,
+                name=name, code=code)
+    assert {r["op_source"].split("@")[0] for r in rows} == {f"my_ops.py:{name}"}
+    return rows, {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
+
+
+def _needs(module: str, library: str) -> pytest.MarkDecorator:
+    """Skipped where a public library an example uses is not installed (never on CI: .ci/run installs it)."""
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                              reason=f"{library} is not installed: `bash scripts/setup_examples.sh` installs it "
+                                     "(.ci/run does, so CI never skips this)")
+
+
 @pytest.mark.slow
 def test_cpu_load_inline_example_passes_every_check(tmp_path: Path) -> None:
     if shutil.which("c++") is None and shutil.which("g++") is None:
         pytest.skip("load_inline needs a C++ compiler")
-    rows = _run(tmp_path, "cpu_load_inline", "--scenario", "boundary", "--device", "cpu", "--rounds", "3", "--no-cpp")
+    rows, timed = _cpu_boundary(tmp_path, "cpu_load_inline", "rmsnorm")
     assert not [r for r in rows if r["status"] == "failed"]
-    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
     # The author's own C++ op (with its Python autograd formula) and the PyTorch formula beside the
     # generated variants, in every mode.
     for variant in ("raw", "custom_op", "custom_op_autograd", "function_raw", "registered", "aten"):
         assert (variant, "inference") in timed
     for variant in ("registered", "custom_op_autograd", "autograd_key_py", "function_define_impl"):
         assert (variant, "fwd_bwd") in timed
-    assert {r["op_source"].split("@")[0] for r in rows} == {"my_ops.py:rmsnorm"}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("torch_scatter") is None,
-                    reason="torch-scatter is not installed: `bash scripts/setup_examples.sh` builds it (.ci/run "
-                           "does, so CI never skips this)")
+@_needs("torch_scatter", "torch-scatter")
 def test_public_library_example_times_its_integer_input_op(tmp_path: Path) -> None:
     """torch_scatter's segment_sum_csr over int64 CSR offsets: every generated variant and the aten
     row pass their checks and are timed in every mode; the library's own registered op is FAILED with
     its real cause (a catch-all registration that cannot be traced), not a fault of the declaration."""
-    rows = _run(tmp_path, "scatter_segment", "--scenario", "boundary", "--device", "cpu", "--rounds", "3", "--no-cpp",
-                name="segment_sum", code=1)  # 1: a FAILED row (the library's own registered op)
+    # exit 1: a FAILED row (the library's own registered op)
+    rows, timed = _cpu_boundary(tmp_path, "scatter_segment", "segment_sum", code=1)
     failed = {r["variant"]: r["reason"] for r in rows if r["status"] == "failed"}
     assert set(failed) == {"registered"}, failed
     assert "torch_scatter::segment_sum_csr has only a CompositeImplicitAutograd kernel" in failed["registered"]
-    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
     for variant in ("raw", "custom_op", "custom_op_autograd", "function_raw", "aten"):
         assert (variant, "inference") in timed
     for variant in ("custom_op_autograd", "autograd_key_py", "function_define_impl", "aten"):
         assert (variant, "fwd_bwd") in timed
-    assert {r["op_source"].split("@")[0] for r in rows} == {"my_ops.py:segment_sum"}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
-                    reason="torchao is not installed: `bash scripts/setup_examples.sh` installs it (.ci/run does, so "
-                           "CI never skips this)")
+@_needs("torchao", "torchao")
 def test_public_library_quantizer_example_times_its_registered_op(tmp_path: Path) -> None:
     """torchao's quantize_affine (int32 zero points in, int8 out, compared exactly): every variant
     passes its checks, the library's own registered op (SymInt[], ScalarType and Scalar? arguments
     through registered_args) included, and the gradient modes are n/a (no backward declared)."""
-    rows = _run(tmp_path, "ao_quantize", "--scenario", "boundary", "--device", "cpu", "--rounds", "3", "--no-cpp",
-                name="quantize_int8")
+    # Two shapes: one block of 64 a row, and two (each block its own scale and zero point).
+    rows, timed = _cpu_boundary(tmp_path, "ao_quantize", "quantize_int8", "--shape", "64,64", "--shape", "32,128")
+    assert {tuple(r["shape"]) for r in rows if r["status"] == "ok"} == {(64, 64), (32, 128)}
     assert not [r for r in rows if r["status"] == "failed"], [r["reason"] for r in rows if r["status"] == "failed"]
-    timed = {(r["variant"], r["mode"]) for r in rows if r["status"] == "ok"}
     for variant in ("raw", "define_impl", "custom_op", "nested_custom_op", "registered"):
         assert {(variant, m) for m in ("inference", "no_grad", "inference_mode")} <= timed, variant
     assert not {m for v, m in timed if m in ("fwd_requires_grad", "fwd_bwd")}
-    assert {r["op_source"].split("@")[0] for r in rows} == {"my_ops.py:quantize_int8"}
 
 
 requires_triton = pytest.mark.skipif(
