@@ -65,6 +65,17 @@ def first_line(exc: BaseException, limit: int = 200) -> str:
     return lines[0][:limit]
 
 
+def raised(exc: BaseException, limit: int = 240) -> str:
+    """An exception as a reason names it: its type, its first line and the frame that raised it
+    (`ValueError: bad size at my_ops.py:12 in reference`)."""
+    import traceback
+    from pathlib import Path
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    return f"{type(exc).__name__}: {first_line(exc, limit)}{where}"
+
+
 def failure(phase: str, exc: BaseException) -> str:
     """What a case's row says when it raised: where, the exception type and its first line."""
     if isinstance(exc, SystemExit):

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from dbench.bench.identity import axis_text, case_label, check_unique_labels
 from dbench.bench.passes import Pass
-from dbench.bench.case import CASE_ERRORS, Case, first_line
+from dbench.bench.case import CASE_ERRORS, Case, first_line, raised
 from dbench.bench.cpp_results import CppRequest
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 from dbench.ops.specs import needs_gradient
@@ -358,7 +358,11 @@ def _agreement(variant: Variant, contract: OpContract, mode: str, spec: InputSpe
         return f"pre-flight check failed: output requires grad in mode {mode} (nothing should be recorded)"
     if contract.reference is None:
         return None  # nothing to agree with: the declaration has no reference
-    expected = contract.outputs_of(contract.reference_fp64(args))
+    try:
+        expected = contract.outputs_of(contract.reference_fp64(args))
+    except CASE_ERRORS as exc:  # the reference, not the variant: say so, with the inputs it was given
+        shapes = ", ".join(str(list(a.shape)) for a in contract.tensors_of(args))
+        return f"pre-flight check failed: the op's reference raised on inputs of shapes {shapes}: {raised(exc)}"
     for name, o, e in zip(contract.outputs, outs, expected):
         agree(contract, name, o, e, spec.dtype, f"output {name!r}" if contract.n_outputs > 1 else "")
     if mode == Mode.FWD_BWD.value:

@@ -219,6 +219,23 @@ def test_an_op_checked_on_compact_inputs_only_is_named_in_the_tables_notes(tmp_p
                      "not checked on permuted ones"]
 
 
+def test_a_reference_that_raises_is_named_with_its_inputs(catalogue: None) -> None:
+    """At a shape the reference cannot take (--shape), the pre-flight reason says the reference
+    raised, on which inputs, and where; not a bare error the reader must attribute."""
+    from dbench.ops.declare import register
+
+    def fixed_reference(x):  # written for the declared (4, 32) only
+        return x.reshape(4, 32) * 2
+
+    op = _op(name="fixed_ref", forward=lambda x: x * 2, reference=fixed_reference)
+    (name,) = register([contract_of(op, "t.py:fixed_ref@0")])
+    assert preflight(get_variant("raw", name), OPS[name], "inference", InputSpec((4, 32))) is None
+    reason = preflight(get_variant("raw", name), OPS[name], "inference", InputSpec((8, 64)))
+    assert reason is not None and reason.startswith(
+        "pre-flight check failed: the op's reference raised on inputs of shapes [8, 64]: RuntimeError: "), reason
+    assert reason.endswith("in fixed_reference"), reason
+
+
 def test_a_registered_ops_own_fault_is_its_librarys(tmp_path: Path, catalogue: None) -> None:
     load_all([str(_write(tmp_path, "contig.py", CONTIGUOUS))])
     contract = OPS["theirs_twice"]

@@ -27,9 +27,9 @@ def quantize(x, scale, zero_point):
     return quantize_affine(x, BLOCK, scale, zero_point, torch.int8, -128, 127)
 
 
-def reference(x, scale, zero_point):
-    q = torch.round(x.double() / scale.double()) + zero_point.double()
-    return q.clamp(-128, 127).to(torch.int8)
+def reference(x, scale, zero_point):  # each block's scale and zero point over its 64 values
+    scale, zero_point = (t.double().repeat_interleave(BLOCK[1], dim=-1) for t in (scale, zero_point))
+    return (torch.round(x.double() / scale) + zero_point).clamp(-128, 127).to(torch.int8)
 
 
 def scales(ctx):  # positive, small enough that most values land inside int8 without clamping
