@@ -278,6 +278,10 @@ def _process_options(p: Parser) -> None:
                         "interpreter path, env:KEY=VAL[,KEY=VAL], build:PATH, or parts joined by + "
                         "(rows get the paired ratio B/A with a 95%% CI)")
     p.add_argument("--pairs", type=pairs_value, metavar="K", help=f"--ab: ABBA pairs (default {AB_PAIRS})")
+    p.add_argument("--duet", action="store_true",
+                   help="--ab: run each pair's two processes at the same time, each pinned to its own cores "
+                        "(duet benchmarking), so a slowdown of the host lands on both sides of the pair at once; "
+                        "the pairs still run one after another")
     # Set by run.py on a sharded run's children: each times the share of the selection it was given,
     # which may hold nothing this device can time; the parent checked the whole selection.
     p.add_argument("--shard-child", action="store_true", help=argparse.SUPPRESS)
@@ -428,10 +432,12 @@ def check_pinning(args: argparse.Namespace) -> None:
     if args.no_pin or args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or sharded:
         return
     allowed = len(os.sched_getaffinity(0))
-    need = args.pin_cores * (args.pin_offset + 1)
+    slots = args.pin_offset + (2 if getattr(args, "duet", False) else 1)  # --duet: side B one slot further
+    need = args.pin_cores * slots
     if need > allowed:
-        most = allowed // (args.pin_offset + 1)
+        most = allowed // slots
         asked = f"{args.pin_cores} with --pin-offset {args.pin_offset}" if args.pin_offset else str(args.pin_cores)
+        asked += " for each side of --duet" if getattr(args, "duet", False) else ""
         hint = f"give at most {most}" if most else f"--pin-offset {args.pin_offset} leaves no core to pin to"
         raise UsageError(f"argument --pin-cores: {asked} needs {need} cores, but this process may run on {allowed}; "
                          f"{hint} (or --no-pin)")
@@ -462,6 +468,10 @@ def check_repeats(args: argparse.Namespace) -> None:
                          "on its result); give no baseline")
     if args.pairs is not None and args.ab is None:
         raise UsageError("argument --pairs: only with --ab")
+    if args.duet and args.ab is None:
+        raise UsageError("argument --duet: only with --ab (it runs the two sides of each pair at once)")
+    if args.duet and (args.no_pin or args.pin_cores <= 0):
+        raise UsageError("argument --duet: each side needs its own cores; give --pin-cores 1 or more, not --no-pin")
     if args.ab is not None:
         try:
             args.ab_sides = tuple(parse_side(spec) for spec in args.ab)

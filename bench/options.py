@@ -69,6 +69,7 @@ class RunOptions:
     processes: int | None = None
     ab: tuple[str, str] | None = None
     pairs: int | None = None  # --ab only: ABBA pairs
+    duet: bool = False  # --ab only: a pair's two processes at once, each on its own cores
     # --ab's sides, checked (bench/sides.py Side); the parent's alone: not sent to children
     ab_sides: tuple[Any, ...] = field(default=(), metadata={"json": False})
     shard_child: bool = False  # a sharded run's child: times its share as given
@@ -91,8 +92,8 @@ class RunOptions:
     def for_child(self, **changes: Any) -> RunOptions:
         """A child process's options: these with `changes`, and none of what only the parent does
         (repeat, pair, shard, gate, plot)."""
-        parent_only = dict(processes=None, ab=None, pairs=None, ab_sides=(), gpus=None, shards=None, baseline=None,
-                           baseline_files=(), plot=False)
+        parent_only = dict(processes=None, ab=None, pairs=None, duet=False, ab_sides=(), gpus=None, shards=None,
+                           baseline=None, baseline_files=(), plot=False)
         return dataclasses.replace(self, **{**parent_only, **changes})
 
     def to_json(self) -> str:
@@ -172,7 +173,7 @@ def resolve(args: argparse.Namespace, declared: Any, device: str, user_ops: tupl
         seed=args.seed, gpu_timer=args.gpu_timer, no_cpp=args.no_cpp, **timing,
         pin_cores=0 if args.no_pin else args.pin_cores, pin_offset=args.pin_offset, gpus=args.gpus,
         shards=args.shards, processes=args.processes, ab=_pair(args.ab),
-        pairs=args.pairs if args.ab is not None else None,
+        pairs=args.pairs if args.ab is not None else None, duet=bool(getattr(args, "duet", False)),
         ab_sides=tuple(getattr(args, "ab_sides", ()) or ()),
         shard_child=args.shard_child, out=args.out, default_out=args.default_out, baseline=args.baseline,
         baseline_files=tuple(getattr(args, "baseline_files", ()) or ()), plot=args.plot)

@@ -5,7 +5,11 @@ draw of that offset. Here each child is a complete, fresh run.py process of the 
 runs a share of the rounds (and of the GPU rounds and C++ repetitions), so N processes cost about
 what one run does, plus N start-ups and warm-ups. The children run one at a time, so none competes
 with another for the cores or the GPU, and a slowdown of the machine lands on whichever children
-it overlaps (in an A/B run, on both sides of the pairs it overlaps: bench/ab.py).
+it overlaps (in an A/B run, on both sides of the pairs it overlaps: bench/ab.py). With --duet an
+A/B run starts each pair's two children together, each pinned to its own cores (duet benchmarking:
+L. Bulej et al., "Duet Benchmarking: Improving Measurement Accuracy in the Cloud", Empirical
+Software Engineering 25, 2020): a slowdown of the host that reaches both cores then lands on both
+sides of the pair during the same rounds, and a night fits twice the rounds.
 
 Each child writes into <result stem>.processes/process-<i>/ and logs to process-<i>.log (both
 kept); the parent merges their results into one file (bench/process_merge.py) and prints it.
@@ -19,6 +23,7 @@ No child outlives the parent (bench/shard/process.py: die_with_parent, reap).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -85,51 +90,63 @@ def _parent_cores(options: RunOptions) -> tuple[set[int], set[int]] | None:
     if pin <= 0 or not hasattr(os, "sched_getaffinity"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
+    offsets = range(options.pin_offset, options.pin_offset + (2 if options.duet else 1))
     try:
-        offset = options.pin_offset
-        cores = shard_cores(allowed, offset, min(pin, len(allowed)) if offset == 0 else pin)
+        cores = {core for offset in offsets
+                 for core in shard_cores(allowed, offset, min(pin, len(allowed)) if offset == 0 else pin)}
     except ValueError:
         return None  # the child says why it cannot pin
-    spare = set(allowed) - set(cores)
+    spare = set(allowed) - cores
     return (set(allowed), spare) if spare else None
 
 
-def _run_in_turn(children: Sequence[Child], rounds: int, console: Any, repo_root: Path,
+def batches(children: Sequence[Child], duet: bool) -> list[list[Child]]:
+    """The children that run at the same time, in time order: one at a time, or (--duet) a pair's
+    two sides together (children 2p and 2p+1 are pair p: bench/ab.py abba)."""
+    step = 2 if duet else 1
+    return [list(children[i:i + step]) for i in range(0, len(children), step)]
+
+
+def _run_in_turn(groups: Sequence[Sequence[Child]], rounds: int, console: Any, repo_root: Path,
                  cores: tuple[set[int], set[int]] | None, on_done: Callable[[], object]) -> bool:
-    """Run the children one after another with a progress bar each, on_done() after each one;
-    True when interrupted."""
+    """Run each group of children at once, the groups one after another, with a progress bar per
+    child and on_done() after each group; True when interrupted."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     interrupted = False
+    every = [child for group in groups for child in group]
     previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     try:
         with Progress(*columns, console=console, auto_refresh=False, transient=True) as progress:
-            for child in children:
+            for group in groups:
                 if cores:
                     os.sched_setaffinity(0, cores[0])
-                start_child(child, repo_root)
+                for child in group:
+                    start_child(child, repo_root)
                 if cores:
                     os.sched_setaffinity(0, cores[1])
-                tasks = {child.index: progress.add_task(f"{child.label()} starting", total=rounds)}
+                tasks = {c.index: progress.add_task(f"{c.label()} starting", total=rounds) for c in group}
                 try:
-                    wait_children([child], progress, tasks, console)
+                    wait_children(group, progress, tasks, console)
                 except KeyboardInterrupt:
                     interrupted = True
-                    console.print(f"[yellow]interrupted: stopping {child.label()} and starting no other "
+                    names = " and ".join(c.label() for c in group)
+                    console.print(f"[yellow]interrupted: stopping {names} and starting no other "
                                   "(Ctrl-C again to kill it)[/yellow]")
-                    stop_children([child], console)
-                    wait_children([child], progress, tasks, console, interrupted=True)
-                progress.remove_task(tasks[child.index])
+                    stop_children(group, console)
+                    wait_children(group, progress, tasks, console, interrupted=True)
+                for task in tasks.values():
+                    progress.remove_task(task)
                 on_done()
-                if interrupted or child.status == "failed":
+                if interrupted or any(c.status == "failed" for c in group):
                     break
     except KeyboardInterrupt:  # a second Ctrl-C
         interrupted = True
-        kill_children(children, console)
+        kill_children(every, console)
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
-        reap(children)  # whatever ends the sequence (a failed checkpoint write too), no child runs on
+        reap(every)  # whatever ends the sequence (a failed checkpoint write too), no child runs on
     return interrupted
 
 
@@ -188,14 +205,15 @@ def run_repeated(
     rounds = share(options.rounds, per_side)
     what = (f"A/B, {options.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
             if sides else f"{len(plan)} processes")
-    console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, one after another, {rounds} rounds each; "
+    when = "each pair's two sides at once (duet), the pairs one after another" if options.duet else "one after another"
+    console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, {when}, {rounds} rounds each; "
                   f"logs and each process's result in {rel(work, repo_root)}")
     merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, options, repo_root)
     document, fallback = merger.document, merger.fallback
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
         new_folder(work)  # never one that is there: its logs could be planted links (ResultWriteError)
-        interrupted = _run_in_turn(children, rounds, console, repo_root, _parent_cores(options),
+        interrupted = _run_in_turn(batches(children, options.duet), rounds, console, repo_root, _parent_cores(options),
                                    on_done=lambda: write_result(json_path, document(final=False)))
     except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
         return _stop_on_write_error(exc, json_path, document, fallback, console)
@@ -247,9 +265,11 @@ class _Merger:
         if all(d is None for d in docs):
             merged = self._empty(metas)
         else:
+            groups = batches(self.children, self.options.duet)
             merged = merge(docs, metas, Pairing.AB if ab else Pairing.PROCESSES,
                            config={"rounds": self.options.rounds, "seed": self.options.seed,
-                                   "wall_seconds": round(sum(c.seconds for c in self.children), 2)},
+                                   **({"duet": True} if self.options.duet else {}),
+                                   "wall_seconds": round(sum(max(c.seconds for c in g) for g in groups), 2)},
                            env={"command": self.command}, ab=ab)
         if not final:
             merged["status"] = "running"
@@ -271,6 +291,8 @@ def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options:
         side = by_side[slot.side] if by_side and slot.side else None
         out_dir = work / f"process-{slot.index}"
         mine = child_options(options, per_side=per_side, seed=seed, out_dir=out_dir)
+        if options.duet:  # the pair's second process pins to the cores next to the first's
+            mine = dataclasses.replace(mine, pin_offset=options.pin_offset + slot.index % 2)
         children.append(Child(slot.index, _name(slot, len(plan)), side.python if side else sys.executable, out_dir,
                               work / f"process-{slot.index}.log", options=mine, env=side.env if side else None,
                               device=options.device, describe=f"side {side.spec}" if side else ""))

@@ -210,3 +210,66 @@ def test_a_side_that_fails_ends_the_run_with_its_reason(tmp_path: Path) -> None:
     assert failure["child"] == "process 2 of 4 (B, pair 1)" and failure["returncode"] == 2
     assert "empty-build" in failure["tail"]
     assert os.path.basename(doc["env"]["processes"][1]["side_env"]["DBENCH_BUILD_DIR"]) == "empty-build"
+
+
+# ---------------------------------------------------------------------------
+# --duet: a pair's two processes at once.
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--duet",), "argument --duet: only with --ab (it runs the two sides of each pair at once)"),
+    (("--ab", "env:", "env:", "--duet", "--no-pin"), "argument --duet: each side needs its own cores"),
+    (("--ab", "env:", "env:", "--duet", "--pin-cores", "0"), "argument --duet: each side needs its own cores"),
+])
+def test_duet_without_its_conditions_is_one_line_before_any_work(extra: tuple[str, ...], message: str,
+                                                                 tmp_path: Path) -> None:
+    proc = run_py(*SMALL, *extra, "--out", str(tmp_path / "out"), timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert message in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_duet_asks_two_sides_worth_of_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--pin-cores counts a side's cores: a duet needs twice as many, and says so."""
+    from dbench.bench import cli
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(4)), raising=False)
+    args = cli.build_parser(["boundary"]).parse_args(["--pin-cores", "3", "--duet", "--ab", "env:", "env:"])
+    with pytest.raises(cli.UsageError, match=r"--pin-cores: 3 for each side of --duet needs 6 cores, but this "
+                                             r"process may run on 4; give at most 2"):
+        cli.check_pinning(args)
+    cli.check_pinning(cli.build_parser(["boundary"]).parse_args(["--pin-cores", "2", "--duet", "--ab", "env:", "env:"]))
+
+
+def test_duet_batches_are_the_pairs_in_time_order() -> None:
+    from dbench.bench.processes import batches
+
+    assert batches(list("ABBAAB"), duet=True) == [["A", "B"], ["B", "A"], ["A", "B"]]
+    assert batches(list("ABBA"), duet=False) == [["A"], ["B"], ["B"], ["A"]]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a duet pins its two sides to two cores")
+def test_a_duet_runs_each_pair_at_once_on_two_cores(tmp_path: Path) -> None:
+    """Both processes of a pair overlap in time, each pinned to its own core, the first of a pair in
+    ABBA order on the last core; the pairs follow one another; the file says it was a duet."""
+    proc = run_py(*SMALL, "--rounds", "4", "--ab", "env:", "env:FOO=1", "--pairs", "2", "--duet",
+                  "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "each pair's two sides at once (duet)" in proc.stdout
+    (path,) = tmp_path.glob("*.json")
+    doc = load_result(path)
+    assert doc["status"] == "complete" and doc["config"]["duet"] is True
+    processes = doc["env"]["processes"]
+    assert [(p["side"], p["pair"]) for p in processes] == [("a", 0), ("b", 0), ("b", 1), ("a", 1)]
+    last, second = sorted(os.sched_getaffinity(0))[-1], sorted(os.sched_getaffinity(0))[-2]
+    assert [p["pinned_cpu"] for p in processes] == [[last], [second], [last], [second]]
+    seconds = [p["seconds"] for p in processes]
+    assert doc["config"]["wall_seconds"] == pytest.approx(max(seconds[:2]) + max(seconds[2:]), abs=0.02)
+    # the children of a pair started within a second of each other (a time a second wide)
+    starts = [p["time"] for p in processes]
+    import datetime as dt
+    at = [dt.datetime.fromisoformat(t) for t in starts]
+    assert abs((at[1] - at[0]).total_seconds()) <= 2 and abs((at[3] - at[2]).total_seconds()) <= 2
+    assert (at[2] - at[0]).total_seconds() >= min(seconds[:2]) - 2  # pair 2 starts once pair 1 has ended
+    ok = [r for r in doc["rows"] if r["status"] == "ok"]
+    assert len(ok) == 2 and all(len(r["process_medians"]) == 2 for r in ok)
