@@ -346,11 +346,14 @@ def figure(studies: Sequence[Mapping[str, Any]]) -> Any:
         if other:
             right.plot([j for j, _ in other], [100 * v for _, v in other], marker="D", mfc="none", ls="none",
                        color=color, label=None if default else gatemod.CLASSES[key])
-    target = next((d["settings"].get("target") for d in studies if d["settings"].get("target")), None) \
-        or gatemod.DEFAULT_TARGET
-    right.axhline(100 * target, color="black", linestyle="--", lw=1)
-    right.annotate(f"target +{target:.0%}: a class below it gates", (0, 100 * target), fontsize=8,
-                   xytext=(0, -11), textcoords="offset points")
+    given = next((d["settings"].get("target") for d in studies if d["settings"].get("target")), None)
+    targets: dict[float, list[str]] = {}
+    for key, name in gatemod.CLASSES.items():
+        targets.setdefault(given or gatemod.DEFAULT_TARGETS[key], []).append(name)
+    for target, names in targets.items():
+        right.axhline(100 * target, color="black", linestyle="--", lw=1)
+        right.annotate(f"target +{target:.0%} ({', '.join(names)}): below it, a class gates", (0, 100 * target),
+                       fontsize=7, xytext=(0, -11), textcoords="offset points")
     right.set(ylabel="slowdown flagged with 95 % power (%)", yscale="log", xticks=x, xticklabels=labels,
               title="what each class detects (median row)")
     right.legend(fontsize=8)

@@ -589,3 +589,19 @@ def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: P
     assert injected and regressions == injected, (regressions, injected)
     assert not any(r.verdict == gs.IMPROVEMENT for r in result.rows)
     assert result.exit_code == 1
+
+
+def test_each_class_gates_at_its_own_target_unless_one_is_given() -> None:
+    """+13 % detectable: enough for the C++ driver's rows (target +15 %), not for the Python or GPU
+    rows (+10 %); --target sets one target for every class."""
+    def rows(detectable: float) -> list[gate.RowVerdict]:
+        cases = (("noop/cpp/inference", "cpu_us/floor"), ("noop/cpp_typed/no_grad (cpp)", "cpu_us/floor"),
+                 ("noop/cpp/inference", "gpu_us"))
+        return [gate.RowVerdict(lab, lab, metric, gs.INCONCLUSIVE, detectable=detectable) for lab, metric in cases]
+
+    assert {r.row_class for r in rows(0.13)} == set(gate.CLASSES)
+    states = gate.class_states(rows(0.13), None, ())
+    assert {k: s.gating for k, s in states.items()} == {"gpu": False, "cpu-python": False, "cpu-cpp": True}
+    assert "more than the +10% target" in states["cpu-python"].why and states["cpu-cpp"].why.endswith("95% power")
+    assert all(s.gating for s in gate.class_states(rows(0.13), 0.2, ()).values())
+    assert not any(s.gating for s in gate.class_states(rows(0.16), None, ()).values())
