@@ -45,8 +45,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy and scipy are imported where used): options, paths and files are
 # checked before they load.

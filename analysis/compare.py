@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import math
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbench.bench.escape import terminal
 from dbench.analysis.load import read_result, rows_frame

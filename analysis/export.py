@@ -17,10 +17,7 @@ unreadable or damaged one, an unwritable --out), in one line.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbench.analysis.load import ResultFileError, read_results
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output

@@ -64,8 +64,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy and scipy wait inside gate_stats, tabulate inside render): bad input
 # is refused before any of them is loaded.

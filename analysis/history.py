@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (numpy, tabulate, ruptures and matplotlib are imported where used).
 from dbench.analysis import gate as gatemod

@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from dbench.analysis import gate as gatemod
 from dbench.analysis import gate_stats as gs

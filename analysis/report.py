@@ -19,8 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-if (Path(__file__).resolve().parent.parent / "dbench" / "__init__.py").is_file():  # run by path from a checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Light imports only (pandas, rich and the table modules are imported where used): bad input is
 # refused before they load.

@@ -19,7 +19,9 @@ if [ "${1:-}" = --step ]; then  # git bisect run calls this in the bisect worktr
   echo "[bisect] $sha: setting up"
   bash scripts/setup.sh > "$work/setup-$sha.log" 2>&1 || { echo "[bisect] $sha: set-up failed: skip"; exit 125; }
   bash "$REPO/scripts/interleave.sh" "$work/good" . "$n" "$work/runs/$sha" "$@" || { echo "[bisect] $sha: a run failed: skip"; exit 125; }
-  python3 "$REPO/analysis/gate.py" "$work/runs/$sha/b" "$work/runs/$sha/a" --format md > "$work/runs/$sha/gate.md" 2>&1
+  # The gate of the checkout bisect.sh came from (not of the commit under test), by module from its root.
+  (cd "$REPO" && python3 -m dbench.analysis.gate "$work/runs/$sha/b" "$work/runs/$sha/a" --format md) \
+    > "$work/runs/$sha/gate.md" 2>&1
   rc=$?
   echo "[bisect] $sha: $(head -1 "$work/runs/$sha/gate.md")"
   case $rc in 0) exit 0 ;; 1) exit 1 ;; *) exit 125 ;; esac
