@@ -45,7 +45,6 @@ from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-
 # Light imports only (numpy and scipy are imported where used): options, paths and files are
 # checked before they load.
 from dbench.analysis import gate as gatemod

@@ -28,7 +28,6 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-
 from dbench.bench.escape import terminal
 from dbench.analysis.load import read_result, rows_frame
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output

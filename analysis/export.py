@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import sys
 
-
 from dbench.analysis.load import ResultFileError, read_results
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
 from dbench.analysis.sinks import render

@@ -24,7 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-
 # Light imports only: numpy, pandas, matplotlib and the table modules are imported in the functions
 # that draw, so the command checks its options, output folder and files before loading them.
 from dbench.analysis.load import read_results, rows_frame

@@ -64,7 +64,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-
 # Light imports only (numpy and scipy wait inside gate_stats, tabulate inside render): bad input
 # is refused before any of them is loaded.
 from dbench.analysis import gate_stats as gs

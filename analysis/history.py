@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-
 # Light imports only (numpy, tabulate, ruptures and matplotlib are imported where used).
 from dbench.analysis import gate as gatemod
 from dbench.analysis import gate_stats as gs

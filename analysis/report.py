@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-
 # Light imports only (pandas, rich and the table modules are imported where used): bad input is
 # refused before they load.
 from dbench.analysis.load import ResultFileError, read_results

@@ -432,12 +432,12 @@ def check_pinning(args: argparse.Namespace) -> None:
     if args.no_pin or args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or sharded:
         return
     allowed = len(os.sched_getaffinity(0))
-    slots = args.pin_offset + (2 if getattr(args, "duet", False) else 1)  # --duet: side B one slot further
+    slots = args.pin_offset + (2 if args.duet else 1)  # --duet: side B one slot further
     need = args.pin_cores * slots
     if need > allowed:
         most = allowed // slots
         asked = f"{args.pin_cores} with --pin-offset {args.pin_offset}" if args.pin_offset else str(args.pin_cores)
-        asked += " for each side of --duet" if getattr(args, "duet", False) else ""
+        asked += " for each side of --duet" if args.duet else ""
         hint = f"give at most {most}" if most else f"--pin-offset {args.pin_offset} leaves no core to pin to"
         raise UsageError(f"argument --pin-cores: {asked} needs {need} cores, but this process may run on {allowed}; "
                          f"{hint} (or --no-pin)")

@@ -173,7 +173,7 @@ def resolve(args: argparse.Namespace, declared: Any, device: str, user_ops: tupl
         seed=args.seed, gpu_timer=args.gpu_timer, no_cpp=args.no_cpp, **timing,
         pin_cores=0 if args.no_pin else args.pin_cores, pin_offset=args.pin_offset, gpus=args.gpus,
         shards=args.shards, processes=args.processes, ab=_pair(args.ab),
-        pairs=args.pairs if args.ab is not None else None, duet=bool(getattr(args, "duet", False)),
+        pairs=args.pairs if args.ab is not None else None, duet=args.duet,
         ab_sides=tuple(getattr(args, "ab_sides", ()) or ()),
         shard_child=args.shard_child, out=args.out, default_out=args.default_out, baseline=args.baseline,
         baseline_files=tuple(getattr(args, "baseline_files", ()) or ()), plot=args.plot)
