@@ -23,13 +23,13 @@ from dbench.bench.harness.supervisor import ready, supervise  # noqa: E402  (sta
 if __name__ == "__main__":  # the command, not the library: a supervisor ends the result of a run that crashes
     supervise()  # returns in the worker process that runs the command; the supervisor exits with its status
 
-from dbench.bench.cli import UsageError  # noqa: E402  (torch-free)
+from dbench.bench.harness.cli import UsageError  # noqa: E402  (torch-free)
 from dbench.bench.harness import common  # noqa: E402
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome  # noqa: E402
 from dbench.bench.harness.interrupts import RESERVED, GracefulStop, interrupted  # noqa: E402
-from dbench.bench.options import RunOptions  # noqa: E402  (standard library only)
-from dbench.bench.passes import Pass  # noqa: E402  (torch-free)
-from dbench.main import exit_with  # noqa: E402  (torch-free)
+from dbench.bench.harness.options import RunOptions  # noqa: E402  (standard library only)
+from dbench.bench.core.passes import Pass  # noqa: E402  (torch-free)
+from dbench.bench.harness.guard import exit_with  # noqa: E402  (torch-free)
 
 
 def in_process(scenario: Any, options: RunOptions, console: Any, stop: GracefulStop) -> Outcome:
@@ -49,7 +49,7 @@ def several(scenario: Any, options: RunOptions, shard_devices: list[str], argv: 
             console: Any) -> Outcome:
     """--processes / --ab (one after another) or --gpus / --shards (side by side), merged; its figures."""
     from dbench.analysis.console import plot, show_merged
-    from dbench.bench.harness.several import run_in_processes, run_in_shards
+    from dbench.bench.children.several import run_in_processes, run_in_shards
     from dbench.ops import OP_NAMES
     from dbench.scenarios.select import selected_ops
 
@@ -89,12 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Outcome:
     """main's exit status, the result file it wrote and its document (None: none). `given`: options
-    already checked (bench/cli.py from_fields: dbench.run_scenario), in place of a command line. A
+    already checked (bench/harness/cli.py from_fields: dbench.run_scenario), in place of a command line. A
     child of a run (--processes, --ab, --gpus, --shards) gets its parent's resolved options as a file."""
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
     from dbench.bench.harness.start import child_options
     from dbench.scenarios.select import resolved
-    from dbench.bench.options import child_options_file
+    from dbench.bench.harness.options import child_options_file
     from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS
 
@@ -138,7 +138,7 @@ def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Out
     except Exception as exc:
         if stop.signalled:  # a Ctrl-C an import (torch's, an extension's) re-raised as another error
             return Outcome(interrupted(args), RESERVED[-1] if RESERVED else None)
-        from dbench.bench.results import ResultWriteError
+        from dbench.bench.io.results import ResultWriteError
 
         if not isinstance(exc, ResultWriteError):  # a result file that could not be made: one line
             raise

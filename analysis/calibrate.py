@@ -51,8 +51,8 @@ from dbench.analysis import gate as gatemod
 from dbench.analysis import gate_stats as gs
 from dbench.analysis.load import ResultFileError
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
-from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
-from dbench.bench.identity import identity_text
+from dbench.bench.harness.cli import Parser, path_value  # usage errors in one line, like run.py's
+from dbench.bench.core.identity import identity_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -470,6 +470,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("calibrate", main)

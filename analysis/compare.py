@@ -18,7 +18,7 @@ unreadable or non-result file, a non-finite or non-positive time in one, a
 written, incomparable runs).
 --value ratio_median compares each row's ratio to its baseline (paired per
 round) instead of its absolute median. When both runs carry a speed probe
-(bench/probe.py), its medians are printed first: a machine that ran X% slower
+(bench/core/probe.py), its medians are printed first: a machine that ran X% slower
 in one run moves every absolute median by about X%.
 """
 
@@ -28,15 +28,15 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from dbench.bench.escape import terminal
+from dbench.bench.io.escape import terminal
 from dbench.analysis.load import read_result, rows_frame
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
-from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
+from dbench.bench.harness.cli import Parser, path_value  # usage errors in one line, like run.py's
 
 if TYPE_CHECKING:
     import pandas as pd
 
-KEY = ["row_id"]  # bench/identity.py: every field that says which case and metric a row is
+KEY = ["row_id"]  # bench/core/identity.py: every field that says which case and metric a row is
 SHOWN = ["op", "variant", "mode", "metric", "driver"]  # what the printout names a row by
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -111,10 +111,10 @@ def same_ordering(merged: pd.DataFrame) -> pd.DataFrame:
 
 def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
     """The per-row spreads, worst first; whether each group keeps its order; the totals; the rows not
-    compared. Names and reasons come from the files: shown through bench/escape.py `terminal`."""
+    compared. Names and reasons come from the files: shown through bench/io/escape.py `terminal`."""
     import pandas as pd
 
-    from dbench.bench.escape import frame
+    from dbench.bench.io.escape import frame
 
     pd.set_option("display.width", 200)
     print(frame(merged.drop(columns=KEY + ["group_id"]).sort_values("spread", ascending=False), terminal)
@@ -187,6 +187,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("compare", main)

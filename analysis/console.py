@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from dbench.bench.escape import rich
+from dbench.bench.io.escape import rich
 from dbench.bench.harness import common
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, shown
 
@@ -66,7 +66,7 @@ def finished(scenario: Any, doc: dict[str, Any], json_path: Path, csv_path: Path
              figures: bool, code: int = EXIT_OK) -> int:
     """An in-process run's end: its tables, the speed probe's warning, its figures and closing lines.
     The run's exit status: its `code`, or EXIT_FAILED when a figure could not be written."""
-    from dbench.bench.probe import instability_note
+    from dbench.bench.core.probe import instability_note
 
     report(scenario, doc, doc["env"], console)
     unstable = instability_note(doc["speed_probe"])
@@ -88,7 +88,7 @@ def gate(json_path: Path, baseline_files: Sequence[Path], console: Any) -> int:
 
     The gate is imported here, lazily, so a checkout without it runs everything else and says why it
     cannot gate (exit 2: nothing was compared)."""
-    from dbench.bench.results import ResultFileError, load_result
+    from dbench.bench.io.results import ResultFileError, load_result
 
     try:
         from dbench.analysis import gate as gate_module

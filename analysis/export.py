@@ -21,7 +21,7 @@ import sys
 from dbench.analysis.load import ResultFileError, read_results
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
 from dbench.analysis.sinks import render
-from dbench.bench.cli import Parser, path_value
+from dbench.bench.harness.cli import Parser, path_value
 from dbench.analysis.sinks._trackers import benchmark_name, timed_rows  # noqa: F401  (re-exported)
 from dbench.analysis.sinks.bencher import metrics as bencher  # noqa: F401  (re-exported)
 from dbench.analysis.sinks.github_action_benchmark import entries as github_action_benchmark  # noqa: F401
@@ -56,6 +56,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("export", main)

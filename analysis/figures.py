@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 # Light imports only: numpy, pandas, matplotlib and the table modules are imported in the functions
 # that draw, so the command checks its options, output folder and files before loading them.
 from dbench.analysis.load import read_results, rows_frame
-from dbench.bench.document import result_stem
+from dbench.bench.io.document import result_stem
 from dbench.analysis.outputs import OutputPathError, check_output_dir, output_path
-from dbench.bench.cli import Parser, name_list, path_value  # usage errors in one line, like run.py's
+from dbench.bench.harness.cli import Parser, name_list, path_value  # usage errors in one line, like run.py's
 from dbench.ops.specs import MODES  # the boundary scenario's modes, which the history figures follow
 
 if TYPE_CHECKING:
@@ -748,7 +748,7 @@ def _note(text: str) -> None:
 
 
 def check_kinds(kinds: Sequence[str]) -> list[str]:
-    """--kinds (already a list without empty or repeated names: bench.cli.name_list): a subset of
+    """--kinds (already a list without empty or repeated names: bench.harness.cli.name_list): a subset of
     KINDS (ValueError naming the unknown ones)."""
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
@@ -795,6 +795,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("figures", main)

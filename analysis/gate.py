@@ -69,8 +69,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from dbench.analysis import gate_stats as gs
 from dbench.analysis.compare import environment as compare_environment
 from dbench.analysis.load import ResultFileError, check_result, read_json, read_result, result_files
-from dbench.bench.cli import Parser, name_list, path_value  # usage errors in one line, like run.py's
-from dbench.bench.identity import case_label, identity_text, row_identity
+from dbench.bench.harness.cli import Parser, name_list, path_value  # usage errors in one line, like run.py's
+from dbench.bench.core.identity import case_label, identity_text, row_identity
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT, EXIT_NO_DECISION = 0, 1, 2, 3
 PASS, FAIL, NO_DECISION = "PASS", "FAIL", "NO DECISION"
@@ -297,7 +297,7 @@ def row_class(metric: str, label: str) -> str:
 @dataclass(frozen=True)
 class RowVerdict:
     label: str
-    row_id: str  # bench.identity row identity as text (the calibration file's key)
+    row_id: str  # bench.core.identity row identity as text (the calibration file's key)
     metric: str  # what was judged: cpu_us/floor (ratio to the in-run floor), cpu_us, gpu_us
     verdict: str
     baseline: float | None = None  # geometric mean over processes (side A for A/B)
@@ -864,7 +864,7 @@ def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
         return json.dumps(as_data(result, hide_same), indent=1) + "\n"
     # Row names, notes (a FAILED row's reason), A/B sides and sources come from result files: every
     # line and cell is escaped for its format (md: markdown, txt: the terminal).
-    from dbench.bench.escape import markdown, table, terminal
+    from dbench.bench.io.escape import markdown, table, terminal
 
     ci_name = f"{level_text(result.alpha)} CI"
     headers = ["row", "metric", "baseline", "new", "ratio", ci_name, "δ", "verdict", "n base/new", "note"]
@@ -939,6 +939,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("gate", main)

@@ -35,7 +35,7 @@ from dbench.analysis import gate as gatemod
 from dbench.analysis import gate_stats as gs
 from dbench.analysis.load import ResultFileError, is_folder, read_results
 from dbench.analysis.outputs import OutputPathError, check_output_file, output_path
-from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
+from dbench.bench.harness.cli import Parser, path_value  # usage errors in one line, like run.py's
 
 if TYPE_CHECKING:
     import numpy as np
@@ -186,7 +186,7 @@ def history(docs: Sequence[Mapping[str, Any]], row_filter: str = "",
 
 
 def render(rows: Sequence[RowHistory], nights: Sequence[Night], fmt: str = "txt") -> str:
-    from dbench.bench.escape import markdown, table as tabulated
+    from dbench.bench.io.escape import markdown, table as tabulated
 
     found = [(h, c) for h in rows for c in h.changes]
     headers = ["row", "metric", "first night after", "file", "git", "torch", "before", "after", "step", "vs first",
@@ -280,6 +280,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("history", main)

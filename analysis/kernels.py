@@ -12,7 +12,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from dbench.bench.escape import rich
+from dbench.bench.io.escape import rich
 from dbench.analysis.table import fitted, where
 
 # launch: GPU-bound once GPU time per call reaches this share of CPU time per call. When the GPU

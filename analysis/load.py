@@ -1,6 +1,6 @@
 """Result documents as pandas: any set of runs as one DataFrame.
 
-The checked reader itself lives in bench/document.py (standard library only, shared with run.py's
+The checked reader itself lives in bench/io/document.py (standard library only, shared with run.py's
 up-front checks); it is re-exported here so every analysis command reads through it.
 """
 
@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dbench.bench.document import (  # noqa: F401  (re-exported: the analysis commands' one reader)
+from dbench.bench.io.document import (  # noqa: F401  (re-exported: the analysis commands' one reader)
     DOCUMENT_STATUSES, ENV_COLUMNS, MAX_BYTES, MAX_DEPTH, REQUIRED_ROW_FIELDS, ROW_COLUMNS, ROW_STATUSES, UNTIMED,
     NotAResultError, ResultFileError, check_result, is_folder, load_result, read_json, read_result, read_results,
     result_files, row_name,
 )
-from dbench.bench.identity import identity_text, row_identity
+from dbench.bench.core.identity import identity_text, row_identity
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def rows_frame(document: dict[str, Any], source: str = "") -> "pd.DataFrame":
-    """A result's rows, with `row_id` (the row identity, bench/identity.py, as text: the key that joins
+    """A result's rows, with `row_id` (the row identity, bench/core/identity.py, as text: the key that joins
     runs) and `group_id` (the same without the variant: the rows one table line-up compares)."""
     import pandas as pd
 

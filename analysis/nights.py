@@ -42,8 +42,8 @@ from dbench.analysis import gate as gatemod
 from dbench.analysis import gate_stats as gs
 from dbench.analysis.load import ResultFileError
 from dbench.analysis.outputs import OutputPathError, check_output_file, write_output
-from dbench.bench.cli import MAX_PROCESSES, MAX_SEED, Parser, name_list, path_value, seed_value, whole
-from dbench.bench.identity import row_identity
+from dbench.bench.harness.cli import MAX_PROCESSES, MAX_SEED, Parser, name_list, path_value, seed_value, whole
+from dbench.bench.core.identity import row_identity
 
 # Per-process lists of an A/B row: side B's and side A's of each quantity the gate reads.
 SIDES = (("process_medians", "a_process_medians"), ("process_ratio_medians", "a_process_ratio_medians"))
@@ -462,6 +462,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("nights", main)

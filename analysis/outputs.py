@@ -3,8 +3,8 @@
 A path the user gives that cannot be written (a folder that does not exist or takes no new file, a
 folder where a file is expected, a name too long) is refused up front with one line naming it, and
 a write that fails later (a full disk) is one line too: both raise OutputPathError, which every
-command turns into exit 2. The writes go through bench/atomic.py, so a reader sees the old file or
-the new one, never a partial one. Standard library only, like the checks of run.py (bench/cli.py).
+command turns into exit 2. The writes go through bench/io/atomic.py, so a reader sees the old file or
+the new one, never a partial one. Standard library only, like the checks of run.py (bench/harness/cli.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from dbench.bench.atomic import atomic_path, file_output_problem, folder_output_problem, write_atomic
+from dbench.bench.io.atomic import atomic_path, file_output_problem, folder_output_problem, write_atomic
 
 
 class OutputPathError(ValueError):
@@ -21,7 +21,7 @@ class OutputPathError(ValueError):
 
 
 def check_output_file(path: Path | str, option: str) -> Path:
-    """`path` can be written (bench.atomic.file_output_problem), else OutputPathError."""
+    """`path` can be written (bench.io.atomic.file_output_problem), else OutputPathError."""
     problem = file_output_problem(path)
     if problem:
         raise OutputPathError(f"{option}: {problem}")

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 # Light imports only (pandas, rich and the table modules are imported where used): bad input is
 # refused before they load.
 from dbench.analysis.load import ResultFileError, read_results
-from dbench.bench.cli import Parser, path_value  # usage errors in one line, like run.py's
+from dbench.bench.harness.cli import Parser, path_value  # usage errors in one line, like run.py's
 
 
 def _note(text: str) -> None:
@@ -67,6 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from dbench.main import exit_with
+    from dbench.bench.harness.guard import exit_with
 
     exit_with("report", main)

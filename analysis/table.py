@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from dbench.bench.escape import rich
-from dbench.bench.ab import CONFIDENCE as AB_CONFIDENCE
-from dbench.bench.cpp_results import CPP_VARIANT_NAMES
+from dbench.bench.io.escape import rich
+from dbench.bench.io.ab import CONFIDENCE as AB_CONFIDENCE
+from dbench.bench.io.cpp_results import CPP_VARIANT_NAMES
 from dbench.ops import VARIANT_NAMES
 
 # torch.utils.benchmark warns above this IQR/median; such a median moves between runs.
@@ -109,7 +109,7 @@ def table_data(frame: pd.DataFrame, op: str, metric: str = "cpu_us", driver: str
 
 
 def _point(row: pd.Series) -> str:
-    """What tells apart two cases of one op/variant/mode (bench/identity.py): axes, shape, dtype."""
+    """What tells apart two cases of one op/variant/mode (bench/core/identity.py): axes, shape, dtype."""
     axes = row.get("axes")
     axes = axes if isinstance(axes, (list, tuple)) else []
     named = [f"{a}={row.get(a)}" for a in axes if a != "shape"]  # (a shape axis: the shape part says it)
@@ -225,7 +225,7 @@ def _rich_table(table: TableData) -> Table:
 def print_tables(frame: pd.DataFrame, env: dict[str, Any], console: Console | None = None, note: str = "") -> None:
     """The console sink. Output that is not a terminal (a log, a pipe) gets the full width its
     tables need instead of rich's 80 columns, so no name or cell is cut. Every string shown passes
-    bench/escape.py `rich`: a result's names and reasons neither drive the terminal nor carry markup."""
+    bench/io/escape.py `rich`: a result's names and reasons neither drive the terminal nor carry markup."""
     console = console or Console()
     found = tables(frame)
     rendered = [_rich_table(t) for t in found]

@@ -36,7 +36,7 @@ def notes(document: Mapping[str, Any]) -> list[str]:
     import pandas as pd
 
     from dbench.analysis.table import check_notes, legend, na_reasons
-    from dbench.bench.probe import instability_note
+    from dbench.bench.core.probe import instability_note
 
     frame = pd.DataFrame(document["rows"])
     lines = legend(frame) + check_notes(frame)

@@ -22,7 +22,7 @@ _HERE = Path(__file__).resolve().parent
 if not (_HERE / "bench").is_dir() and (_HERE.parent / "bench" / "__init__.py").is_file():
     __path__.append(str(_HERE.parent))  # a checkout: dbench.bench is <checkout>/bench
 
-# The public names, imported on first use: `import dbench.bench.cli` stays free of torch (a command
+# The public names, imported on first use: `import dbench.bench.harness.cli` stays free of torch (a command
 # line is checked before torch is imported).
 _PUBLIC = {
     "Op": "dbench.ops.declare",
@@ -33,7 +33,7 @@ _PUBLIC = {
     "Result": "dbench.api",
     "load_results": "dbench.api",
     "frame": "dbench.api",
-    "UsageError": "dbench.bench.cli",
+    "UsageError": "dbench.bench.harness.cli",
 }
 # Public modules: dbench.inputs (typed inputs of a declaration: integers, offsets, constant, absent).
 _MODULES = {"inputs": "dbench.ops.inputs"}

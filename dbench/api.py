@@ -70,7 +70,7 @@ def run_scenario(scenario: str = "boundary", ops: Sequence[Op | str] = (), *, de
     no_cpp=True, ab=("env:", "env:X=1")...), checked as its command-line words would be. A bad
     option raises dbench.UsageError (a ValueError) before any work."""
     from dbench import run as command
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
     from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS
 
@@ -91,7 +91,7 @@ def load_results(paths: Iterable[str | Path]) -> "pd.DataFrame":
     """Every result file given (or found in a folder given, or in the folders below it:
     `dbench-results` holds one folder per machine) as one DataFrame."""
     from dbench.analysis.load import load_results as frames
-    from dbench.bench.document import result_files
+    from dbench.bench.io.document import result_files
 
     return frames([f for p in paths for f in result_files(p, recursive=True)])
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from dbench.bench.case import CASE_ERRORS, first_line, raised
+from dbench.bench.core.case import CASE_ERRORS, first_line, raised
 
 from .contract import InputSpec, OpContract
 from .declare import AdaptedOp

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from dbench.bench.trust import trusted_code_path
+from dbench.bench.core.trust import trusted_code_path
 
 from .contract import LAYOUTS, Args, OpContract, OpKernels, Shape, Work, written_arguments
 from .inputs import MakeContext

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import torch
 
-from dbench.bench.native_build import ROOT as REPO_ROOT, build_dir, built_extension, import_extension
+from dbench.bench.core.native_build import ROOT as REPO_ROOT, build_dir, built_extension, import_extension
 
 __all__ = ["REPO_ROOT", "NativeBuildMissing", "build_dir", "built_extension", "define_stable_copy_first_op",
            "has_cuda_kernels", "import_extension",

@@ -16,7 +16,7 @@ OP_NAMES: tuple[str, ...] = ("noop", "muladd", "l2norm", "mm", "chain", "rmsnorm
 # run in-process after them (dbench.run_scenario) may select them with --ops.
 USER_OP_NAMES: list[str] = []
 # The folders of the --op files loaded in this process (ops/declare.py load), resolved and as given:
-# machine paths that bench.env.redact_paths keeps out of result files.
+# machine paths that bench.io.env.redact_paths keeps out of result files.
 USER_OP_FOLDERS: set[str] = set()
 
 # DBENCH_MM_KERNEL: mm's 16-bit CUDA kernel, read by the kernel layer on every call

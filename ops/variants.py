@@ -73,7 +73,7 @@ def _custom_op(ns: str, contract: OpContract, impls: Callable[[str], OpFn]) -> F
 
 
 # DBENCH_INJECT_PY_NS (read once, at import): a known CPU cost in the Python kernel of the
-# `define_impl` variant only (bench/cli.py checks the value), so a gate's power can be shown on a
+# `define_impl` variant only (bench/harness/cli.py checks the value), so a gate's power can be shown on a
 # Python-side regression as DBENCH_INJECT_CPU_NS shows it on the C++ `cpp` op.
 _INJECT_PY_NS = int(os.environ.get("DBENCH_INJECT_PY_NS") or 0)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dbench.bench.passes import Pass
+from dbench.bench.core.passes import Pass
 from dbench.ops.specs import MODES
 
 from .arity import ARGS_OPS
@@ -27,13 +27,13 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         passes=(Pass.CPU_ROUNDS, Pass.GPU, Pass.CPP_DRIVER), modes=MODES,
         # On a CUDA device: the H200 host's CPU holds fast and slow speed states for seconds at a
         # time and drifts within a round, so a case's block and its floor's must lie close in time
-        # for their ratio to repeat: short blocks, each round in the grouped order (bench/runner.py
+        # for their ratio to repeat: short blocks, each round in the grouped order (bench/core/runner.py
         # round_order). The first 30 of 40 grouped rounds gave ratio CIs of 1.6 and 2.3 % (median),
         # 60 shuffled ones 2.3 % (results/h200/README.md, "The boundary command in a minute"). The C++
         # driver the same way: 30 rounds of 2.5 ms blocks in the grouped order (its --dbench_rounds),
         # 1.1-1.3 % where 12 shuffled repetitions of 30 ms gave 14 %. On the CPU VMs the noise inside
         # a run is white, and long blocks average it (the CPU default). The GPU pass's blocks last at
-        # least 10 ms (bench/runner.py GPU_MIN_BLOCK_SECONDS), in 5 rounds: CUPTI's medians repeat
+        # least 10 ms (bench/core/runner.py GPU_MIN_BLOCK_SECONDS), in 5 rounds: CUPTI's medians repeat
         # within 0.1 %.
         cuda_defaults={"rounds": (30, 6), "block_ms": (2.5, 2.0), "warmup_ms": (5.0, 5.0), "gpu_rounds": (5, 3),
                        "cpp_repetitions": (30, 3), "cpp_min_time": (0.0025, 0.01)},
@@ -79,7 +79,7 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         passes=(Pass.CPU_ROUNDS, Pass.GPU), modes=("eager", "compiled", "cudagraph"),
         # Any op whose first output can be its next call's first input (scenarios/regions.py chain_rule).
         default_ops=("muladd",),
-        # The run defaults (bench/cli.py DEFAULTS); --quick also takes chains of N = 1, 4, 16 only (a full
+        # The run defaults (bench/harness/cli.py DEFAULTS); --quick also takes chains of N = 1, 4, 16 only (a full
         # run adds 64: scenarios/regions.py CHAIN_LENGTHS). Each variant is compiled once per N while
         # the cases are built, outside the rounds: its first-call seconds.
         table_note="µs per op = CPU µs per chain call / N. Break-even N: the smallest N from which the mode's "

@@ -34,8 +34,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dbench.bench.case import Case
-from dbench.bench.cpp_results import CppRequest
+from dbench.bench.core.case import Case
+from dbench.bench.io.cpp_results import CppRequest
 from dbench.ops import Mode
 from dbench.ops.contract import OpContract
 from dbench.ops.declare import Op, contract_of, register

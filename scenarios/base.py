@@ -11,10 +11,10 @@ from typing import Any, Callable, Mapping, Sequence, TypedDict
 import torch
 from torch import Tensor
 
-from dbench.bench.identity import axis_text, case_label, check_unique_labels
-from dbench.bench.passes import Pass
-from dbench.bench.case import CASE_ERRORS, Case, first_line, raised
-from dbench.bench.cpp_results import CppRequest
+from dbench.bench.core.identity import axis_text, case_label, check_unique_labels
+from dbench.bench.core.passes import Pass
+from dbench.bench.core.case import CASE_ERRORS, Case, first_line, raised
+from dbench.bench.io.cpp_results import CppRequest
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 from dbench.ops.specs import needs_gradient
 
@@ -214,7 +214,7 @@ def axis_points(axes: tuple[Axis, ...], sel: Selection, op: str = "") -> list[Po
 def case_key(scenario: str, op: str, variant: str, mode: str, device: str, shape: tuple[int, ...],
              dtype: torch.dtype, point: Point) -> dict[str, Any]:
     """A case's key: the core identity fields, then the axis values and the names of the axes
-    (bench/identity.py reads it); a user's op adds where it comes from (its file and source digest)."""
+    (bench/core/identity.py reads it); a user's op adds where it comes from (its file and source digest)."""
     from dbench.ops import OPS
 
     origin = OPS[op].origin if op in OPS else None

@@ -9,8 +9,8 @@ inference_mode), `function_raw` once one is.
 
 from __future__ import annotations
 
-from dbench.bench.case import Case
-from dbench.bench.cpp_results import CppRequest
+from dbench.bench.core.case import Case
+from dbench.bench.io.cpp_results import CppRequest
 from dbench.ops import MODES, InputSpec, Mode, OpContract, Variant
 
 from . import DECLARATIONS

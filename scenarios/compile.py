@@ -15,7 +15,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dbench.bench.case import Case
+from dbench.bench.core.case import Case
 from dbench.ops import InputSpec, OpContract, Variant
 
 from . import DECLARATIONS

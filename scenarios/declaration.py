@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from dbench.bench.passes import TABLE_PASSES, Pass
+from dbench.bench.core.passes import TABLE_PASSES, Pass
 
-# Run options a scenario sets for itself: option -> (full run, --quick). bench/cli.py DEFAULTS holds
+# Run options a scenario sets for itself: option -> (full run, --quick). bench/harness/cli.py DEFAULTS holds
 # the values every scenario starts from.
 Defaults = Mapping[str, tuple[object, object]]
 

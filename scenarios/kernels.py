@@ -10,7 +10,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dbench.bench.case import CASE_ERRORS, Case, first_line
+from dbench.bench.core.case import CASE_ERRORS, Case, first_line
 from dbench.ops import InputSpec, OpContract
 
 from .base import Point, Selection

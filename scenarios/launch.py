@@ -15,7 +15,7 @@ shape) and a full-size check against PyTorch's op on the shared inputs.
 
 from __future__ import annotations
 
-from dbench.bench.case import Case
+from dbench.bench.core.case import Case
 from dbench.ops import OpContract, Variant
 from dbench.ops.contract import InputSpec
 

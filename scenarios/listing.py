@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dbench.bench.cli import UsageError
+from dbench.bench.harness.cli import UsageError
 
 
 def load_user_ops(args: argparse.Namespace) -> list[str]:
     """Import each --op file and register its ops; --ops names are checked against the catalogue then."""
     from dbench.ops import OPS
-    from dbench.bench.trust import UntrustedPathError
+    from dbench.bench.core.trust import UntrustedPathError
     from dbench.ops.declare import DeclarationError, load_all
 
     from . import DECLARATIONS

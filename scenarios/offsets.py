@@ -29,8 +29,8 @@ from typing import Any, Callable
 import torch
 from torch import Tensor
 
-from dbench.bench.identity import check_unique_labels
-from dbench.bench.case import Case
+from dbench.bench.core.identity import check_unique_labels
+from dbench.bench.core.case import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch import Tensor
 
-from dbench.bench.case import Case
+from dbench.bench.core.case import Case
 from dbench.ops import InputSpec, OpContract, Variant
 
 from . import DECLARATIONS
@@ -205,7 +205,7 @@ def _fill(case: Case, variant: Variant, contract: OpContract, mode: str, spec: I
         built, facts = compiled_region(chain, args, case.sync)
     else:
         built, facts = captured_region(chain(), args)
-    case.key.update(facts)  # row fields beside the key's identity (bench/identity.py reads only the axes)
+    case.key.update(facts)  # row fields beside the key's identity (bench/core/identity.py reads only the axes)
     call, out, case.na_reason = built
     if out is not None:
         case.error = check_chain(out, contract, args, n)

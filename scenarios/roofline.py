@@ -9,7 +9,7 @@ under torch.compile, GPU only: one dynamic graph per op, first called, and so
 autotuned, on the op's largest inputs of the run; kernels.compile_tuned).
 Modes: `forward`, and `backward` for ops with a backward kernel (l2norm).
 Each case's GPU time (CUPTI) is set against its declared work and the roofs
-measured in the same run (bench/roofline.py).
+measured in the same run (bench/harness/roofline.py).
 
 Every case is checked at its full size before it is timed: raw and compiled
 against aten on the same inputs, aten against the fp64 reference.
@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import torch
 
-from dbench.bench.identity import check_unique_labels
-from dbench.bench.case import Case
+from dbench.bench.core.identity import check_unique_labels
+from dbench.bench.core.case import Case
 from dbench.ops import OPS, OpContract
 
 from . import DECLARATIONS

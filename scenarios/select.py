@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence
 
-from dbench.bench.cli import UsageError
-from dbench.bench.options import RunOptions
+from dbench.bench.harness.cli import UsageError
+from dbench.bench.harness.options import RunOptions
 
 
 def selected_ops(scenario: Any, options: RunOptions, every: Sequence[str]) -> tuple[str, ...]:
@@ -63,7 +63,7 @@ def check_axis_values(scenario: Any, options: RunOptions) -> None:
     naming the ones there are, before any case is built)."""
     import dataclasses
 
-    from dbench.bench.identity import axis_text
+    from dbench.bench.core.identity import axis_text
 
     if not options.axis_values:
         return
@@ -85,7 +85,7 @@ def resolved(args: argparse.Namespace, console: Any) -> tuple[RunOptions | None,
     """The run's options from its checked command line (None after --list, which prints and stops),
     and the shards' devices ([] unless --gpus / --shards)."""
     from dbench.bench.harness.device import resolve_device
-    from dbench.bench.options import resolve
+    from dbench.bench.harness.options import resolve
     from . import DECLARATIONS
     from .listing import load_user_ops, print_list
 

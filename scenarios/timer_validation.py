@@ -6,7 +6,7 @@ own copy kernel (the `noop` launcher) on growing tensors. Each kernel is timed
 three ways:
 
 - cupti: summed GPU-busy time of the kernel records, per call, over blocks of
-  back-to-back calls (bench/gputimer.CuptiTimer): the kernel's own time;
+  back-to-back calls (bench/core/gputimer.py CuptiTimer): the kernel's own time;
 - cupti_span: the same blocks, first kernel start to last kernel end, per call:
   kernel time plus the idle gaps between back-to-back kernels;
 - events: a CUDA event pair around a block of back-to-back calls, span / calls
@@ -34,8 +34,8 @@ from typing import Any, Callable
 
 import torch
 
-from dbench.bench import stats
-from dbench.bench.gputimer import CuptiTimer, CuptiUnavailable
+from dbench.bench.core import stats
+from dbench.bench.core.gputimer import CuptiTimer, CuptiUnavailable
 
 from . import DECLARATIONS
 from .base import Scenario
@@ -140,7 +140,7 @@ def _timer() -> CuptiTimer:
 
 
 def _row(kernel: str, size: str, timer: str, samples: list[float], device: str, target: float | None) -> dict[str, Any]:
-    """One kernel x size x timer: the timer is the variant under test, the size an axis (bench/identity.py)."""
+    """One kernel x size x timer: the timer is the variant under test, the size an axis (bench/core/identity.py)."""
     s = stats.summarize(samples)
     return {
         "scenario": "timer_validation", "op": kernel, "variant": timer, "mode": "gpu", "size": size,

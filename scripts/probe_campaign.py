@@ -35,7 +35,7 @@ first line of stderr, what each check found), and with --out the same as JSON. E
 probe failed, 1 when one did, 2 on a bad command line. --fast runs a few probes of each class
 (tests/test_probe_campaign.py runs it in CI). Probes that need root (chown to another user, a
 tmpfs) are skipped with the reason when not run as root. Standard library only (and the suite's
-torch-free reader, bench/document.py); the probes start the suite's commands as subprocesses.
+torch-free reader, bench/io/document.py); the probes start the suite's commands as subprocesses.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dbench.bench.document import ResultFileError, read_result  # noqa: E402  (standard library only)
+from dbench.bench.io.document import ResultFileError, read_result  # noqa: E402  (standard library only)
 
 PY = sys.executable
 GOLDEN = ROOT / "tests" / "golden"
@@ -313,7 +313,7 @@ def _result_files(folder: Path, recursive: bool) -> list[Path]:
 def results(var: str = "out", statuses: Iterable[str] | None = None, count: int | None = 1,
             failed_row: bool = False) -> Check:
     """The result files at the top of folder `var`: `count` of them (None: any, even none), each read
-    by the suite's reader (bench/document.py), with a status in `statuses`; `failed_row`: or a FAILED
+    by the suite's reader (bench/io/document.py), with a status in `statuses`; `failed_row`: or a FAILED
     row counts as marked failed. Every *.json below (children's files) must be readable too."""
     wanted = frozenset(statuses or ())
 
@@ -642,7 +642,7 @@ class Assets:
         """The folder a run on this machine makes under ./dbench-results/ (from a complete run's env)."""
         env = json.loads(self.suite_file("complete").read_text())["env"]
         name = env.get("gpu_name") or f"cpu-{env.get('cpu_model', 'unknown')}"
-        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")  # as bench/env.py machine_slug
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")  # as bench/io/env.py machine_slug
         return re.sub(r"^nvidia-", "", slug)[:60] or "unknown"
 
 

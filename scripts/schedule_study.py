@@ -7,8 +7,8 @@ Per result: its schedule (order, rounds, block, warm-up, the C++ driver's comman
 seconds, and per driver and metric the median and 90th percentile over rows of the 95 % CI
 half-width, absolute and of the per-round ratio to the floor, in % of the median. --rounds adds
 the ratio CI half-width a row would have had from its first K rounds only (the same statistics,
-bench.stats), which shows precision against rounds inside one run. --drift, for a result timed in
-the shuffled order: each round's order rebuilt from the run's seed (bench/runner.py round_order:
+bench.core.stats), which shows precision against rounds inside one run. --drift, for a result timed in
+the shuffled order: each round's order rebuilt from the run's seed (bench/core/runner.py round_order:
 the timed Python cases in the order of their rows, then the speed probe), and the robust SD of two
 rows' log-ratio (each row's log samples less their median) by how many blocks apart they ran in
 the same round: how the host drifts within a round. Of each two results: how far
@@ -30,10 +30,10 @@ from typing import Any, Iterable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dbench.bench import stats
-from dbench.bench.document import ResultFileError, read_results
-from dbench.bench.identity import case_label, row_identity
-from dbench.bench.runner import round_order
+from dbench.bench.core import stats
+from dbench.bench.io.document import ResultFileError, read_results
+from dbench.bench.core.identity import case_label, row_identity
+from dbench.bench.core.runner import round_order
 
 CLASSES = (("python", "cpu_us"), ("cpp", "cpu_us"), ("python", "gpu_us"), ("cpp", "gpu_us"))
 MOVES = (("python", "cpu_us", "ratio_median"), ("cpp", "cpu_us", "ratio_median"), ("python", "cpu_us", "median"),

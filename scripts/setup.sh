@@ -19,7 +19,8 @@ import importlib.util
 mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", "pytest": "pytest",
         "tabulate": "tabulate", "matplotlib": "matplotlib", "nbformat": "nbformat", "nbclient": "nbclient",
         "ipykernel": "ipykernel", "pynvml": "nvidia-ml-py", "yaml": "pyyaml", "ruptures": "ruptures",
-        "scikit_build_core": "scikit-build-core", "ruff": "ruff", "mypy": "mypy"}
+        "scikit_build_core": "scikit-build-core", "ruff": "ruff", "mypy": "mypy",
+        "importlinter": "import-linter"}
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 PY
 )
@@ -27,11 +28,11 @@ if [ -n "$missing" ]; then
   log "installing Python packages: $missing"
   if ! "$PY" -m pip install --quiet -r requirements.txt; then
     # A host without a package index (a GPU box with its own image) may lack only the notebook
-    # runtime, PyYAML, ruptures and scikit-build-core (their tests skip, saying so), NVML's bindings (bench/env.py
-    # falls back to nvidia-smi) and ruff and mypy (.ci/run then skips the lint, saying so): go on without
+    # runtime, PyYAML, ruptures and scikit-build-core (their tests skip, saying so), NVML's bindings (bench/io/env.py
+    # falls back to nvidia-smi) and ruff, mypy and import-linter (.ci/run then skips the lint, saying so): go on without
     # them; anything else missing is fatal.
     required=""
-    for m in $missing; do case $m in nbformat|nbclient|ipykernel|pynvml|yaml|ruptures|scikit_build_core|ruff|mypy) ;; *) required+=" $m" ;; esac; done
+    for m in $missing; do case $m in nbformat|nbclient|ipykernel|pynvml|yaml|ruptures|scikit_build_core|ruff|mypy|importlinter) ;; *) required+=" $m" ;; esac; done
     if [ -n "$required" ]; then
       log "error: cannot install$required"; exit 1
     fi

@@ -31,7 +31,7 @@ from dbench.ops.contract import Args, InputSpec, OpContract  # noqa: E402
 from dbench.ops.variants import VARIANT_NAMES, Variant, flavour, get_variant, has_variant  # noqa: E402
 
 # Every result document the tests write, in this process and in the runs they start, is validated
-# against the committed JSON Schema before it is written (bench/schema.py). Where jsonschema is not
+# against the committed JSON Schema before it is written (bench/io/schema.py). Where jsonschema is not
 # installed (requirements.txt has it) the documents are not validated, and tests/test_schema.py says so.
 try:
     import jsonschema  # noqa: F401

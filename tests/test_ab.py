@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from dbench.bench.ab import abba, ab_fields, merge_ab, order_text, paired_ratio
-from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result
-from dbench.bench.sides import BUILD_ENV, SideError, parse_side
+from dbench.bench.io.ab import abba, ab_fields, merge_ab, order_text, paired_ratio
+from dbench.bench.io.results import REQUIRED_ROW_FIELDS, load_result
+from dbench.bench.harness.sides import BUILD_ENV, SideError, parse_side
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
@@ -231,7 +231,7 @@ def test_duet_without_its_conditions_is_one_line_before_any_work(extra: tuple[st
 
 def test_duet_asks_two_sides_worth_of_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     """--pin-cores counts a side's cores: a duet needs twice as many, and says so."""
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(4)), raising=False)
     args = cli.build_parser(["boundary"]).parse_args(["--pin-cores", "3", "--duet", "--ab", "env:", "env:"])
@@ -242,7 +242,7 @@ def test_duet_asks_two_sides_worth_of_cores(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_duet_batches_are_the_pairs_in_time_order() -> None:
-    from dbench.bench.processes import batches
+    from dbench.bench.children.processes import batches
 
     assert batches(list("ABBAAB"), duet=True) == [["A", "B"], ["B", "A"], ["A", "B"]]
     assert batches(list("ABBA"), duet=False) == [["A"], ["B"], ["B"], ["A"]]

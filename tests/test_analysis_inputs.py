@@ -59,7 +59,7 @@ def test_every_committed_result_reads_and_other_json_is_named_not_a_result() -> 
 
 
 def test_the_one_reader_is_the_one_bench_and_run_py_import() -> None:
-    from dbench.bench import results
+    from dbench.bench.io import results
 
     assert results.load_result is load.read_result and results.ResultFileError is load.ResultFileError
     assert results.REQUIRED_ROW_FIELDS is load.REQUIRED_ROW_FIELDS
@@ -165,7 +165,7 @@ def test_non_regular_and_oversized_files_are_refused_before_reading(tmp_path: Pa
     if Path("/dev/zero").exists():
         with pytest.raises(load.ResultFileError, match="not a regular file"):
             load.read_result("/dev/zero")
-    from dbench.bench import document
+    from dbench.bench.io import document
 
     monkeypatch.setattr(document, "MAX_BYTES", 1000)  # where the reader lives
     big = write(tmp_path / "big.json", make_doc([_row()] * 5))
@@ -177,7 +177,7 @@ def test_a_gzip_result_reads_as_its_json_and_a_folder_lists_it(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     import gzip
 
-    from dbench.bench import document
+    from dbench.bench.io import document
 
     doc = make_doc([_row()] * 3)
     plain = write(tmp_path / "a.json", doc)

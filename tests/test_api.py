@@ -22,8 +22,8 @@ def _refusing(real: Callable[..., Any], during: dict[str, bool]) -> Callable[...
 
 def test_a_declared_op_runs_in_process_and_its_result_comes_from_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, catalogue: None) -> None:
-    import dbench.bench.document as document
-    import dbench.bench.results as results
+    import dbench.bench.io.document as document
+    import dbench.bench.io.results as results
 
     during = {"run": True}
     monkeypatch.setattr(document, "read_result", _refusing(document.read_result, during))
@@ -85,7 +85,7 @@ def test_a_bad_option_raises_before_any_work(tmp_path: Path, options: dict[str, 
 
 
 def test_a_sequence_and_its_comma_text_mean_the_same() -> None:
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS
 

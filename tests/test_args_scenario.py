@@ -102,7 +102,7 @@ def test_a_quick_cpu_run_has_rows_for_every_kind_and_arity(tmp_path: Path, catal
     assert all(r["axes"] == ["arg_kind", "arity"] and r["op"] == op_name(r["arg_kind"], r["arity"]) for r in rows)
     assert all(r["op_source"].startswith(f"dbench.scenarios.args:{r['op']}@") for r in rows)
     assert [p.name for p in tmp_path.glob("*.png")] == [f"{path.stem}-args.png"]
-    from dbench.bench.cpp_results import driver_path
+    from dbench.bench.io.cpp_results import driver_path
 
     if driver_path().is_file():  # the C++ pass: every quick op called from C++, fitted like the others
         cpp = {(r["arg_kind"], r["arity"], r["variant"]) for r in rows if r["driver"] == "cpp" and r["status"] == "ok"}
@@ -117,7 +117,7 @@ def test_the_driver_calls_every_kind_and_arity_from_cpp_typed_and_boxed(device: 
     """Every op of the scenario, defined in the C++ driver from the schema the Python side declares:
     its typed and boxed calls, the stable op's typed call and the floor pass the driver's check (the
     call returns a copy of the first tensor) and give rows keyed like the Python rows (axes, source)."""
-    from dbench.bench.cpp_results import driver_path, run_cpp_driver
+    from dbench.bench.io.cpp_results import driver_path, run_cpp_driver
     from dbench.scenarios.args import cpp_request
     from dbench.scenarios.arity import ARGS_OPS
 

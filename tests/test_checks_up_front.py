@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dbench.analysis.load import read_result
-from dbench.bench import cli
+from dbench.bench.harness import cli
 from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
 from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 from dbench.scenarios.base import Planned, not_runnable

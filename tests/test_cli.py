@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result
+from dbench.bench.io.results import REQUIRED_ROW_FIELDS, load_result
 from dbench.ops.specs import MODES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def test_load_result_rejects_a_file_without_the_contract(tmp_path: Path) -> None
 def test_redact_paths_hides_machine_locations(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import tempfile
 
-    from dbench.bench.env import REPO_ROOT, redact_paths
+    from dbench.bench.io.env import REPO_ROOT, redact_paths
 
     monkeypatch.setenv("DBENCH_BUILD_DIR", str(tmp_path / "bld"))
     home, tmp = str(Path.home()), tempfile.gettempdir()
@@ -122,7 +122,7 @@ def test_redact_paths_hides_machine_locations(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_source_digest_follows_code_not_results(tmp_path: Path) -> None:
-    from dbench.bench.env import source_digest
+    from dbench.bench.io.env import source_digest
 
     (tmp_path / "ops").mkdir()
     (tmp_path / "results").mkdir()
@@ -152,7 +152,7 @@ def test_every_command_prints_its_help(command: str, capsys: pytest.CaptureFixtu
 # use (once: a seed every row FAILED on, a block size that overflowed, a warm-up that hung).
 
 def _parse(*argv: str) -> Any:
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 
@@ -193,7 +193,7 @@ def test_a_numeric_option_out_of_its_range_is_one_line_at_parse_time(
 
 def test_every_numeric_option_has_a_range_tested_here() -> None:
     """A numeric option added later gets its range, and a line in OUT_OF_RANGE."""
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
 
     numeric = {a.option_strings[0] for a in cli.build_parser(["boundary"])._actions
                if getattr(a.type, "__name__", "").startswith(("a number", "a whole number"))}
@@ -253,7 +253,7 @@ def test_an_op_files_folder_is_redacted_in_results(tmp_path: Path, monkeypatch: 
     """An --op file outside every named place (checkout, temp, home): its folder is written <op>/."""
     import tempfile
 
-    from dbench.bench.env import redact_paths
+    from dbench.bench.io.env import redact_paths
     from dbench.ops import declare, specs
 
     folders: set[str] = set()
@@ -289,7 +289,7 @@ def test_a_missing_native_build_is_one_line_on_stderr(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 # The analysis commands check their options as run.py does (once: `nights --seed -1` a traceback,
 # `--nights 10^23` a hang, an empty --out the current folder, `gate --require ,` and `figures --kinds
-# cpu,cpu` accepted): the same converters (bench/cli.py), one line and exit 2 at parse time.
+# cpu,cpu` accepted): the same converters (bench/harness/cli.py), one line and exit 2 at parse time.
 
 GOLDEN = ROOT / "tests" / "golden"
 GATE_FILES = (str(GOLDEN / "gate-new.json"), str(GOLDEN / "gate-base.json"))
@@ -381,7 +381,7 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
 
 def test_every_path_option_takes_the_shared_converter() -> None:
     """A path option added later is refused empty too: none is parsed with a bare Path."""
-    sources = [ROOT / "bench" / "cli.py", *sorted((ROOT / "analysis").glob("*.py"))]
+    sources = [ROOT / "bench" / "harness" / "cli.py", *sorted((ROOT / "analysis").glob("*.py"))]
     bare = [p.name for p in sources if "type=Path" in p.read_text()]
     assert bare == []
 
@@ -451,7 +451,7 @@ def test_a_refused_run_leaves_no_folder_behind(tmp_path: Path, later: list[str])
 def test_a_later_refused_run_removes_only_its_own_folders(tmp_path: Path) -> None:
     """Several runs in one process (the API): a run's checks start from no made folder, so a later
     refusal never removes (even empty) folders an earlier run made and kept."""
-    from dbench.bench import cli
+    from dbench.bench.harness import cli
 
     first = tmp_path / "first" / "out"
     _parse("--device", "cpu", "--out", str(first))

@@ -1,4 +1,4 @@
-"""bench/cpp (dbench_cpp_driver) and bench/cpp_results.py: JSON -> rows, and short real runs on the CPU.
+"""bench/cpp (dbench_cpp_driver) and bench/io/cpp_results.py: JSON -> rows, and short real runs on the CPU.
 
 The GPU pass (--dbench_gpu_timer=cupti): its counters -> gpu_us / kernels_per_call rows (hand-written JSON,
 and a stand-in driver through run.py's C++ section); on a CUDA machine, a real GPU pass.
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import cpp_results
-from dbench.bench.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
-from dbench.bench.identity import case_identity
-from dbench.bench.results import REQUIRED_ROW_FIELDS
+from dbench.bench.io import cpp_results
+from dbench.bench.io.cpp_results import CPP_VARIANT_NAMES, convert, driver_path, parse_name, run_cpp_driver
+from dbench.bench.core.identity import case_identity
+from dbench.bench.io.results import REQUIRED_ROW_FIELDS
 from dbench.ops.libraries import build_dir
 
 OPS = ("noop", "muladd", "l2norm")
@@ -374,7 +374,7 @@ def test_gpu_pass_counters_become_gpu_rows() -> None:
 
 
 def test_gpu_rows_share_the_cpu_rows_case_identity() -> None:
-    from dbench.bench.identity import case_identity, row_identity
+    from dbench.bench.core.identity import case_identity, row_identity
 
     cpu = _by_variant(convert(HAND_WRITTEN, device="cuda:0")[0])
     gpu = _by_metric(convert(GPU_PASS)[0])
@@ -422,8 +422,8 @@ def test_unknown_gpu_pass_state_is_refused() -> None:
 
 
 def test_gpu_rows_are_spelled_like_the_python_gpu_rows() -> None:
-    from dbench.bench import gputimer
-    from dbench.bench.rows import GPU_METRICS
+    from dbench.bench.core import gputimer
+    from dbench.bench.core.rows import GPU_METRICS
 
     assert gputimer.GPU_METRICS is GPU_METRICS
     assert cpp_results.GPU_TIMER == gputimer.CuptiTimer.name
@@ -433,7 +433,7 @@ def test_gpu_rows_mark_gpu_bound_cpp_rows_and_get_their_own_table() -> None:
     import pandas as pd
 
     from dbench.analysis.table import table_data, tables
-    from dbench.bench.results import mark_gpu_bound
+    from dbench.bench.io.results import mark_gpu_bound
 
     cpu, _ = convert(HAND_WRITTEN, device="cuda:0")  # direct 2 µs, typed 2.5 µs, fwd_bwd 11 µs of CPU
     gpu, _ = convert(GPU_PASS)  # direct 1.25 µs, typed 1.75 µs, fwd_bwd 2.75 µs of GPU
@@ -490,7 +490,7 @@ def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pyt
     rows, context = cpp_results.run_cpp_gpu_pass("cuda:0", repetitions=5, extra_args=["--dbench_no_pin"])
     argv = context["fake_argv"]
     assert "--dbench_gpu_timer=cupti" in argv and "--benchmark_repetitions=5" in argv and "--dbench_no_pin" in argv
-    from dbench.bench.runner import GPU_MIN_BLOCK_SECONDS
+    from dbench.bench.core.runner import GPU_MIN_BLOCK_SECONDS
 
     assert f"--dbench_min_time={GPU_MIN_BLOCK_SECONDS}" in argv  # the Python GPU pass's block floor
     assert {r["metric"] for r in rows} == {"gpu_us", "kernels_per_call"} and len(rows) == 8
@@ -509,7 +509,7 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
 
     from rich.console import Console
 
-    from dbench.bench.cpp_results import CppRequest
+    from dbench.bench.io.cpp_results import CppRequest
     from dbench.bench.harness.cpp_pass import cpp_section
 
     args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5,
@@ -622,9 +622,9 @@ def test_gpu_pass_on_cuda(driver: Path) -> None:
 
 def test_a_folder_with_the_drivers_json_beside_its_result_still_reads_as_one_result(tmp_path: Path) -> None:
     """gate, report, --baseline and a child's latest result read results, never the companion files."""
-    from dbench.bench.cli import check_baseline
-    from dbench.bench.document import result_files
-    from dbench.bench.shard.process import latest_result
+    from dbench.bench.harness.cli import check_baseline
+    from dbench.bench.io.document import result_files
+    from dbench.bench.children.shard.process import latest_result
     from test_gate import make_doc, make_row
 
     result = tmp_path / "boundary-cpu-20261203T000000Z-abcdef.json"

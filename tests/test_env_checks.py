@@ -1,4 +1,4 @@
-"""bench/env.py's machine checks: GPU clocks, throttling, other processes and ECC (NVML, else nvidia-smi,
+"""bench/io/env.py's machine checks: GPU clocks, throttling, other processes and ECC (NVML, else nvidia-smi,
 else unknown), load average and busy machine, the identity keys every run records, the console warnings."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import env as envmod
+from dbench.bench.io import env as envmod
 
 
 def test_without_nvml_the_nvml_reader_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -61,7 +61,7 @@ def test_out_on_a_full_disk_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: 
 
     from dbench.analysis import outputs
 
-    def full(path: object, data: object) -> None:  # bench.atomic.write_atomic on a full disk
+    def full(path: object, data: object) -> None:  # bench.io.atomic.write_atomic on a full disk
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     path = write(tmp_path / "r.json", make_doc([make_row("noop", "raw", absolute=[1.0, 1.1, 1.2])]))

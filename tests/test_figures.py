@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from dbench.analysis import figures
 from dbench.analysis.load import load_results
-from dbench.bench.results import load_result
+from dbench.bench.io.results import load_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 RUN_A, RUN_B = GOLDEN / "boundary-small-a.json", GOLDEN / "boundary-small-b.json"
@@ -157,7 +157,7 @@ def test_cli_writes_per_run_and_history_figures(tmp_path: Path, capsys: pytest.C
     for kinds, message in (("bogus", "unknown kinds ['bogus']"), (",", "expected one or more comma-separated names")):
         try:
             code = figures.main([str(RUN_A), "--out", str(tmp_path / "k"), "--kinds", kinds])
-        except SystemExit as exc:  # an empty list is refused at parse time (bench.cli.name_list)
+        except SystemExit as exc:  # an empty list is refused at parse time (bench.harness.cli.name_list)
             code = exc.code
         assert code == 2
         err = capsys.readouterr().err
@@ -195,7 +195,7 @@ def test_a_figure_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, 
     from dbench.analysis import outputs
 
     @contextlib.contextmanager
-    def full(path: object):  # bench.atomic.atomic_path on a full disk
+    def full(path: object):  # bench.io.atomic.atomic_path on a full disk
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         yield  # pragma: no cover
 
@@ -230,7 +230,7 @@ def test_run_plot_on_a_full_disk_is_one_line_and_exit_1(run_main: Any, tmp_path:
     from dbench.analysis import outputs
 
     @contextlib.contextmanager
-    def full(path: object):  # bench.atomic.atomic_path on a full disk; the result's writes are not touched
+    def full(path: object):  # bench.io.atomic.atomic_path on a full disk; the result's writes are not touched
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         yield  # pragma: no cover
 

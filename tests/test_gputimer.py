@@ -1,4 +1,4 @@
-"""GPU timers (bench/gputimer.py) and the _dbench_cupti module.
+"""GPU timers (bench/core/gputimer.py) and the _dbench_cupti module.
 
 On a CPU-only machine: timer selection and fallback (with stand-ins for CUPTI
 and CUDA events), the per-block bookkeeping of both timers, result rows, and
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import torch
 
-from dbench.bench import gputimer
-from dbench.bench.gputimer import CuptiTimer, CuptiUnavailable, EventTimer, GpuSamples, GpuTimer, make_gpu_timer
+from dbench.bench.core import gputimer
+from dbench.bench.core.gputimer import CuptiTimer, CuptiUnavailable, EventTimer, GpuSamples, GpuTimer, make_gpu_timer
 from conftest import REPO_ROOT
 from dbench.ops.libraries import build_dir
 
@@ -269,8 +269,8 @@ def test_event_timer_span_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gpu_rows_pair_against_the_baseline() -> None:
-    from dbench.bench.results import REQUIRED_ROW_FIELDS
-    from dbench.bench.runner import Case
+    from dbench.bench.io.results import REQUIRED_ROW_FIELDS
+    from dbench.bench.core.runner import Case
 
     key = {"scenario": "s", "op": "op", "mode": "inference", "device": "cuda"}
     cases = [
@@ -376,7 +376,7 @@ fake = ctypes.CDLL(fake_dir + "/libdbench_fake_cupti.so")
 u64 = ctypes.c_uint64
 name = ctypes.c_char_p(b"_Z3mulPfS_")  # kept alive: records point at it
 
-from dbench.bench import gputimer
+from dbench.bench.core import gputimer
 ok, reason = gputimer.cupti_available()
 assert ok, reason
 timer = gputimer.CuptiTimer()

@@ -1,4 +1,4 @@
-"""Row identity (bench/identity.py) and scenario axes: two sizes of one op/variant/mode never collide."""
+"""Row identity (bench/core/identity.py) and scenario axes: two sizes of one op/variant/mode never collide."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from dbench.bench.identity import case_identity, case_label, check_unique_labels, row_identity
-from dbench.bench.results import mark_gpu_bound
-from dbench.bench.shard import merge_results
+from dbench.bench.core.identity import case_identity, case_label, check_unique_labels, row_identity
+from dbench.bench.io.results import mark_gpu_bound
+from dbench.bench.children.shard import merge_results
 from dbench.scenarios.base import Axis, Selection, axis_points, case_grid, make_call
 
 

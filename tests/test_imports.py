@@ -1,80 +1,71 @@
-"""The packages' import graph has no cycle, counting the imports inside functions too (a lazy
-import hides a cycle from the interpreter, not from the reader who has to untangle it)."""
+"""The packages' imports: their layers and no cycles (import-linter's contracts in pyproject.toml,
+checked over the installed package's layout by scripts/importlint.sh, as .ci/run does), one name per
+module, and the public names."""
 
 from __future__ import annotations
 
 import ast
-import graphlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "ops", "scenarios", "analysis")
+needs_linter = pytest.mark.skipif(importlib.util.find_spec("importlinter") is None,
+                                  reason="import-linter is not installed (scripts/setup.sh installs it)")
 
 
-def _modules(root: Path) -> dict[str, Path]:
-    """Module name -> file: every package is imported as dbench.<package> (dbench/__init__.py)."""
-    modules = {}
-    for package in PACKAGES:
-        for path in (root / package).rglob("*.py"):
-            parts = list(path.relative_to(root).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            modules[".".join(["dbench", *parts])] = path
-    return modules
+def _lint(layout: Path) -> subprocess.CompletedProcess[str]:
+    """lint-imports with pyproject.toml's contracts over a folder laid out as the installed package."""
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    return subprocess.run([sys.executable, "-c", code, str(ROOT / "pyproject.toml"), "--no-cache"], cwd=layout,
+                          env={**os.environ, "PYTHONPATH": str(layout)}, capture_output=True, text=True, timeout=120)
 
 
-def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom, modules: dict[str, Path]) -> set[str]:
-    """The suite's modules an import statement runs (the innermost known module of each name)."""
-    if isinstance(node, ast.Import):
-        names = [alias.name for alias in node.names]
-    else:
-        prefix = node.module or ""
-        if node.level:
-            base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-            base = base[: len(base) - (node.level - 1)]
-            prefix = ".".join(base + ([node.module] if node.module else []))
-        names = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
-    found = set()
-    for name in names:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        if name and name != module:
-            found.add(name)
-    return found
+@needs_linter
+def test_the_packages_keep_their_layers_and_have_no_import_cycle() -> None:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "importlint.sh")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout and "BROKEN" not in done.stdout
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    modules = _modules(root)
-    graph: dict[str, set[str]] = {m: set() for m in modules}
-    for module, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                graph[module] |= _targets(module, path, node, modules)
-    return graph
+def _copy_layout(tmp_path: Path) -> Path:
+    """The installed package's layout with the packages' Python files copied (so one can be changed)."""
+    package = tmp_path / "dbench"
+    package.mkdir()
+    for path in (ROOT / "dbench").glob("*.py"):
+        shutil.copy(path, package)
+    shutil.copy(ROOT / "run.py", package)
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, package / name, ignore=lambda _d, names: [
+            n for n in names if not n.endswith(".py") and "." in n])
+    return tmp_path
 
 
-def test_the_suites_packages_import_each_other_without_a_cycle() -> None:
-    graph = import_graph(ROOT)
-    assert {"dbench.ops.variants", "dbench.ops.triton_ops", "dbench.bench.runner",
-            "dbench.analysis.gate"} <= graph.keys()
-    assert "dbench.ops.triton_ops" in graph["dbench.ops.variants"]  # a function-level import, counted
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as e:
-        pytest.fail(f"import cycle: {' -> '.join(e.args[1])}")
-
-
-def test_a_lazy_import_cycle_is_found(tmp_path: Path) -> None:
-    for package, body in (("ops", {"a.py": "from . import b\n", "b.py": "def f():\n    from .a import x\n"}),
-                          ("bench", {}), ("scenarios", {}), ("analysis", {})):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
-        for name, text in body.items():
-            (tmp_path / package / name).write_text(text)
-    with pytest.raises(graphlib.CycleError):
-        graphlib.TopologicalSorter(import_graph(tmp_path)).prepare()
+@needs_linter
+@pytest.mark.parametrize(("module", "planted", "named"), [
+    # an upward import inside a function (a lazy import hides it from the interpreter, not from the reader)
+    ("bench/core/stats.py", "def _late():\n    from dbench.bench.harness import cli\n",
+     "dbench.bench.core.stats -> dbench.bench.harness.cli"),
+    ("ops/specs.py", "import dbench.scenarios.select\n", "dbench.ops.specs -> dbench.scenarios.select"),
+    ("bench/core/rows.py", "import pandas\n", "dbench.bench.core.rows -> pandas"),
+    # a cycle within one layer: harness.common <-> harness.cli
+    ("bench/harness/common.py", "from dbench.bench.harness import cli\n",
+     "No cycles are allowed in dbench.bench.harness"),
+])
+def test_a_planted_import_breaks_a_contract_and_is_named(tmp_path: Path, module: str, planted: str, named: str) -> None:
+    layout = _copy_layout(tmp_path)
+    target = layout / "dbench" / module
+    target.write_text(target.read_text() + planted)
+    done = _lint(layout)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert named in done.stdout, done.stdout
 
 
 def test_nothing_imports_the_packages_under_their_bare_names() -> None:
@@ -88,44 +79,6 @@ def test_nothing_imports_the_packages_under_their_bare_names() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in PACKAGES]
     assert not bare
-
-
-# bench is the layer below: it measures and orchestrates, and knows neither the scenarios that
-# declare what to measure nor the analysis that renders and judges it. The one exception builds
-# the boundary scenario's cases inside the instruction-count child (it measures that scenario).
-LAYER_EXCEPTIONS = {("dbench.bench.instructions.child", "dbench.scenarios")}
-
-
-def test_bench_imports_neither_scenarios_nor_analysis() -> None:
-    graph = import_graph(ROOT)
-    found = {(module, target) for module, targets in graph.items() if module.startswith("dbench.bench")
-             for target in targets if target.startswith(("dbench.scenarios", "dbench.analysis"))}
-    allowed = {(m, t) for m, t in found for em, et in LAYER_EXCEPTIONS if m == em and t.startswith(et)}
-    assert found - allowed == set(), sorted(found - allowed)
-    assert allowed, "an exception that no longer happens: drop it from LAYER_EXCEPTIONS"
-
-
-# The timing core: what a case is, how it is timed and summarised, and how a row is named. It knows
-# no command line, no op, no orchestration and no terminal (the harness hands the runner a Reporter
-# that draws, bench/progress.py), so another front end can time cases with it as it is.
-CORE = ("case", "runner", "gputimer", "stats", "rows", "identity", "defaults", "native_build", "probe", "trust")
-NOT_IN_CORE = ("rich", "tabulate", "pandas", "matplotlib")
-
-
-def test_the_timing_core_imports_only_itself() -> None:
-    graph = import_graph(ROOT)
-    core = {f"dbench.bench.{name}" for name in CORE}
-    assert core <= graph.keys() and not graph["dbench.bench"]  # `from . import stats` runs the bare package
-    outside = {(m, t) for m in core for t in graph[m] if t not in core | {"dbench.bench"}}
-    assert not outside, sorted(outside)
-    third_party = []
-    for name in CORE:
-        path = ROOT / "bench" / f"{name}.py"
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-            third_party += [f"{name}: {n}" for n in names if n.split(".")[0] in NOT_IN_CORE]
-    assert not third_party, third_party
 
 
 def test_the_public_names_are_listed_once_and_resolve() -> None:

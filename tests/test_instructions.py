@@ -234,7 +234,7 @@ def test_outputs_are_checked_before_collecting(tmp_path: Path, capsys: pytest.Ca
 
 def test_written_files_are_whole_or_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from dbench.bench import atomic
+    from dbench.bench.io import atomic
 
     target = _write(tmp_path / "expected.json", _document(EXPECTED_ROWS))
     before = target.read_text()

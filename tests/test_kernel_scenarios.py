@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from dbench.analysis.kernels import CPU_BOUNDARY_SHARE, GPU_BOUND_SHARE, crossovers, roofline_frame
-from dbench.bench.gputimer import GpuSamples
-from dbench.bench.roofline import CPU_GEMM_SIZES, ROOF_TOLERANCE, attach, best_roof, derive, measure_roofs
-from dbench.bench.runner import COLD_BLOCKS_PER_ROUND, Case, RunConfig, run, run_gpu
+from dbench.bench.core.gputimer import GpuSamples
+from dbench.bench.harness.roofline import CPU_GEMM_SIZES, ROOF_TOLERANCE, attach, best_roof, derive, measure_roofs
+from dbench.bench.core.runner import COLD_BLOCKS_PER_ROUND, Case, RunConfig, run, run_gpu
 from dbench.ops import InputSpec
 from dbench.ops.catalog import OPS
 
@@ -33,7 +33,7 @@ H200_LAUNCH = H200 / "launch-cuda0-20261202T132457Z-261914.json"
 def h200_roofline() -> pd.DataFrame:
     """The committed H200 roofline as a frame, read once for the figure tests."""
     from dbench.analysis.figures import result_frame
-    from dbench.bench.results import load_result
+    from dbench.bench.io.results import load_result
 
     return result_frame(load_result(H200_ROOFLINE))
 
@@ -120,7 +120,7 @@ def test_the_cpu_roofs_keep_every_matmul_size_and_take_the_best() -> None:
 
 
 def test_attach_adds_metrics_to_the_right_rows_only() -> None:
-    from dbench.bench.identity import case_identity
+    from dbench.bench.core.identity import case_identity
     from dbench.ops.contract import Work
 
     row = {"scenario": "roofline", "op": "noop", "variant": "raw", "mode": "forward", "shape": [8], "dtype": "float32",
@@ -174,7 +174,7 @@ class RecordingTimer:
 
 
 def test_cold_cases_get_one_call_blocks_each_after_a_flush_and_no_cpu_rows() -> None:
-    from dbench.bench.results import case_rows
+    from dbench.bench.io.results import case_rows
 
     order: list[str] = []
     warm = Case(key={"op": "noop", "variant": "raw", "mode": "forward"}, call=lambda: order.append("warm"))
@@ -197,7 +197,7 @@ def test_cold_cases_get_one_call_blocks_each_after_a_flush_and_no_cpu_rows() -> 
 
 @pytest.mark.parametrize(("block_seconds", "scale"), [(0.0025, 4), (0.01, 1), (0.02, 1), (0.003, 4)])
 def test_gpu_pass_blocks_last_at_least_the_gpu_minimum(block_seconds: float, scale: int) -> None:
-    from dbench.bench.runner import GPU_MIN_BLOCK_SECONDS
+    from dbench.bench.core.runner import GPU_MIN_BLOCK_SECONDS
 
     case = Case(key={"op": "noop", "variant": "raw", "mode": "forward"}, call=lambda: None)
     case.block = 7  # as the CPU pass calibrated it for block_seconds
@@ -303,7 +303,7 @@ def test_launch_on_the_cpu(tmp_path: Path) -> None:
 
 def test_roofline_and_crossover_figures_from_the_h200_results(h200_roofline: pd.DataFrame) -> None:
     from dbench.analysis.figures import crossover_chart, result_frame, roofline_chart
-    from dbench.bench.results import load_result
+    from dbench.bench.io.results import load_result
 
     fig = roofline_chart(h200_roofline)
     left, right = fig.axes

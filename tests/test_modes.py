@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from dbench.bench import cli
-from dbench.bench.runner import Case, time_block
+from dbench.bench.harness import cli
+from dbench.bench.core.runner import Case, time_block
 from dbench.ops import MODES, Mode
 from dbench.ops.specs import OP_NAMES, VARIANT_NAMES, needs_gradient
 from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import torch
 
-from dbench.bench.cpp_results import CPP_VARIANTS, driver_path
+from dbench.bench.io.cpp_results import CPP_VARIANTS, driver_path
 from dbench.ops.catalog import OPS
 from dbench.ops.libraries import load_cpp_ops, load_stable_ops, raw
 

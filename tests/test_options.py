@@ -1,4 +1,4 @@
-"""RunOptions (bench/options.py): made once from the command line, sent to children as JSON."""
+"""RunOptions (bench/harness/options.py): made once from the command line, sent to children as JSON."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dbench.bench.options import RunOptions, child_options_file, defaults_for, read_child_options
-from dbench.bench.cli import UsageError
+from dbench.bench.harness.options import RunOptions, child_options_file, defaults_for, read_child_options
+from dbench.bench.harness.cli import UsageError
 
 
 def test_options_survive_json_whole(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Strings of a result file reach terminals, job summaries and PR comments: op and variant names,
 a FAILED row's reason (a user op's exception text), the environment, the A/B sides. Every output
-escapes them (bench/escape.py): no terminal sequence, no HTML, no added markdown table row, no
+escapes them (bench/io/escape.py): no terminal sequence, no HTML, no added markdown table row, no
 spreadsheet formula, no rich markup; ordinary names unchanged (the golden files: test_report.py,
 test_gate.py)."""
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from dbench.bench import escape
+from dbench.bench.io import escape
 from dbench.analysis import compare, gate, history, kernels, report, sinks
 from dbench.analysis.console import finished
 from dbench.analysis.table import print_ab_table
@@ -189,7 +189,7 @@ def test_a_live_failed_line_shows_a_users_exception_text_escaped() -> None:
 
     from rich.console import Console
 
-    from dbench.bench.progress import RichProgress
+    from dbench.bench.harness.progress import RichProgress
 
     out = io.StringIO()
     RichProgress(Console(file=out, force_terminal=True, color_system="standard")).failed(

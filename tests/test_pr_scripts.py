@@ -30,7 +30,7 @@ def test_interleave_runs_each_side_in_turn_and_the_gate_reads_both(tmp_path: Pat
     order = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("[interleave]")]
     assert order == ["a", "b", "b", "a"]  # ABBA
     sides = {s: sorted(p for p in (tmp_path / s).glob("*.json") if ".gbench" not in p.name) for s in ("a", "b")}
-    from dbench.bench.cpp_results import driver_path
+    from dbench.bench.io.cpp_results import driver_path
 
     if driver_path().is_file():  # built where Google Benchmark is installed
         assert len(list((tmp_path / "a").glob("*.gbench.json"))) == 2

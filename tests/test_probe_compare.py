@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dbench.analysis import compare
-from dbench.bench import stats
-from dbench.bench.probe import UNSTABLE, instability_note, probe_summary, reference_workload
-from dbench.bench.rows import stat_row
+from dbench.bench.core import stats
+from dbench.bench.core.probe import UNSTABLE, instability_note, probe_summary, reference_workload
+from dbench.bench.core.rows import stat_row
 
 
 def test_paired_ratios_cancel_a_slow_round() -> None:

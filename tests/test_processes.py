@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import cli
-from dbench.bench.process_merge import merge_processes, merge_row
-from dbench.bench.processes import child_options, share, slots
-from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
+from dbench.bench.harness import cli
+from dbench.bench.io.process_merge import merge_processes, merge_row
+from dbench.bench.children.processes import child_options, share, slots
+from dbench.bench.io.results import REQUIRED_ROW_FIELDS, load_result, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
@@ -48,7 +48,7 @@ def test_a_baseline_folder_needs_result_files(tmp_path: Path) -> None:
 
 
 def _options(argv: list[str], device: str = "cpu") -> Any:
-    from dbench.bench.options import resolve
+    from dbench.bench.harness.options import resolve
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 
@@ -67,7 +67,7 @@ def test_plain_runs_keep_their_defaults() -> None:
 
 
 def test_each_child_runs_a_share_without_the_parent_only_options(tmp_path: Path) -> None:
-    from dbench.bench.options import RunOptions
+    from dbench.bench.harness.options import RunOptions
 
     result = tmp_path / "b.json"
     write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
@@ -104,7 +104,7 @@ def test_shares_and_slots() -> None:
 
 
 def test_shard_children_never_gate_or_repeat(tmp_path: Path) -> None:
-    from dbench.bench.shard import shard_options
+    from dbench.bench.children.shard import shard_options
 
     result = tmp_path / "b.json"
     write_result(result, {"scenario": "boundary", "env": {}, "rows": [_row("raw", [1.0])]})
@@ -161,9 +161,9 @@ def test_a_failed_process_is_named_with_its_rows_kept() -> None:
 
 def test_a_process_whose_result_is_gone_since_it_ended_is_failed(tmp_path: Path) -> None:
     """--out removed after process 1 ended: the merge must not call complete what lost its data."""
-    from dbench.bench.shard.process import Child, exit_code
+    from dbench.bench.children.shard.process import Child, exit_code
 
-    from dbench.bench.options import RunOptions
+    from dbench.bench.harness.options import RunOptions
 
     kept, lost = (Child(i, f"process {i + 1} of 2", "python", tmp_path / f"process-{i}", tmp_path / f"process-{i}.log",
                         options=RunOptions("boundary", "cpu")) for i in range(2))
@@ -341,7 +341,7 @@ def test_children_die_with_a_killed_parent(tmp_path: Path) -> None:
 @LINUX
 def test_a_child_gets_the_parent_death_signal_or_exits_when_its_parent_is_already_gone(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from dbench.bench.shard.process import die_with_parent
+    from dbench.bench.children.shard.process import die_with_parent
 
     read = "import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"
     got = subprocess.run([sys.executable, "-c", read], preexec_fn=die_with_parent(), capture_output=True, text=True,
@@ -415,10 +415,10 @@ def test_a_scenario_with_its_own_roofs_is_refused_before_any_work(tmp_path: Path
 
 
 def test_one_merge_pairs_the_rows_as_it_is_told() -> None:
-    """bench/merging.py: shards are a union (each row its own shard's), processes the same rows over
+    """bench/io/merging.py: shards are a union (each row its own shard's), processes the same rows over
     processes, A/B the paired ratio over pairs; the parent's config and env are laid over each."""
-    from dbench.bench.ab import abba
-    from dbench.bench.merging import AbPlan, Pairing, merge
+    from dbench.bench.io.ab import abba
+    from dbench.bench.io.merging import AbPlan, Pairing, merge
 
     meta = [{"name": f"p{i}", "status": "complete"} for i in range(2)]
     parent = {"config": {"wall_seconds": 9.0}, "env": {"command": "run.py x"}}

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from dbench.analysis import report
-from dbench.bench.results import load_result
+from dbench.bench.io.results import load_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SMALL = GOLDEN / "boundary-small-a.json"
@@ -106,8 +106,8 @@ def test_run_with_a_closed_stdout_is_refused_before_any_work(tmp_path: Path) -> 
 @pytest.mark.parametrize("version", [99, "2", 2.0, True, None, 0])
 def test_a_schema_version_this_reader_does_not_know_is_refused(version: object, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Exactly the whole numbers 1 to SCHEMA_VERSION; every reader goes through bench/document.py."""
-    from dbench.bench.document import SCHEMA_VERSION, ResultFileError
+    """Exactly the whole numbers 1 to SCHEMA_VERSION; every reader goes through bench/io/document.py."""
+    from dbench.bench.io.document import SCHEMA_VERSION, ResultFileError
 
     path = tmp_path / "r.json"
     path.write_text(json.dumps({**load_result(SMALL), "schema_version": version}))

@@ -1,7 +1,7 @@
 """No result is ever lost or left corrupt: result files are reserved with a valid document, written
 atomically, and a write that fails mid-run (a full disk, a folder removed) stops the run cleanly.
 
-A full disk is simulated by making bench.atomic's file fsync fail with ENOSPC (deterministic, and
+A full disk is simulated by making bench.io.atomic's file fsync fail with ENOSPC (deterministic, and
 unlike a read-only folder it also fails as root); the temporary file it wrote must be gone after.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import atomic
-from dbench.bench.results import ResultWriteError, load_result, reserve_result_path, write_result
+from dbench.bench.io import atomic
+from dbench.bench.io.results import ResultWriteError, load_result, reserve_result_path, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--scenario", "boundary", "--ops", "noop", "--variants", "raw", "--no-cpp", "--device", "cpu", "--quick",
@@ -30,7 +30,7 @@ NO_SPACE = os.strerror(errno.ENOSPC)
 
 
 class FullDisk:
-    """dbench.bench.atomic's `os`, whose file fsyncs fail with ENOSPC after the first `after` of them
+    """dbench.bench.io.atomic's `os`, whose file fsyncs fail with ENOSPC after the first `after` of them
     (`times` failures, then it works again; None: every one after)."""
 
     def __init__(self, after: int, times: int | None = None) -> None:

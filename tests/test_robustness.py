@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import cli
-from dbench.bench.defaults import DEFAULTS
-from dbench.bench.results import load_result, reserve_result_path, write_result
-from dbench.bench.runner import Case, RunConfig, run
+from dbench.bench.harness import cli
+from dbench.bench.core.defaults import DEFAULTS
+from dbench.bench.io.results import load_result, reserve_result_path, write_result
+from dbench.bench.core.runner import Case, RunConfig, run
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ["--device", "cpu", "--ops", "muladd", "--no-cpp", "--no-pin", "--block-ms", "0.2", "--rounds", "3"]
@@ -132,8 +132,8 @@ def test_command_line_is_checked_before_torch_is_imported(bad: list[str]) -> Non
 
 
 def _resolved(argv: list[str], device: str) -> Any:
-    """run.py's options for this command line on `device` (bench/options.py resolve)."""
-    from dbench.bench.options import resolve
+    """run.py's options for this command line on `device` (bench/harness/options.py resolve)."""
+    from dbench.bench.harness.options import resolve
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 
@@ -143,7 +143,7 @@ def _resolved(argv: list[str], device: str) -> Any:
 
 
 def test_defaults_have_one_source() -> None:
-    from dbench.bench.options import RunOptions, defaults_for
+    from dbench.bench.harness.options import RunOptions, defaults_for
 
     plain, quick = defaults_for(None, "cpu", False, False), defaults_for(None, "cpu", True, False)
     for name, (full, short) in DEFAULTS.items():
@@ -155,7 +155,7 @@ def test_defaults_have_one_source() -> None:
 
 
 def test_parse_leaves_the_run_defaults_to_resolve() -> None:
-    """The command line fills nothing the device decides: bench/options.py resolve does, once."""
+    """The command line fills nothing the device decides: bench/harness/options.py resolve does, once."""
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 
@@ -266,7 +266,7 @@ def test_a_case_raising_in_a_round_or_warm_up_fails_alone() -> None:
 
 
 def test_a_failed_baseline_says_why_its_dependents_have_no_delta() -> None:
-    from dbench.bench.results import case_rows
+    from dbench.bench.io.results import case_rows
 
     base = _case("raw", lambda: None)
     base.error = "raised in round 2: RuntimeError: boom"
@@ -599,7 +599,7 @@ def test_a_scenario_with_variants_of_its_own_names_them(capsys: pytest.CaptureFi
         cli.parse(["--scenario", "roofline", "--variants", "cpp"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES,
                   ROOT / "results", DECLARATIONS)
     assert info.value.code == 2 and "valid variants: raw, aten, compiled" in capsys.readouterr().err
-    from dbench.bench.options import resolve
+    from dbench.bench.harness.options import resolve
 
     args = cli.parse(["--scenario", "launch"], SCENARIO_NAMES, OP_NAMES, VARIANT_NAMES, ROOT / "results",
                      DECLARATIONS)

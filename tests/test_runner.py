@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import runner
-from dbench.bench.runner import Case, RunConfig
+from dbench.bench.core import runner
+from dbench.bench.core.runner import Case, RunConfig
 
 
 class FakeClock:

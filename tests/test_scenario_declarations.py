@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dbench.bench.passes import Pass
+from dbench.bench.core.passes import Pass
 from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES, SCENARIOS
 from dbench.scenarios.declaration import Declaration
 
@@ -27,7 +27,7 @@ def test_every_declared_scenario_has_its_module_and_the_module_uses_the_declarat
 def test_what_a_declaration_names_exists() -> None:
     from dbench.analysis.figures import KINDS, OP_FIGURES, ROOF_FIGURES, WHOLE_FIGURES
     from dbench.analysis.kernels import TABLES
-    from dbench.bench.defaults import DEFAULTS
+    from dbench.bench.core.defaults import DEFAULTS
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios.arity import ARGS_OPS
 
@@ -48,7 +48,7 @@ def test_what_a_declaration_names_exists() -> None:
 
 
 def test_the_declarations_are_read_without_torch() -> None:
-    code = ("import sys; from dbench.scenarios import DECLARATIONS; import dbench.bench.cli; "
+    code = ("import sys; from dbench.scenarios import DECLARATIONS; import dbench.bench.harness.cli; "
             "assert 'torch' not in sys.modules, 'torch imported'; print(len(DECLARATIONS))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr

@@ -1,6 +1,6 @@
 """The result document's JSON Schema: the committed copy is the generated one, it accepts every result
 committed under results/ and tests/golden/, it refuses what the reader refuses, and every result the
-tests write is validated against it (tests/conftest.py, bench.results.write_result)."""
+tests write is validated against it (tests/conftest.py, bench.io.results.write_result)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from dbench.bench import schema
-from dbench.bench.document import NotAResultError, ResultFileError, check_result, read_json
+from dbench.bench.io import schema
+from dbench.bench.io.document import NotAResultError, ResultFileError, check_result, read_json
 
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema (requirements.txt) validates the result schema")
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ RESULTS = _results()
 
 
 def test_the_committed_schema_is_the_generated_one() -> None:
-    assert schema.SCHEMA_PATH.read_text() == schema.text(), "run: python3 -m dbench.bench.schema --write"
+    assert schema.SCHEMA_PATH.read_text() == schema.text(), "run: python3 -m dbench.bench.io.schema --write"
     jsonschema.Draft202012Validator.check_schema(json.loads(schema.SCHEMA_PATH.read_text()))
 
 
@@ -81,7 +81,7 @@ def test_an_untimed_row_may_have_no_median() -> None:
 
 
 def test_the_tests_validate_every_result_they_write(tmp_path: Path) -> None:
-    from dbench.bench.results import write_result
+    from dbench.bench.io.results import write_result
 
     assert os.environ.get(schema.VALIDATE_ENV) == "1"
     doc = _small()

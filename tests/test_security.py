@@ -1,7 +1,7 @@
 """Nothing a local user plants in a shared folder is run or written through by the suite.
 
 The instruction-count stage lives in /tmp and its code is executed (bench/instructions/staging.py);
-an A/B side names a program that runs the benchmark (bench/sides.py). Both are refused unless they
+an A/B side names a program that runs the benchmark (bench/harness/sides.py). Both are refused unless they
 are what they claim to be, before anything is run.
 """
 
@@ -17,7 +17,7 @@ import pytest
 
 from dbench.bench.instructions import staging
 from dbench.bench.instructions.staging import StageError, default_stage, private_folder, sibling_stage, staged
-from dbench.bench.sides import SideError, parse_side
+from dbench.bench.harness.sides import SideError, parse_side
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534

@@ -1,4 +1,4 @@
-"""bench/shard.py: the shard plan, the child command line, the merge; run.py --shards end to end."""
+"""bench/children/shard/: the shard plan, the child command line, the merge; run.py --shards end to end."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from dbench.bench.results import REQUIRED_ROW_FIELDS, load_result, write_result
-from dbench.bench.shard import (
+from dbench.bench.io.results import REQUIRED_ROW_FIELDS, load_result, write_result
+from dbench.bench.children.shard import (
     ShardUsageError,
     default_weight,
     merge_results,
@@ -30,7 +30,7 @@ from dbench.bench.shard import (
     shard_options,
     variant_weights,
 )
-from dbench.bench.shard.merge import empty_merge
+from dbench.bench.io.shard_merge import empty_merge
 from dbench.ops.variants import MODES, SPECS, VARIANT_NAMES, Mode
 from dbench.scenarios import SCENARIOS
 
@@ -164,7 +164,7 @@ def test_shard_cores_are_disjoint_and_from_the_end() -> None:
 
 
 def test_shard_options_replace_device_variants_out_and_drop_gpus() -> None:
-    from dbench.bench.options import RunOptions
+    from dbench.bench.harness.options import RunOptions
 
     parent = RunOptions("boundary", "cuda:0", ops=("muladd",), variants=("raw", "cpp"), rounds=5, pin_cores=2,
                         gpus="all", out=Path("results/x"))
@@ -288,8 +288,8 @@ def test_a_failed_shard_is_a_named_failure_in_the_merged_file(tmp_path: Path) ->
 def test_a_merge_that_breaks_still_ends_the_file_with_a_final_status(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from dbench.bench.results import reserve_result_path
-    from dbench.bench.shard.process import write_merged
+    from dbench.bench.io.results import reserve_result_path
+    from dbench.bench.children.shard.process import write_merged
 
     path = reserve_result_path(tmp_path, "boundary", "cpu-x2")
     meta = [{"name": "shard 0 (cpu)", "status": "complete"}]
@@ -304,9 +304,9 @@ def test_a_merge_that_breaks_still_ends_the_file_with_a_final_status(tmp_path: P
 
 
 def test_a_run_that_merged_nothing_does_not_exit_0() -> None:
-    from dbench.bench.shard.process import Child, exit_code
+    from dbench.bench.children.shard.process import Child, exit_code
 
-    from dbench.bench.options import RunOptions
+    from dbench.bench.harness.options import RunOptions
 
     done = Child(0, "shard 0 (cpu)", "python", Path("o"), Path("l"), options=RunOptions("boundary", "cpu"))
     done.status = "complete"
@@ -388,7 +388,7 @@ def test_sharded_cpu_run_writes_the_rows_of_a_one_process_run(tmp_path: Path) ->
     shards = merged["env"]["shards"]
     assert [s["status"] for s in shards] == ["complete", "complete"]
     assert len({tuple(s["pinned_cpu"] or ()) for s in shards}) == 2
-    # Its paths written as every result's (bench.env.redact_paths: tmp_path is in the temp folder).
+    # Its paths written as every result's (bench.io.env.redact_paths: tmp_path is in the temp folder).
     assert all(s["log"].startswith("<tmp>/") and (merged_path.with_suffix(".shards") / Path(s["log"]).name).exists()
                for s in shards), shards
     assert {r["variant"] for r in merged["duplicate_baseline_rows"]} == set(BOUNDARY_BASELINES)

@@ -1,5 +1,5 @@
 """An --ab side runs nothing another local user could have put there, and no program before it is
-known, from its file alone, to be a Python interpreter (bench/sides.py, bench/trust.py).
+known, from its file alone, to be a Python interpreter (bench/harness/sides.py, bench/core/trust.py).
 
 Every attack is planted, and where a planted program or module would leave a marker, the test
 first makes sure it would (so an absent marker proves it never ran)."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dbench.bench import sides
-from dbench.bench.sides import SideError, interpreter_problem, parse_side
+from dbench.bench.harness import sides
+from dbench.bench.harness.sides import SideError, interpreter_problem, parse_side
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -192,7 +192,7 @@ def test_code_variables_naming_another_users_folder_are_refused(tmp_path: Path, 
 
 
 def test_empty_and_relative_entries_are_the_childs_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The children run in the checkout (bench/shard/process.py): '' and relative entries are from there."""
+    """The children run in the checkout (bench/children/shard/process.py): '' and relative entries are from there."""
     child_folder = tmp_path / "child-folder"
     (child_folder / "sub").mkdir(parents=True)
     monkeypatch.setattr(sides, "CHILD_FOLDER", child_folder)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dbench.analysis import report, sinks, views
-from dbench.bench.results import load_result
+from dbench.bench.io.results import load_result
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SMALL = GOLDEN / "boundary-small-a.json"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dbench.bench import stats
+from dbench.bench.core import stats
 
 
 def test_summary_quartiles_of_1_to_9() -> None:

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from dbench.analysis.table import GPU_BOUND_GLYPH, NOISY_GLYPH, cell_grid, cell_text, print_tables, table_data, tables
-from dbench.bench.results import load_result
+from dbench.bench.io.results import load_result
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -115,7 +115,7 @@ def test_narrow_terminal_squeezes_numbers_not_names(small: dict) -> None:
 def test_redirected_output_keeps_every_name_whole(tmp_path: Path) -> None:
     """What a nightly log gets: stdout redirected to a file, the default Console."""
     script = ("import sys, pandas as pd; sys.path.insert(0, sys.argv[1]);"
-              "from dbench.analysis.table import print_tables; from bench.results import load_result;"
+              "from dbench.analysis.table import print_tables; from dbench.bench.io.results import load_result;"
               "d = load_result(sys.argv[2]); print_tables(pd.DataFrame(d['rows']), d['env'])")
     log = tmp_path / "log.txt"
     with log.open("w") as out:

@@ -1,4 +1,4 @@
-"""What another local user can change is never run, loaded or written through (bench/trust.py).
+"""What another local user can change is never run, loaded or written through (bench/core/trust.py).
 
 Each test plants the attack the way a user without root would (a folder or link of uid 65534, a
 folder everyone can write) and checks both the refusal (one line, exit 2, naming the path) and
@@ -16,14 +16,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from dbench.bench import cli, native_build
+from dbench.bench.harness import cli
+from dbench.bench.core import native_build
 from dbench.bench.instructions import collect as collect_module, staging
 from dbench.bench.instructions.collect import CollectError, Config, collect
 from dbench.bench.instructions.staging import StageError, private_folder
-from dbench.bench.options import RunOptions, resolve
-from dbench.bench.results import ResultWriteError
-from dbench.bench.shard.process import Child, start_child
-from dbench.bench.trust import UntrustedPathError
+from dbench.bench.harness.options import RunOptions, resolve
+from dbench.bench.io.results import ResultWriteError
+from dbench.bench.children.shard.process import Child, start_child
+from dbench.bench.core.trust import UntrustedPathError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
@@ -182,8 +183,8 @@ def test_a_planted_options_file_is_never_read_or_written_through(tmp_path: Path)
 def test_the_processes_runner_refuses_a_planted_work_folder(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from dbench.bench.document import load_result
-    from dbench.bench.processes import run_repeated
+    from dbench.bench.io.document import load_result
+    from dbench.bench.children.processes import run_repeated
     from dbench.ops.specs import OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from dbench.bench.identity import case_identity
+from dbench.bench.core.identity import case_identity
 from dbench.ops.catalog import OPS
 from dbench.ops.contract import InputSpec
 from dbench.ops.declare import DeclarationError, Op, contract_of, load, load_all

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from dbench.bench.identity import case_label
+from dbench.bench.core.identity import case_label
 
 
 def timed_rows(documents: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
@@ -17,7 +17,7 @@ def benchmark_name(doc: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     """One name per row of a run: scenario/op/variant/mode[axes] (driver) [device dtype shape]; a user's
     op adds its op_source (`from FILE.py:NAME@<digest>`), so two different ops of one name, or an edited
     op, never share a tracker's series. A shipped op's name is unchanged."""
-    from dbench.bench.escape import terminal  # a tracker shows the name: no control characters
+    from dbench.bench.io.escape import terminal  # a tracker shows the name: no control characters
 
     driver = row.get("driver") or "python"
     shape = "x".join(map(str, row.get("shape") or [])) or "-"

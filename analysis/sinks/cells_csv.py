@@ -1,5 +1,5 @@
 """CSV: every table's data (numbers, CI, flags, reasons), one row per cell, of every result. Text
-cells pass bench/escape.py `csv_cell`: no control characters, no formula a spreadsheet would run."""
+cells pass bench/io/escape.py `csv_cell`: no control characters, no formula a spreadsheet would run."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ DESCRIPTION = "CSV: the tables' data, one row per cell"
 def render(results: Sequence[Named]) -> str:
     import pandas as pd
 
-    from dbench.bench.escape import csv_cell, frame
+    from dbench.bench.io.escape import csv_cell, frame
     from dbench.analysis.views import table_frame
 
     cells = pd.concat([table_frame(doc, name) for doc, name in results], ignore_index=True)

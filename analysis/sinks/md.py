@@ -1,6 +1,6 @@
 """GitHub markdown (a PR comment, $GITHUB_STEP_SUMMARY): per result, a heading with the machine,
 torch and date, its tables, and its notes. Every string from the document is escaped
-(bench/escape.py `markdown`): no HTML, no added rows, links or images."""
+(bench/io/escape.py `markdown`): no HTML, no added rows, links or images."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def render(results: Sequence[Named]) -> str:
 
 
 def document(doc: Mapping[str, Any], name: str = "") -> str:
-    from dbench.bench.escape import code, frame, markdown
+    from dbench.bench.io.escape import code, frame, markdown
     from dbench.analysis.views import document_tables, env_line, no_rows_line, notes, run_parts
 
     out = [f"## {markdown(doc.get('scenario'))} · {markdown(env_line(doc['env']))}", "",

@@ -1,6 +1,6 @@
 """JSON: the tables as shown (headings, row and column names, cells as text) and their notes, per
 result, for a dashboard or a bot that wants the tables rather than the rows. As shown: strings pass
-bench/escape.py `terminal` (json.dumps leaves bidi controls and C1 characters raw)."""
+bench/io/escape.py `terminal` (json.dumps leaves bidi controls and C1 characters raw)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ DESCRIPTION = "JSON: per result, its tables as shown and its notes"
 
 
 def render(results: Sequence[Named]) -> str:
-    from dbench.bench.escape import terminal
+    from dbench.bench.io.escape import terminal
     from dbench.analysis.views import document_tables, env_line, no_rows_line, notes
 
     def shown(text: Any) -> Any:  # null stays null

@@ -1,5 +1,5 @@
 """Plain text: the console tables without colour, as wide as they need (strings of the document
-escaped as on the console: bench/escape.py `rich`)."""
+escaped as on the console: bench/io/escape.py `rich`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def document(doc: Mapping[str, Any], name: str = "") -> str:
 
     from rich.console import Console
 
-    from dbench.bench.escape import rich
+    from dbench.bench.io.escape import rich
     from dbench.analysis.views import env_line, no_rows_line, print_document
 
     buffer = io.StringIO()

@@ -39,7 +39,7 @@
 // memcpy and memset intervals, as the Python GPU rows define it) and
 // kernels_per_call. CUPTI adds CPU cost to every launch, so a GPU pass is a
 // separate run of the driver and its real_time is not a CPU figure
-// (bench/cpp_results.py takes only the counters from it): the CPU rows come
+// (bench/io/cpp_results.py takes only the counters from it): the CPU rows come
 // from a run without CUPTI, exactly as before. When CUPTI cannot be used the
 // pass goes on without counters, says why in one line on stderr and in the
 // context (dbench_gpu_timer=unavailable, dbench_gpu_timer_error); a block
@@ -127,7 +127,7 @@ class GpuPass {
   }
 
   // Disable and detach CUPTI (DBENCH_CUPTI_DETACH=0: no cuptiFinalize, as in
-  // bench/gputimer.py). Idempotent; a failure is a warning: the results are written.
+  // bench/core/gputimer.py). Idempotent; a failure is a warning: the results are written.
   void finish() noexcept {
 #ifdef DBENCH_DRIVER_CUPTI
     if (!on_) return;

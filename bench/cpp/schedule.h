@@ -1,4 +1,4 @@
-// The rounds schedule (--dbench_rounds=R, the CPU run of the grouped order: bench/runner.py
+// The rounds schedule (--dbench_rounds=R, the CPU run of the grouped order: bench/core/runner.py
 // round_order). Google Benchmark's random interleaving shuffles every repetition of every benchmark,
 // so a case's k-th repetition and its floor's lie at unrelated times, and on a host whose CPU
 // drifts between speed states their ratio scatters with the drift. Here each benchmark's block

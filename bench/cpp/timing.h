@@ -23,7 +23,7 @@ namespace dbench::driver {
 // CUDA synchronisation, without CUDA headers: the CUDA DeviceGuardImpl is
 // registered by libc10_cuda when torch has CUDA.
 //
-// "CPU cost per call" follows bench/runner.py::time_block: the device queue is
+// "CPU cost per call" follows bench/core/runner.py::time_block: the device queue is
 // drained before and after the timed loop, both outside the timed region, and
 // never inside it. A call is therefore timed from the host's point of view
 // (launch cost, not kernel time). Google Benchmark times one loop of
@@ -99,7 +99,7 @@ void time_calls(benchmark::State& state, const std::string& error, const Timing&
   timing.sync();  // untimed: the timer stopped when the loop ended
 }
 
-// The calls of one block of `seconds` (the rounds schedule, schedule.h), found as bench/runner.py
+// The calls of one block of `seconds` (the rounds schedule, schedule.h), found as bench/core/runner.py
 // calibrate finds them (the drain of the device queue after the calls counted); these calls are
 // also the case's warm-up.
 template <class F>

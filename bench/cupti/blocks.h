@@ -24,7 +24,7 @@
 namespace dbench::cupti {
 
 // What one call put on the GPU, averaged over the block. The same definitions
-// as the Python GPU rows (bench/gputimer.py, CuptiTimer.collect), so a C++ row
+// as the Python GPU rows (bench/core/gputimer.py, CuptiTimer.collect), so a C++ row
 // and a Python row of one op read alike.
 struct PerCall {
   // BlockStats::busy_ns / calls: the union of the block's kernel, memcpy and

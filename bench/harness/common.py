@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dbench.bench.native_build import ROOT  # the folder run.py lives in: the checkout, or the installed package's
+from dbench.bench.core.native_build import ROOT  # the folder run.py lives in: the checkout, or the installed package's
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # The running result file is rewritten at most this often during the rounds: a write of the boundary

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
-    from dbench.bench.cpp_results import CppRequest
-    from dbench.bench.options import RunOptions
+    from dbench.bench.io.cpp_results import CppRequest
+    from dbench.bench.harness.options import RunOptions
 
 
 def cpp_section(device: str, request: CppRequest, options: RunOptions, env: dict[str, Any],
                 console: Any, json_path: Path, gpu: bool = True) -> list[dict[str, Any]]:
     """The scenario's ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
-    driver's own JSON stays beside the result file (bench.cpp_results.gbench_path). In the grouped
+    driver's own JSON stays beside the result file (bench.io.cpp_results.gbench_path). In the grouped
     order (--order) the driver runs --cpp-repetitions rounds of --cpp-min-time blocks, a case beside
     its floor; shuffled, Google Benchmark's randomly interleaved repetitions. `gpu`: on a CUDA
     device, also the driver's GPU pass (a scenario that makes a GPU pass).
@@ -22,7 +22,7 @@ def cpp_section(device: str, request: CppRequest, options: RunOptions, env: dict
     A driver that is not built is skipped (said on the console and in env); one that crashes,
     exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
     """
-    from dbench.bench.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
+    from dbench.bench.io.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
 
     ops = request.ops
     modes = [m for m in request.modes if options.modes is None or m in options.modes]
@@ -63,7 +63,8 @@ def cpp_gpu_pass(device: str, request: CppRequest, extra_args: list[str], option
     """The C++ driver's GPU rows (gpu_us, kernels_per_call; CUPTI) from a separate run of it, so CUPTI's
     per-launch cost stays out of its CPU rows. CUPTI unavailable: no rows, a warning and the reason in
     env; a crashed pass: FAILED gpu_us rows."""
-    from dbench.bench.cpp_results import CppDriverFailed, failed_rows, gbench_path, gpu_timer_problem, run_cpp_gpu_pass
+    from dbench.bench.io.cpp_results import (CppDriverFailed, failed_rows, gbench_path, gpu_timer_problem,
+                                             run_cpp_gpu_pass)
 
     if options.gpu_timer != "cupti":
         env["cpp_driver_gpu_context"] = {"skipped": f"--gpu-timer {options.gpu_timer}: the C++ driver times GPU "

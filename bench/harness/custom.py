@@ -6,16 +6,16 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from dbench.bench.options import RunOptions
+from dbench.bench.harness.options import RunOptions
 
-from .common import Outcome, shown
-from .device import open_result
-from .interrupts import GracefulStop
+from dbench.bench.harness.common import Outcome, shown
+from dbench.bench.harness.device import open_result
+from dbench.bench.harness.interrupts import GracefulStop
 
 
 def run_custom(scenario: Any, options: RunOptions, console: Any, stop: GracefulStop) -> Outcome:
-    from dbench.bench import env as envmod
-    from dbench.bench.results import write_result
+    from dbench.bench.io import env as envmod
+    from dbench.bench.io.results import write_result
 
     stop.install(signal.SIGINT, signal.SIGTERM)
     device = options.device

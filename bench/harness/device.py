@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dbench.bench.cli import UsageError
+from dbench.bench.harness.cli import UsageError
 
 
 def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
@@ -19,10 +19,10 @@ def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
     """
     if count <= 0 or not hasattr(os, "sched_setaffinity"):
         return None
-    from dbench.bench.shard import shard_cores
+    from dbench.bench.harness.placement import shard_cores
 
     allowed = sorted(os.sched_getaffinity(0))
-    cpus = shard_cores(allowed, offset, count)  # more than allowed: refused (bench/cli.py check_pinning)
+    cpus = shard_cores(allowed, offset, count)  # more than allowed: refused (bench/harness/cli.py check_pinning)
     os.sched_setaffinity(0, set(cpus))
     return cpus
 
@@ -35,7 +35,7 @@ def resolve_device(args: Any, in_process: bool = True) -> tuple[str, list[str]]:
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     shard_devices: list[str] = []
     if args.gpus is not None or args.shards is not None:
-        from dbench.bench.shard import ShardUsageError, resolve_shards
+        from dbench.bench.harness.placement import ShardUsageError, resolve_shards
 
         try:
             shard_devices = resolve_shards(args.gpus, args.shards, args.device, cuda_count)
@@ -59,15 +59,15 @@ def resolve_device(args: Any, in_process: bool = True) -> tuple[str, list[str]]:
 
 
 def out_folder(args: Any, env: dict[str, Any]) -> Path:
-    """--out, else <cwd>/dbench-results/<machine>/ (both absolute since parsing, bench/cli.py)."""
-    from dbench.bench import env as envmod
+    """--out, else <cwd>/dbench-results/<machine>/ (both absolute since parsing, bench/harness/cli.py)."""
+    from dbench.bench.io import env as envmod
 
     return args.out or args.default_out / envmod.machine_slug(env)
 
 
 def warn_env(env: dict[str, Any], console: Any) -> None:
     """The machine's state that makes figures move (busy CPU, other GPU processes, throttling...)."""
-    from dbench.bench import env as envmod
+    from dbench.bench.io import env as envmod
 
     for line in envmod.warnings(env):
         console.print(f"[yellow]warning:[/yellow] {line}")
@@ -77,9 +77,9 @@ def open_result(scenario: str, device: str, label: str, args: Any, console: Any,
                 extra: dict[str, Any] | None = None, warn: bool = True) -> tuple[dict[str, Any], Path]:
     """The run's environment (with `extra`; its warnings printed unless `warn` is off) and its result
     file, reserved in --out or the machine's default folder."""
-    from dbench.bench import env as envmod
+    from dbench.bench.io import env as envmod
 
-    from .interrupts import reserve
+    from dbench.bench.harness.interrupts import reserve
 
     env = envmod.capture(device, extra) if extra else envmod.capture(device)
     if warn:

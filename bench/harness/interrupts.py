@@ -13,16 +13,16 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
-from . import common
-from .common import EXIT_INTERRUPTED, shown
-from .supervisor import end_running, tell_reserved  # standard library only
+from dbench.bench.harness import common
+from dbench.bench.harness.common import EXIT_INTERRUPTED, shown
+from dbench.bench.harness.supervisor import end_running, tell_reserved  # standard library only
 
 RESERVED: list[Path] = []  # the result files this process reserved (one left `running` is marked interrupted)
 
 
 def reserve(folder: Path, scenario: str, label: str) -> Path:
-    """A new result file (bench/results.py), remembered so an interrupt can always mark it."""
-    from dbench.bench.results import reserve_result_path
+    """A new result file (bench/io/results.py), remembered so an interrupt can always mark it."""
+    from dbench.bench.io.results import reserve_result_path
 
     path = reserve_result_path(folder, scenario, label)
     RESERVED.append(path)
@@ -49,7 +49,7 @@ class GracefulStop:
     @staticmethod
     def release() -> None:
         """SIGINT raising KeyboardInterrupt every time again: --processes, --ab and --shards count a
-        second Ctrl-C themselves (bench/processes.py, bench/shard)."""
+        second Ctrl-C themselves (bench/children/processes.py, bench/children/shard)."""
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     @contextlib.contextmanager
@@ -82,8 +82,8 @@ def mark_interrupted(args: Any) -> Path | None:
     `running`, marked interrupted; with none reserved yet (the machine's folder is not known before
     torch is), a new one in --out or the default folder. Standard library only: the interrupt may
     have cut an import short. None when there is nowhere to write (the command line was not read)."""
-    from dbench.bench.atomic import create_unique
-    from dbench.bench.trust import make_output_folder
+    from dbench.bench.io.atomic import create_unique
+    from dbench.bench.core.trust import make_output_folder
 
     note = {"status": "interrupted", "error": "interrupted before anything was measured"}
     try:

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from dbench.bench.options import RunOptions
-from dbench.bench.passes import Pass
+from dbench.bench.harness.options import RunOptions
+from dbench.bench.core.passes import Pass
 
-from . import common
-from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
-from .cpp_pass import cpp_section
-from .device import open_result, pin_cpus
-from .interrupts import GracefulStop
+from dbench.bench.harness import common
+from dbench.bench.harness.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
+from dbench.bench.harness.cpp_pass import cpp_section
+from dbench.bench.harness.device import open_result, pin_cpus
+from dbench.bench.harness.interrupts import GracefulStop
 
 
 class _Refused(Exception):
@@ -47,8 +47,8 @@ class Run:
 
     def __init__(self, scenario: Any, options: RunOptions, sel: Any, console: Any, stop: GracefulStop,
                  started: float) -> None:
-        from dbench.bench.probe import probe_case
-        from dbench.bench.runner import RunConfig
+        from dbench.bench.core.probe import probe_case
+        from dbench.bench.core.runner import RunConfig
 
         device = options.device
         self.scenario, self.device, self.options, self.sel = scenario, device, options, sel
@@ -62,7 +62,7 @@ class Run:
         self._last = started
         self.cases: list[Any] = []
         self.extra_rows: list[dict[str, Any]] = []  # GPU and C++ rows, added after the CPU rounds
-        self.probe = probe_case()  # timed in every round beside the cases; not a row (bench/probe.py)
+        self.probe = probe_case()  # timed in every round beside the cases; not a row (bench/core/probe.py)
         self.info: dict[str, Any] = {"rounds_done": 0}
         self.measured: dict[str, Any] = {}  # the machine's roofs (kernel scenarios)
         self.env: dict[str, Any] = {}
@@ -75,11 +75,11 @@ class Run:
         self._last = now
 
     def document(self, status: str) -> dict[str, Any]:
-        from dbench.bench import env as envmod
-        from dbench.bench.identity import case_identity
-        from dbench.bench.probe import probe_summary
-        from dbench.bench.results import case_rows, mark_gpu_bound
-        from dbench.bench.roofline import attach
+        from dbench.bench.io import env as envmod
+        from dbench.bench.core.identity import case_identity
+        from dbench.bench.core.probe import probe_summary
+        from dbench.bench.io.results import case_rows, mark_gpu_bound
+        from dbench.bench.harness.roofline import attach
 
         rows = case_rows(self.cases) + self.extra_rows
         mark_gpu_bound(rows)
@@ -102,7 +102,7 @@ class Run:
         }
 
     def write(self, status: str, **extra: Any) -> Path:
-        from dbench.bench.results import write_result
+        from dbench.bench.io.results import write_result
 
         return write_result(self.json_path, {**self.document(status), **extra})
 
@@ -111,7 +111,7 @@ class Run:
         """Pinning, the environment, the result file reserved and first written (status running)."""
         import torch
 
-        from dbench.bench.cli import UsageError
+        from dbench.bench.harness.cli import UsageError
 
         torch.set_num_threads(1)  # CPU kernels are single-threaded; keep the pool out of the timing
         try:
@@ -125,7 +125,7 @@ class Run:
 
     def execute(self) -> Finished:
         """Every declared pass in order; the final document written whatever ends them."""
-        from dbench.bench.results import ResultWriteError
+        from dbench.bench.io.results import ResultWriteError
 
         self.start()
         status = "complete"
@@ -151,7 +151,7 @@ class Run:
         return self.finish(status)
 
     def finish(self, status: str) -> Finished:
-        from dbench.bench.results import ResultWriteError, write_result
+        from dbench.bench.io.results import ResultWriteError, write_result
 
         if status == "interrupted":
             self.info["stop_reason"] = "interrupted"
@@ -170,7 +170,7 @@ class Run:
         was measured (status failed; if that fails too, the file stays as its last complete write,
         never a partial one); exit 1, as for any write that fails once the file is reserved, even before
         the first round. Not gated (no document)."""
-        from dbench.bench.results import ResultWriteError, write_result
+        from dbench.bench.io.results import ResultWriteError, write_result
 
         rounds = self.info["rounds_done"]
         try:
@@ -219,8 +219,8 @@ class Run:
         return [step for wanted, step in steps if wanted]
 
     def cpu_rounds(self) -> None:
-        from dbench.bench.progress import RichProgress
-        from dbench.bench.runner import Throttled, run
+        from dbench.bench.harness.progress import RichProgress
+        from dbench.bench.core.runner import Throttled, run
 
         # After a round, the result file with every finished round, at most every few seconds
         # (summarising all rows is not free); the end of the run always writes it.
@@ -238,16 +238,16 @@ class Run:
             raise KeyboardInterrupt
 
     def cpu_roofs(self) -> None:
-        from dbench.bench.roofline import measure_roofs
+        from dbench.bench.harness.roofline import measure_roofs
 
         self.measured["roofs"] = measure_roofs(self.device, self.case_dtypes())
 
     def gpu_pass(self) -> None:
         """The cases on the GPU (CUPTI or CUDA events), and the roofs with the same timer."""
-        from dbench.bench.gputimer import gpu_rows, make_gpu_timer
-        from dbench.bench.progress import RichProgress
-        from dbench.bench.roofline import measure_roofs
-        from dbench.bench.runner import run_gpu
+        from dbench.bench.core.gputimer import gpu_rows, make_gpu_timer
+        from dbench.bench.harness.progress import RichProgress
+        from dbench.bench.harness.roofline import measure_roofs
+        from dbench.bench.core.runner import run_gpu
 
         self.write("running")
         timer = make_gpu_timer(self.device, prefer=self.options.gpu_timer)

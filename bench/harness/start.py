@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dbench.bench.cli import UsageError
-from dbench.bench.options import RunOptions, read_child_options
+from dbench.bench.harness.cli import UsageError
+from dbench.bench.harness.options import RunOptions, read_child_options
 
 
 def child_options(path: Path) -> tuple[RunOptions, list[str]]:
     """A child's options, as its parent resolved them (--options-file), with the user's op files
     loaded and its device made current; a child has no shards of its own."""
     from dbench.bench.harness.device import resolve_device
-    from dbench.bench.trust import UntrustedPathError
+    from dbench.bench.core.trust import UntrustedPathError
     from dbench.ops.declare import DeclarationError, load_all
 
     options = read_child_options(path)

@@ -161,7 +161,7 @@ def end_running(path: Path, status: str, error: str) -> bool:
     OSError or ValueError when the file cannot be read or written."""
     import json
 
-    from dbench.bench.atomic import write_atomic
+    from dbench.bench.io.atomic import write_atomic
 
     text = path.read_text()
     doc = json.loads(text) if text.strip() else {}
@@ -179,8 +179,8 @@ def end_running(path: Path, status: str, error: str) -> bool:
 
 def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
     """A worker killed by `sig`: its result files still `running` marked, one line on stderr."""
-    from . import common
-    from .common import EXIT_FAILED, EXIT_INTERRUPTED, shown
+    from dbench.bench.harness import common
+    from dbench.bench.harness.common import EXIT_FAILED, EXIT_INTERRUPTED, shown
 
     stopped = sig in INTERRUPTS
     status, error = (("interrupted", f"interrupted by {sig.name}") if stopped

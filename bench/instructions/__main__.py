@@ -15,17 +15,17 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import EXPECTED_PATH
-from .check import InputError, Verdict, compare, env_differences, load, updated_expected
-from .spread import spreads
-from . import power
-from .staging import STAGE, StageError, private_folder, sibling_stage
-from ..native_build import build_dir
-from dbench.bench.atomic import file_output_problem, write_atomic
-from dbench.bench.cli import op_file, path_value
-from dbench.bench.trust import UntrustedPathError
-from .collect import check_names, load_op_files
-from .collect import DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP, CollectError, Config, collect
+from dbench.bench.instructions import EXPECTED_PATH
+from dbench.bench.instructions.check import InputError, Verdict, compare, env_differences, load, updated_expected
+from dbench.bench.instructions.spread import spreads
+from dbench.bench.instructions import power
+from dbench.bench.instructions.staging import STAGE, StageError, private_folder, sibling_stage
+from dbench.bench.core.native_build import build_dir
+from dbench.bench.io.atomic import file_output_problem, write_atomic
+from dbench.bench.harness.cli import op_file, path_value
+from dbench.bench.core.trust import UntrustedPathError
+from dbench.bench.instructions.collect import (DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP,
+                                               CollectError, Config, check_names, collect, load_op_files)
 
 EXIT_NO_DECISION = 3  # as the gate's: nothing was decided
 UPDATE_HINT = "python3 -m dbench.bench.instructions check --update-expected --write"
@@ -198,7 +198,7 @@ def _collect(config: Config, keep_dumps: Path | None = None) -> dict[str, Any]:
 
 
 def _read_study(path: Path) -> dict[str, Any]:
-    from dbench.bench.document import ResultFileError, read_json
+    from dbench.bench.io.document import ResultFileError, read_json
 
     try:
         study = read_json(path, "power study")

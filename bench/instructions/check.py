@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dbench.bench.identity import case_label, identity_text, row_identity
-from dbench.bench.document import ResultFileError, read_json
+from dbench.bench.core.identity import case_label, identity_text, row_identity
+from dbench.bench.io.document import ResultFileError, read_json
 
-from . import METRIC, SCHEMA
+from dbench.bench.instructions import METRIC, SCHEMA
 
 DEFAULT_MARGIN = 0.01  # ±1 % of the expected count per call
 

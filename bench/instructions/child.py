@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 import torch
 
-from . import REPO_ROOT
-from .environment import aslr_disabled
-from .inject import padded, parse_injections
+from dbench.bench.instructions import REPO_ROOT
+from dbench.bench.instructions.environment import aslr_disabled
+from dbench.bench.instructions.inject import padded, parse_injections
 
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))

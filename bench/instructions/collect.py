@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import METRIC, REPO_ROOT, SCHEMA, UNIT
-from .callgrind import read_dumps
-from .staging import STAGE, private_folder, staged
-from ..native_build import build_dir
-from .environment import (child_environment, code_digests, disable_aslr, glibc_tunables, glibc_version, host_cpu,
-                          jemalloc, valgrind_version)
+from dbench.bench.instructions import METRIC, REPO_ROOT, SCHEMA, UNIT
+from dbench.bench.instructions.callgrind import read_dumps
+from dbench.bench.instructions.staging import STAGE, private_folder, staged
+from dbench.bench.core.native_build import build_dir
+from dbench.bench.instructions.environment import (child_environment, code_digests, disable_aslr, glibc_tunables,
+                                                   glibc_version, host_cpu, jemalloc, valgrind_version)
 
 # Every op the boundary scenario times when no --ops is given (the shipped ops with `boundary`), with
 # every variant and mode that runs on CPU tensors; or a user's op (--op FILE.py:NAME).
@@ -231,7 +231,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
                            "or name the library in DBENCH_JEMALLOC")
     start = time.monotonic()
     digests = code_digests(REPO_ROOT)
-    with staged(REPO_ROOT, build_dir(), stage) as (src, out_dir):  # build_dir: checked (bench/trust.py)
+    with staged(REPO_ROOT, build_dir(), stage) as (src, out_dir):  # build_dir: checked (bench/core/trust.py)
         manifest_path = out_dir / "manifest.json"
         child_config = replace(config, op_files=stage_op_files(config.op_files, src))
         cmd = valgrind_command(valgrind, out_dir, child_config, manifest_path)

@@ -145,15 +145,15 @@ def valgrind_version(valgrind: str) -> str | None:
 
 
 def code_digests(repo_root: Path) -> dict[str, str | None]:
-    """What names the measured code: the suite's source digest (bench/env.py) and one of the native
+    """What names the measured code: the suite's source digest (bench/io/env.py) and one of the native
     libraries the child loads (a rebuild with the same sources can still change them)."""
     import hashlib
 
-    from dbench.bench.env import source_digest
-    from dbench.bench.native_build import build_dir
+    from dbench.bench.io.env import source_digest
+    from dbench.bench.core.native_build import build_dir
 
     h = hashlib.sha256()
-    build = build_dir() / "lib"  # the libraries staged.py copies (DBENCH_BUILD_DIR checked: bench/trust.py)
+    build = build_dir() / "lib"  # the libraries staged.py copies (DBENCH_BUILD_DIR checked: bench/core/trust.py)
     libs = sorted(build.glob("*.so")) if build.is_dir() else []
     for lib in libs:
         h.update(lib.name.encode() + b"\0" + lib.read_bytes())

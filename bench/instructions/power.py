@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .check import compare
-from .collect import Config, collect
-from .inject import PAD_FIXED, PAD_PER_ITERATION, iterations_for
+from dbench.bench.instructions.check import compare
+from dbench.bench.instructions.collect import Config, collect
+from dbench.bench.instructions.inject import PAD_FIXED, PAD_PER_ITERATION, iterations_for
 
 DEFAULT_PADS: tuple[int, ...] = (300, 2500, 8000)  # none of them is the expected file's (0)
 DEFAULT_EFFECTS: tuple[float, ...] = (0.01, 0.02, 0.05)
@@ -61,7 +61,7 @@ ON_TARGET = 1.25
 
 def injections(expected: dict[str, Any], effect: float) -> tuple[tuple[str, int], ...]:
     """(label, pad iterations) adding at least `effect` of each timed row's expected count."""
-    from dbench.bench.identity import case_label
+    from dbench.bench.core.identity import case_label
 
     return tuple((case_label(r), iterations_for(float(r["instructions"]), effect))
                  for r in expected["rows"] if r.get("instructions") is not None)
@@ -128,7 +128,7 @@ MARGIN_FACTOR, MARGIN_STEP = 1.5, 0.005
 def margins_from(study: dict[str, Any]) -> dict[str, float]:
     """Per row label, the margin its A/A shifts in `study` call for: 1.5 x the largest |change|,
     rounded up to 0.5 %; rows that did not move beyond 2/3 of the default margin are left out."""
-    from .check import DEFAULT_MARGIN
+    from dbench.bench.instructions.check import DEFAULT_MARGIN
 
     shifts: dict[str, float] = {}
     for trial in study.get("trials", []):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dbench.bench.identity import case_label, identity_text, row_identity
+from dbench.bench.core.identity import case_label, identity_text, row_identity
 
 
 def spreads(documents: list[dict[str, Any]]) -> list[tuple[str, float, list[float]]]:

@@ -9,7 +9,7 @@ A lock serialises collections (they share that path).
 The stage sits in a shared folder (/tmp) and the child executes what is in it, so it is trusted
 only when this user made it: a folder of ours, mode 0700, no symbolic link, reached through
 folders that no other user can rename (owned by us or root, and sticky where others can write)
-and through no link another user owns (bench/trust.py). Anything else there (another user's
+and through no link another user owns (bench/core/trust.py). Anything else there (another user's
 folder planted before ours, a link) stops the collection with an error that names it; nothing in
 it is read, run or truncated. The child runs from the resolved path, so a link on the way
 re-pointed after the checks changes nothing.
@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..trust import describe, entry_folder_problem
+from dbench.bench.core.trust import describe, entry_folder_problem
 
 STAGE_ENV = "DBENCH_INSTRUCTIONS_STAGE"
 
@@ -64,7 +64,7 @@ def private_folder(path: Path) -> Path:
     folders above it may be links of ours): use that path from then on, so re-pointing a link after
     this check changes nothing."""
     path = Path(os.path.abspath(path))
-    problem = entry_folder_problem(path.parent)  # bench/trust.py: links, owners, who can rename entries
+    problem = entry_folder_problem(path.parent)  # bench/core/trust.py: links, owners, who can rename entries
     if problem:
         raise StageError(f"refusing the instruction-count stage {path}: {problem}; use a folder only you "
                          f"(or root) can change, or set {STAGE_ENV} to one")
