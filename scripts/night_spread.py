@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.ticker
     import matplotlib.pyplot as plt
     import scipy.stats
 
@@ -70,20 +71,29 @@ def main(argv: list[str]) -> int:
     ax = axes[0][0]
     print(f"{'night':<40} {'driver':<7} {'rows':>5} {'median SD':>10} {'p90 SD':>8}")
     styles = {"python": "-", "cpp": "--"}
-    for path in args.nights:
+    names = [path.name.split(".json")[0] for path in args.nights]
+    machines = []
+    for i, path in enumerate(args.nights):
         doc = load(path)
-        design = doc["config"].get("order", "shuffled")
-        name = path.name.split(".json")[0]
+        env = doc.get("env", {})
+        machines.append(env.get("gpu_name") or f"{env.get('cpu_model', 'a CPU')} ({env.get('cpu_count', '?')} cores)")
+        # Two nights of one name (aa-1 of two designs) are told apart by their folder.
+        name = names[i] if names.count(names[i]) == 1 else f"{path.parent.name}/{names[i]}"
+        design = "duet" if doc["config"].get("duet") else doc["config"].get("order", "shuffled")
         for driver, sd in sorted(spreads(doc).items()):
             print(f"{name:<40} {driver:<7} {len(sd):>5} {np.median(sd):>10.4f} {np.percentile(sd, 90):>8.4f}")
             xs = np.sort(sd) * 100
+            what = "C++ driver" if driver == "cpp" else "Python"
             ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), styles.get(driver, ":"), where="post",
-                    color="tab:blue" if design == "grouped" else "tab:gray",
-                    label=f"{name[:24]} ({design}), {'C++ driver' if driver == 'cpp' else 'Python'}")
+                    color=f"C{i % 10}", label=f"{name[:28]} ({design}), {what}")
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("a row's spread from pair to pair (SD of log B/A ratio-to-floor, %)")
     ax.set_ylabel("fraction of rows")
-    ax.set_title("CPU ratio rows of real A/B nights on the H200\n(solid: Python, dashed: C++ driver)", fontsize=10)
+    where = ", ".join(dict.fromkeys(machines))
+    ax.set_title(f"CPU ratio rows of real A/B nights on {where}\n(solid: Python, dashed: C++ driver)", fontsize=10)
     ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     ax.grid(alpha=0.3, which="both")
     if args.injected:
