@@ -70,10 +70,12 @@ def test_interpreter_and_build_sides(tmp_path: Path) -> None:
     script.write_text("#!/bin/sh\n")
     with pytest.raises(SideError, match="not executable"):
         parse_side(str(script))
-    plus = tmp_path / "venv-2.11+cu130"  # a '+' in a path is not a part separator
-    plus.mkdir()
-    exe = plus / "python"
-    exe.symlink_to(sys.executable)  # as in a virtual environment: a link to a real Python
+    # A '+' in a path is not a part separator: this Python's environment reached through a folder
+    # named so. (A link to the interpreter alone would not do where that is a virtual environment's:
+    # Python finds the environment, and its torch, beside the path it was started by.)
+    plus = tmp_path / "venv-2.11+cu130"
+    plus.symlink_to(sys.prefix, target_is_directory=True)
+    exe = plus / Path(sys.executable).relative_to(sys.prefix)
     assert parse_side(str(exe)).python == str(exe)
     assert parse_side("python3").python.endswith("python3")
 
