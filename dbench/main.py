@@ -15,7 +15,7 @@ from typing import Sequence
 
 # A command's exit status, guarded against a standard output that cannot be written: beside the
 # harness, where every command (the analysis modules' too) reaches it without importing this entry point.
-from dbench.bench.harness.guard import exit_with, guarded  # noqa: F401  (this module's names)
+from dbench.bench.harness.guard import exit_with
 
 # subcommand -> (module with main(argv), what it does)
 COMMANDS: dict[str, tuple[str, str]] = {

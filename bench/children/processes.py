@@ -38,7 +38,7 @@ from dbench.bench.harness import common
 from dbench.bench.io.merging import AbPlan, Pairing, merge
 from dbench.bench.harness.options import RunOptions
 from dbench.bench.children.shard.command import REPO_ROOT
-from dbench.bench.children.shard.plan import shard_cores
+from dbench.bench.harness.placement import shard_cores
 from dbench.bench.io.shard_merge import empty_merge
 from dbench.bench.children.shard.process import (
     Show,

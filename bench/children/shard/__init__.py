@@ -58,16 +58,15 @@ from __future__ import annotations
 from dbench.bench.children.shard.command import shard_options
 from dbench.bench.io.shard_merge import merge_results
 from dbench.bench.children.shard.plan import (
-    ShardUsageError,
     cpp_seconds,
     default_weight,
     plan_shards,
-    resolve_shards,
-    shard_cores,
     shard_loads,
     unit_seconds,
     variant_weights,
 )
+# Where shards run (devices, cores) is decided before any shard exists: bench/harness/placement.py.
+from dbench.bench.harness.placement import ShardUsageError, resolve_shards, shard_cores
 from dbench.bench.children.shard.process import latest_result, log_tail, read_doc, run_sharded
 
 # plan: devices, variants and cores per shard; command: each child's command line;

@@ -1,12 +1,10 @@
-"""The shard plan: which devices, which variants per shard, which cores (run.py --gpus / --shards)."""
+"""The shard plan: which variants each shard times, and what that costs (run.py --gpus / --shards); which
+devices and cores the shards get is bench/harness/placement.py."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
-
-# Where shards run (devices, cores) is decided before any shard exists: harness/placement.py.
-from dbench.bench.harness.placement import ShardUsageError, resolve_shards, shard_cores  # noqa: F401  (this package's names)
 
 # bench/cpp driver: direct, typed, boxed, stable, autograd x 3 forward-only modes + autograd x 2.
 CPP_BENCHMARKS_PER_OP = 17

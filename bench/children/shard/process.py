@@ -25,8 +25,8 @@ from dbench.bench.harness.options import RunOptions, child_command, write_child_
 from dbench.bench.children.shard.command import REPO_ROOT, RUN_PY, shard_options
 from dbench.bench.io.merging import Pairing, merge
 from dbench.bench.io.shard_merge import empty_merge
-from dbench.bench.children.shard.plan import (ShardUsageError, cpp_seconds, plan_shards, shard_cores, unit_seconds,
-                                              variant_weights)
+from dbench.bench.children.shard.plan import cpp_seconds, plan_shards, unit_seconds, variant_weights
+from dbench.bench.harness.placement import ShardUsageError, shard_cores
 
 Show = Callable[[dict[str, Any], str], None]  # (merged document, note) -> its tables printed
 
