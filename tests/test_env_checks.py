@@ -29,7 +29,7 @@ def test_nvidia_smi_answers_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
         "clocks_event_reasons.active": None,  # an older nvidia-smi: the old field name answers
         "clocks_throttle_reasons.active": "0x0000000000000005",
         "ecc.mode.current": "Enabled, 0, 2",
-        "--query-compute-apps": f"{os.getpid()}, python3, 500\n4242, other-job, 1024",
+        "--query-compute-apps": f"{os.getpid()}, python3, 500\n4242, /opt/jobs/bin/other-job, 1024",
     }
 
     def fake_run(cmd: list[str]) -> str | None:
@@ -45,7 +45,8 @@ def test_nvidia_smi_answers_are_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert info["gpu_throttle_reasons"] == ["gpu_idle", "sw_power_cap"]
     assert info["gpu_ecc_mode"] == "enabled" and info["gpu_ecc_errors"] == {"corrected_volatile": 0,
                                                                           "uncorrected_volatile": 2}
-    assert info["gpu_other_processes"] == [{"pid": 4242, "name": "other-job", "used_mib": 1024}], "not this process"
+    # not this process; named by its program, not where the machine installed it
+    assert info["gpu_other_processes"] == [{"pid": 4242, "name": "other-job", "used_mib": 1024}]
 
 
 def test_nvidia_smi_fields_it_lacks_stay_unknown(monkeypatch: pytest.MonkeyPatch) -> None:

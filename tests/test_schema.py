@@ -20,9 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _results() -> list[Path]:
-    """Every committed JSON file that is a result document (the reader's own test)."""
+    """Every committed JSON file, plain or gzipped, that is a result document (the reader's own test)."""
     found = []
-    for path in sorted([*(ROOT / "results").rglob("*.json"), *(ROOT / "tests" / "golden").rglob("*.json")]):
+    files = [p for folder in (ROOT / "results", ROOT / "tests" / "golden") for pattern in ("*.json", "*.json.gz")
+             for p in folder.rglob(pattern)]
+    for path in sorted(files):
         try:
             check_result(read_json(path), path)
         except NotAResultError:  # a calibration, a night study, the instruction counts...

@@ -102,9 +102,11 @@ def _pci_bus_id(props: Any) -> str | None:
 
 
 def _others(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Processes on the GPU other than this one and its parent (a --processes / --ab run's)."""
+    """Processes on the GPU other than this one and its parent (a --processes / --ab run's), each
+    named by its program's file name: where another machine installed it is not the result's to keep."""
     mine = {os.getpid(), os.getppid()}
-    return [p for p in processes if p.get("pid") not in mine]
+    return [{**p, "name": os.path.basename(p["name"])} if isinstance(p.get("name"), str) else p
+            for p in processes if p.get("pid") not in mine]
 
 
 def gpu_state_nvml(index: int, bus_id: str | None) -> dict[str, Any] | None:

@@ -1,0 +1,210 @@
+"""Where each variant's cost over its floor goes, by layer (CPU tensors, callgrind instruction counts).
+
+    python -m dbench.analysis.breakdown --out DIR [--ops A,B | --op FILE.py[:NAME]] [--variants V,...]
+                                        [--calls N] [--top N] [--keep-dumps DIR]
+    python -m dbench.analysis.breakdown --from BREAKDOWN.json --out DIR     (render one already made)
+
+One callgrind run of the boundary scenario's CPU cases (bench/instructions/breakdown.py): for each
+variant and mode, the instructions per call in each layer (the Python interpreter, the bindings,
+the dispatcher, autograd, thread-local state, tensors, the allocator, the op's own C++, other),
+and how many more than the mode's floor (`raw`, or `function_raw` once a graph is recorded), with
+the functions that grew most in each layer. Writes DIR/breakdown-cpu.json, DIR/breakdown-cpu.md
+(the table) and DIR/breakdown-cpu-<op>.png (one stacked bar per case). Needs valgrind and jemalloc
+(as `dbench instructions`). Exit status: 0; 2 bad input or counts that could not be collected,
+one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from dbench.analysis.outputs import OutputPathError, check_output_dir, write_output
+from dbench.bench.harness.cli import Parser, name_list, op_file, path_value
+from dbench.bench.instructions.breakdown import DEFAULT_CALLS, DEFAULT_TOP, SCHEMA
+from dbench.bench.instructions.layers import LAYERS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+STEM = "breakdown-cpu"
+# One colour per layer (greys for what no rule names); tests/test_breakdown.py checks each layer has one.
+LAYER_COLORS = {"python": "#4C72B0", "binding": "#DD8452", "dispatcher": "#55A868", "shim": "#64B5CD",
+                "autograd": "#C44E52", "state": "#8172B3", "tensors": "#937860", "allocator": "#DA8BC3",
+                "op": "#CCB974", "other": "#8C8C8C", "unattributed": "#C8C8C8"}
+SHOWN_LAYERS = 3  # the table names a case's largest layers over its floor
+
+
+class BreakdownInputError(ValueError):
+    """A --from file that is not a breakdown document (one line naming it)."""
+
+
+def read_breakdown(path: Path) -> dict[str, Any]:
+    """A breakdown document (gzipped where its name ends in .gz, as the committed ones are)."""
+    import gzip
+
+    try:
+        data = gzip.decompress(Path(path).read_bytes()) if str(path).endswith(".gz") else Path(path).read_bytes()
+        document = json.loads(data.decode())
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BreakdownInputError(f"{path}: cannot be read as JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(document.get("rows"), list):
+        raise BreakdownInputError(f"{path}: not a breakdown document (schema {SCHEMA}): "
+                                  "write one with python -m dbench.analysis.breakdown --out DIR")
+    return document
+
+
+def cases(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per timed case with a floor: its label, Δ total and Δ per layer, top functions."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in document["rows"]:
+        if row.get("status") is not None or row.get("delta_total") is None:
+            continue
+        key = (row["op"], row["variant"], row["mode"])
+        case = out.setdefault(key, {"op": row["op"], "variant": row["variant"], "mode": row["mode"],
+                                    "floor": row["floor"], "delta_total": row["delta_total"],
+                                    "instructions_total": row["instructions_total"], "layers": {}, "top": {}})
+        case["layers"][row["layer"]] = row["delta_instructions"]
+        case["top"][row["layer"]] = row.get("top", [])
+    return list(out.values())
+
+
+def table(document: dict[str, Any]) -> str:
+    """Markdown: per case, Ir per call over its floor and its largest layers, then the layers' meaning."""
+    env = document.get("env", {})
+    cpu = env.get("host_cpu")
+    model = cpu.get("model") if isinstance(cpu, dict) else cpu
+    lines = ["# Where the cost over the floor goes (instructions per call, CPU tensors)", "",
+             f"torch {env.get('torch')}, Python {env.get('python')}, {model}, "
+             f"{document['config'].get('calls')} calls per case under callgrind ({env.get('time')}).", "",
+             "| op | variant | mode | floor | Ir/call | over the floor | largest layers over the floor |",
+             "|---|---|---|---|---:|---:|---|"]
+    for case in cases(document):
+        largest = sorted(case["layers"].items(), key=lambda kv: -kv[1])[:SHOWN_LAYERS]
+        shown = ", ".join(f"{layer} {delta:+,.0f}" for layer, delta in largest if delta > 0) or "none"
+        lines.append(f"| {case['op']} | {case['variant']} | {case['mode']} | {case['floor']} | "
+                     f"{case['instructions_total']:,.0f} | {case['delta_total']:+,.0f} | {shown} |")
+    untimed = [r for r in document["rows"] if r.get("status") is not None]
+    if untimed:
+        lines += ["", f"Not counted: {len(untimed)} cases (n/a or failed; their reasons are in the JSON)."]
+    lines += ["", "## Layers", ""] + [f"- **{name}**: {what}" for name, what in document.get("layers", LAYERS).items()]
+    lines += ["", "## The functions that grew most, per case and layer", ""]
+    for case in cases(document):
+        tops = [(layer, t) for layer, ts in case["top"].items() for t in ts[:2] if case["layers"].get(layer, 0) > 0]
+        if not tops:
+            continue
+        lines.append(f"- {case['op']}/{case['variant']}/{case['mode']}: " + "; ".join(
+            f"{layer}: `{t['function'][:90]}` {t['delta_instructions']:+,.0f}" for layer, t in
+            sorted(tops, key=lambda lt: -lt[1]["delta_instructions"])[:4]))
+    return "\n".join(lines) + "\n"
+
+
+def figure(document: dict[str, Any], op: str) -> Figure:
+    """One stacked bar per case of `op`: its Ir per call over the floor, by layer (below 0 where a
+    layer costs less than in the floor)."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    shown = [c for c in cases(document) if c["op"] == op]
+    layers = list(document.get("layers", LAYERS))
+    fig = Figure(figsize=(10, 1.6 + 0.28 * len(shown)), dpi=120, layout="constrained")
+    ax = fig.add_subplot()
+    labels = [f"{c['variant']} / {c['mode']}" for c in shown]
+    for y, case in enumerate(shown):
+        right = left = 0.0
+        for layer in layers:
+            color = LAYER_COLORS.get(layer, "#000000")
+            value = case["layers"].get(layer, 0.0) / 1000
+            if value >= 0:
+                ax.barh(y, value, left=right, color=color, height=0.7)
+                right += value
+            else:
+                ax.barh(y, value, left=left, color=color, height=0.7)
+                left += value
+        ax.text(right, y, f" {case['delta_total'] / 1000:+.1f}k", va="center", fontsize=7)
+    ax.set_yticks(range(len(shown)), labels, fontsize=8)
+    ax.set_ylim(len(shown) - 0.4, -0.6)  # top to bottom, without the default margins
+    ax.margins(x=0.08)  # room for the totals' labels
+    ax.axvline(0, color="#3A3A3A", lw=1)
+    ax.set_xlabel("thousand instructions per call over the mode's floor (raw, or function_raw with a graph)")
+    env = document.get("env", {})
+    ax.set_title(f"{op}: where each variant's cost over its floor goes (CPU tensors, callgrind)\n"
+                 f"torch {env.get('torch')} · Python {env.get('python')} · {str(env.get('time', ''))[:10]}",
+                 fontsize=10)
+    fig.legend(handles=[Patch(color=LAYER_COLORS.get(name, "#000000"), label=name) for name in layers], fontsize=8,
+               loc="outside lower center", ncols=min(len(layers), 6))
+    ax.grid(axis="x", alpha=0.3)
+    return fig
+
+
+def write_outputs(document: dict[str, Any], out: Path) -> list[Path]:
+    """The JSON, the table and one figure per op, each written atomically; the paths written."""
+    import io
+
+    # One row a line: a few hundred kB for the boundary table, yet a diff shows which rows moved.
+    rows = ",\n".join(json.dumps(row) for row in document["rows"])
+    head = json.dumps({k: v for k, v in document.items() if k != "rows"}, indent=1)[:-2]
+    written = [write_output(out / f"{STEM}.json", f'{head},\n "rows": [\n{rows}\n ]\n}}\n'),
+               write_output(out / f"{STEM}.md", table(document))]
+    for op in dict.fromkeys(c["op"] for c in cases(document)):
+        buffer = io.BytesIO()
+        figure(document, op).savefig(buffer, format="png")
+        written.append(write_output(out / f"{STEM}-{op}.png", buffer.getvalue()))
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = Parser(prog="python -m dbench.analysis.breakdown", description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=path_value, required=True, help="the folder for the JSON, table and figures")
+    p.add_argument("--from", dest="source", type=path_value, help="render this breakdown document; no collection")
+    p.add_argument("--ops", type=name_list, help="ops to break down (default: the boundary scenario's)")
+    p.add_argument("--op", type=op_file, action="append", default=[], metavar="FILE.py[:NAME]",
+                   help="a user's op (without --ops, only the user's ops)")
+    p.add_argument("--variants", type=name_list, help="default: every variant (each mode's floor is needed)")
+    p.add_argument("--calls", type=int, default=DEFAULT_CALLS, help=f"calls per case (default {DEFAULT_CALLS})")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, help=f"functions per case and layer (default {DEFAULT_TOP})")
+    p.add_argument("--keep-dumps", type=path_value, help="copy callgrind's dumps there (for callgrind_annotate)")
+    args = p.parse_args(argv)
+    if args.calls < 1 or args.top < 0:
+        p.error("--calls must be >= 1 and --top >= 0")
+    try:
+        out = check_output_dir(args.out, "--out")
+        if args.source is not None:
+            document = read_breakdown(args.source)
+        else:
+            document = _collect(args)
+        for path in write_outputs(document, out):
+            print(f"[breakdown] wrote {path}", file=sys.stderr)
+    except (OutputPathError, BreakdownInputError) as exc:
+        print(f"breakdown: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _collect(args: Any) -> dict[str, Any]:
+    from dbench.bench.instructions.breakdown import collect_breakdown
+    from dbench.bench.instructions.collect import CollectError, Config, check_names, load_op_files
+    from dbench.bench.instructions.staging import STAGE, StageError, private_folder
+    from dbench.bench.core.native_build import build_dir
+
+    config = Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls)
+    try:
+        names = load_op_files(config)
+        config = replace(config, ops=tuple(names)) if names and config.ops is None else config
+        check_names(config)
+        private_folder(STAGE)
+        build_dir()
+        print(f"[breakdown] {len(config.resolved_ops())} ops, {args.calls} calls per case, under callgrind",
+              file=sys.stderr, flush=True)
+        return collect_breakdown(config, keep_dumps=args.keep_dumps, top=args.top)
+    except (CollectError, StageError, ValueError) as exc:
+        raise BreakdownInputError(str(exc)) from None
+
+
+if __name__ == "__main__":
+    from dbench.bench.harness.guard import exit_with
+
+    exit_with("breakdown", main)

@@ -1,0 +1,279 @@
+"""The breakdown by layer: callgrind's self and call costs read from a dump, the layer map, the sum
+rule (a case's layers add up to its total), the rows over the floor, the command's outputs and bad
+input, and one small real collection under callgrind when valgrind is installed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dbench.analysis import breakdown as cli
+from dbench.bench.instructions.callgrind import CallgrindFormatError
+from dbench.bench.instructions.layers import LAYERS, attribute, is_helper, layer_of
+from dbench.bench.instructions.profile import Profile, parse_profile
+
+# Two functions of libtorch_python calling each other and a libc helper; names compressed, one
+# function one recursion level deeper (fn'2), one call into another object (cob=), one into the
+# caller's own object (no cob=). Self costs: 10 + 3, 5 + 2, 20, 4: 44 in all.
+DUMP = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+part: 3
+positions: line
+events: Ir Dr
+summary: 44 11
+
+ob=(1) /usr/lib/libtorch_python.so
+fl=(1) a.cpp
+fn=(1) pybind11::cpp_function::dispatcher(_object*)
+10 10 1
++1 3
+cob=(2) /usr/lib/x86_64-linux-gnu/libc.so.6
+cfi=(2) strlen.S
+cfn=(2) __strlen_sse2
+calls=2 0
+* 20 5
+cfn=(3) torch::autograd::THPVariable_get_grad'2
+calls=1 0
+* 7
+fn=(3)
+5 5
++2 2
+
+ob=(2)
+fl=(2)
+fn=(2)
+0 20 5
+fn=(4) _PyEval_EvalFrameDefault
+0 4
+"""
+
+
+def test_self_costs_skip_the_inclusive_cost_of_calls() -> None:
+    python = "ob=(3) /usr/lib/libpython3.11.so.1.0\nfn=(4) _PyEval_EvalFrameDefault"
+    profile = parse_profile(DUMP.replace("fn=(4) _PyEval_EvalFrameDefault", python))
+    assert profile.part == 3 and profile.total == 44
+    assert profile.self_ir == {
+        ("libtorch_python.so", "pybind11::cpp_function::dispatcher(_object*)"): 13,
+        ("libtorch_python.so", "torch::autograd::THPVariable_get_grad"): 7,  # fn'2 is the same function
+        ("libc.so.6", "__strlen_sse2"): 20,
+        ("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault"): 4,
+    }
+    dispatcher = ("libtorch_python.so", "pybind11::cpp_function::dispatcher(_object*)")
+    assert profile.calls == {(dispatcher, ("libc.so.6", "__strlen_sse2")): 20,
+                             (dispatcher, ("libtorch_python.so", "torch::autograd::THPVariable_get_grad")): 7}
+
+
+@pytest.mark.parametrize("change, message", [
+    (("summary: 44 11", "summary: 45 11"), "add up to 44 Ir, the dump's total is 45"),
+    (("events: Ir Dr", "events: Dr"), "no Ir event"),
+    (("cfn=(3) torch::autograd::THPVariable_get_grad'2\n", ""), "calls= without a cfn="),
+    (("fn=(3)\n", "fn=(9)\n"), "compressed name (9) used before it was defined"),
+    (("summary: 44 11\n", ""), "not a callgrind dump"),
+])
+def test_a_dump_the_reader_does_not_understand_is_refused(change: tuple[str, str], message: str) -> None:
+    with pytest.raises(CallgrindFormatError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_profile(DUMP.replace(*change), "bad.out")
+
+
+@pytest.mark.parametrize("function, layer", [
+    (("libtorch_cpu.so", "at::native::empty_cpu(c10::ArrayRef<long>)"), "tensors"),  # not the op's kernel
+    (("libtorch_cpu.so", "at::native::add_out(at::Tensor const&)"), "op"),
+    (("libtorch_python.so", "torch::autograd::THPVariable_get_grad(_object*)"), "autograd"),  # before binding
+    (("libtorch_cpu.so", "void torch::autograd::validate_outputs_impl<torch::autograd::Edge>(int)"), "autograd"),
+    (("libtorch_cpu.so", "std::vector<torch::autograd::Edge>::~vector()"), "autograd"),
+    (("libtorch_python.so", "pybind11::detail::get_type_info(std::type_info const&, bool)"), "binding"),
+    (("libtorch_cpu.so", "c10::Dispatcher::callBoxed(c10::OperatorHandle const&) const"), "dispatcher"),
+    (("libtorch_cpu.so", "at::_ops::mul_Tensor::call(at::Tensor const&)"), "dispatcher"),
+    (("libtorch_cpu.so", "torch_call_dispatcher"), "shim"),
+    # A rule reads where a function lives, not the types it takes:
+    (("libdbench_stable.so", "dbench::stable_ops::(anonymous namespace)::StableApi::check_inputs(char const*, "
+                             "torch::stable::Tensor const&)"), "op"),
+    (("libtorch_cpu.so", "at::(anonymous namespace)::LocalCallbackManager::rebuild_scope(std::pair<int>)"),
+     "dispatcher"),
+    (("libtorch_cpu.so", "at::ThreadLocalState::setThreadLocalState(at::ThreadLocalState const&)"), "state"),
+    (("libc10.so", "c10::TensorImpl::TensorImpl(c10::Storage&&)"), "tensors"),
+    (("libjemalloc.so.2", "0x0000000000031430"), "allocator"),
+    (("libc10.so", "c10::alloc_cpu(unsigned long)"), "allocator"),
+    (("_dbench_raw.cpython-311-x86_64-linux-gnu.so", "dbench::kernels::muladd_cpu(int)"), "op"),
+    (("_dbench_raw.cpython-311-x86_64-linux-gnu.so", "pybind11::cpp_function::dispatcher(_object*)"), "binding"),
+    (("_dbench_raw.cpython-311-x86_64-linux-gnu.so", "c10::TensorImpl::device() const"), "tensors"),
+    (("libdbench_ops.so", "std::mutex::lock()"), "op"),
+    (("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault"), "python"),
+    (("_contextvars.cpython-311-x86_64-linux-gnu.so", "PyContext_Enter"), "python"),
+    (("libtorch_cpu.so", "c10::demangle[abi:cxx11](char const*)"), "other"),
+])
+def test_the_layer_map(function: tuple[str, str], layer: str) -> None:
+    assert layer_of(function) == layer
+
+
+def test_runtime_helpers_but_not_malloc_go_to_their_caller() -> None:
+    assert is_helper(("libc.so.6", "__strlen_sse2")) and is_helper(("libstdc++.so.6.0.30", "std::_Hash_bytes"))
+    assert not is_helper(("libc.so.6", "malloc")) and layer_of(("libc.so.6", "malloc")) == "allocator"
+    assert not is_helper(("libtorch_cpu.so", "std::mutex::lock()"))
+
+
+Function = tuple[str, str]
+
+
+def _profile(self_ir: dict[Function, int], calls: dict[tuple[Function, Function], int]) -> Profile:
+    return Profile(part=2, total=sum(self_ir.values()), self_ir=self_ir, calls=calls)
+
+
+def test_layers_add_up_to_the_total_and_a_helper_is_charged_to_its_caller() -> None:
+    binding = ("libtorch_python.so", "pybind11::cpp_function::dispatcher(_object*)")
+    python = ("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault")
+    strlen, memset = ("libc.so.6", "__strlen_sse2"), ("libc.so.6", "__memset_sse2")
+    profile = _profile({binding: 100, python: 300, strlen: 40, memset: 9},
+                       {(binding, strlen): 30, (python, strlen): 10, (strlen, memset): 9})
+    result = attribute(profile)
+    assert result.layers["binding"] == 130 and result.layers["python"] == 310
+    # memset ran for strlen only (a helper's helper): no caller outside the runtime to charge it to.
+    assert result.layers["unattributed"] == 9
+    assert sum(result.layers.values()) == profile.total
+    assert list(result.layers) == list(LAYERS)
+    assert result.functions[binding] == ("binding", 130)
+
+
+def test_what_a_helper_calls_outside_the_runtime_counts_once_in_its_own_layer() -> None:
+    demangle = ("libtorch_cpu.so", "c10::demangle(char const*)")
+    cxa, inner = ("libstdc++.so.6.0.30", "__cxa_demangle"), ("libstdc++.so.6.0.30", "0x00000000000ab2b0")
+    realloc = ("libjemalloc.so.2", "realloc")
+    # c10::demangle -> __cxa_demangle (30 itself) -> an inner helper (15 itself) -> realloc (5)
+    profile = _profile({demangle: 10, cxa: 30, inner: 15, realloc: 5},
+                       {(demangle, cxa): 50, (cxa, inner): 20, (inner, realloc): 5})
+    result = attribute(profile)
+    assert result.layers["other"] == pytest.approx(55) and result.layers["allocator"] == pytest.approx(5)
+    assert result.layers["unattributed"] == pytest.approx(0)
+
+
+def _counts() -> dict:
+    key = {"scenario": "boundary", "op": "noop", "device": "cpu", "shape": [4, 32], "dtype": "float32", "axes": [],
+           "driver": "python"}
+    rows = [{**key, "variant": v, "mode": m, "status": None, "instructions": 1.0}
+            for v, m in (("raw", "inference"), ("custom_op", "inference"), ("custom_op", "fwd_requires_grad"))]
+    rows.append({**key, "variant": "raw", "mode": "fwd_bwd", "status": "n/a", "reason": "no autograd"})
+    return {"config": {"calls": 10}, "env": {"torch": "2.13.0", "python": "3.11.7", "time": "2026-12-05T00:00:00"},
+            "rows": rows}
+
+
+def test_rows_are_the_layers_over_the_floor_and_name_what_grew() -> None:
+    from dbench.bench.instructions.breakdown import breakdown_rows
+
+    python = ("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault")
+    binding = ("libtorch_python.so", "pybind11::detail::get_type_info(std::type_info const&, bool)")
+    floor = attribute(_profile({python: 1000, binding: 200}, {}))
+    case = attribute(_profile({python: 5000, binding: 900}, {}))
+    rows = breakdown_rows(_counts(), [floor, case, case], calls=10, top=3)
+    custom = [r for r in rows if r["variant"] == "custom_op" and r["mode"] == "inference"]
+    assert [r["layer"] for r in custom] == list(LAYERS)
+    by_layer = {r["layer"]: r for r in custom}
+    assert by_layer["python"]["delta_instructions"] == 400.0 and by_layer["binding"]["delta_instructions"] == 70.0
+    assert custom[0]["delta_total"] == 470.0 and custom[0]["instructions_total"] == 590.0
+    assert sum(r["delta_instructions"] for r in custom) == custom[0]["delta_total"]
+    assert by_layer["binding"]["top"] == [{"function": binding[1], "object": binding[0], "delta_instructions": 70.0}]
+    assert by_layer["dispatcher"]["top"] == []
+    # Its floor with a graph (function_raw) was not counted: the row says so instead of a delta.
+    graph = [r for r in rows if r["mode"] == "fwd_requires_grad"]
+    assert "delta_total" not in graph[0] and "function_raw" in graph[0]["floor_missing"]
+    assert rows[-1] == {**{k: v for k, v in _counts()["rows"][-1].items() if k not in ("instructions",)},
+                        "status": "n/a", "reason": "no autograd"}
+
+
+def test_rows_refuse_profiles_that_do_not_match_the_cases() -> None:
+    from dbench.bench.instructions.breakdown import breakdown_rows
+    from dbench.bench.instructions.collect import CollectError
+
+    with pytest.raises(CollectError, match="3 timed cases but 1 profiles"):
+        breakdown_rows(_counts(), [attribute(_profile({("a", "b"): 1}, {}))], calls=10)
+
+
+def _document() -> dict:
+    from dbench.bench.instructions.breakdown import SCHEMA, breakdown_rows
+
+    python = ("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault")
+    rows = breakdown_rows(_counts(), [attribute(_profile({python: 1000}, {})),
+                                      attribute(_profile({python: 9000}, {})),
+                                      attribute(_profile({python: 9000}, {}))], calls=10)
+    counts = _counts()
+    return {"schema": SCHEMA, "config": counts["config"], "env": counts["env"], "layers": dict(LAYERS), "rows": rows}
+
+
+def test_the_command_renders_a_document_it_is_given(tmp_path: Path) -> None:
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(_document()))
+    assert cli.main(["--from", str(source), "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "breakdown-cpu.md").read_text()
+    assert "| noop | custom_op | inference | raw | 900 | +800 | python +800 |" in table
+    assert (tmp_path / "out" / "breakdown-cpu-noop.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((tmp_path / "out" / "breakdown-cpu.json").read_text()) == _document()
+    gzipped = tmp_path / "in.json.gz"  # the committed documents are gzipped
+    gzipped.write_bytes(gzip.compress(source.read_bytes()))
+    assert cli.main(["--from", str(gzipped), "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / "breakdown-cpu.md").read_text() == table
+
+
+def test_every_layer_has_its_own_colour() -> None:
+    assert set(cli.LAYER_COLORS) == set(LAYERS) and len(set(cli.LAYER_COLORS.values())) == len(LAYERS)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "cannot be read as JSON"),
+    (json.dumps({"schema": "dbench-instructions/1", "rows": []}), "not a breakdown document"),
+])
+def test_a_bad_document_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str,
+                                               message: str) -> None:
+    source = tmp_path / "in.json"
+    source.write_text(content)
+    assert cli.main(["--from", str(source), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("breakdown: error: ") and message in err and "\n" not in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_an_unwritable_out_or_an_unknown_op_fails_before_any_collection(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cli.main(["--out", str(blocker / "sub"), "--ops", "noop"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert cli.main(["--out", str(tmp_path / "o"), "--ops", "no_such_op"]) == 2
+    assert "no_such_op" in capsys.readouterr().err
+
+
+def _jemalloc_missing() -> bool:
+    from dbench.bench.instructions.environment import jemalloc
+
+    return jemalloc() is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None
+                    or _jemalloc_missing(),
+                    reason="valgrind or jemalloc is not installed (scripts/setup.sh installs both)")
+def test_a_real_breakdown_adds_up_and_puts_custom_op_in_python_and_binding(tmp_path: Path) -> None:
+    from dbench.bench.instructions.breakdown import collect_breakdown
+    from dbench.bench.instructions.collect import Config
+
+    document = collect_breakdown(Config(ops=("noop",), variants=("raw", "custom_op", "cpp"), calls=200),
+                                 keep_dumps=tmp_path / "dumps")
+    timed = [r for r in document["rows"] if r["status"] is None]
+    by_case: dict[tuple[str, str], dict[str, dict]] = {}
+    for row in timed:
+        by_case.setdefault((row["variant"], row["mode"]), {})[row["layer"]] = row
+    for layers in by_case.values():  # the sum rule: a case's layers add up to its count, to rounding
+        total = next(iter(layers.values()))["instructions_total"]
+        assert sum(r["instructions"] for r in layers.values()) == pytest.approx(total, abs=0.1 * len(layers))
+        assert layers["unattributed"]["instructions"] == pytest.approx(0, abs=0.05 * total)
+    custom = by_case[("custom_op", "inference")]
+    # custom_op's Python wrapper and its schema-driven argument handling: most of its cost over raw.
+    assert custom["python"]["delta_instructions"] + custom["binding"]["delta_instructions"] > \
+        0.7 * custom["python"]["delta_total"] > 0
+    cpp = by_case[("cpp", "inference")]
+    assert cpp["dispatcher"]["delta_instructions"] > 0
+    assert cpp["python"]["delta_total"] < custom["python"]["delta_total"]
+    assert any(name.startswith("callgrind.out.") for name in (p.name for p in (tmp_path / "dumps").iterdir()))
