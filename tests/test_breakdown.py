@@ -106,6 +106,12 @@ def test_a_dump_the_reader_does_not_understand_is_refused(change: tuple[str, str
     (("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault"), "python"),
     (("_contextvars.cpython-311-x86_64-linux-gnu.so", "PyContext_Enter"), "python"),
     (("libtorch_cpu.so", "c10::demangle[abi:cxx11](char const*)"), "other"),
+    # ATen's kernel loops, behind a function_ref whose template names a function type
+    (("libtorch_cpu.so", "void c10::function_ref<void (char**, long const*, long, long)>::callback_fn<"
+                         "at::native::DEFAULT::VectorizedLoop2d<int> >(long, char**)"), "op"),
+    (("my_rmsnorm_ext.so", "rmsnorm_cpu(at::Tensor const&)"), "op"),  # a user's extension library
+    (("libtorch_cpu.so", "at::Tensor::contiguous() const"), "tensors"),
+    (("???", "0x0000000004c237a8"), "other"),
 ])
 def test_the_layer_map(function: tuple[str, str], layer: str) -> None:
     assert layer_of(function) == layer

@@ -38,8 +38,18 @@ _ANONYMOUS = "(anonymous namespace)"
 
 def qualified_name(name: str) -> str:
     """The function's name without its parameter list: a rule names where a function lives, not the
-    types it takes (`check_inputs(torch::stable::Tensor const&)` is not the stable ABI's shim)."""
-    return name.replace(_ANONYMOUS, "\0").split("(", 1)[0].replace("\0", _ANONYMOUS)
+    types it takes (`check_inputs(torch::stable::Tensor const&)` is not the stable ABI's shim). The
+    list is the first parenthesis outside template arguments (`function_ref<void (char**)>::f<...>(...)`)."""
+    text, depth = name.replace(_ANONYMOUS, "\0"), 0
+    for i, char in enumerate(text):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth = max(depth - 1, 0)
+        elif char == "(" and depth == 0:
+            text = text[:i]
+            break
+    return text.replace("\0", _ANONYMOUS)
 
 
 # The layers, in the order they are shown, with what each holds.
@@ -54,7 +64,8 @@ LAYERS: dict[str, str] = {
     "state": "thread-local state saved, set and restored: grad mode, autocast, dispatch and function modes",
     "tensors": "tensor objects: creation, metadata, reference counts",
     "allocator": "memory allocation and release",
-    "op": "the op's own C++: its launcher's checks and output, its kernel (dbench::, at::native::)",
+    "op": "the op's own code: its launcher's checks and output, its kernel (dbench::, ATen's at::native:: "
+          "and TensorIterator loops, a user's extension library)",
     "other": "anything no rule names",
     "unattributed": "what helpers ran for other helpers or for no recorded caller",
 }
@@ -102,7 +113,8 @@ LAYER_RULES: tuple[Rule, ...] = (
         "c10::impl::getGlobalPyInterpreter", "c10::InferenceMode", "c10::GradMode", "at::functorch::",
         r"at::functionalization::impl::\w*TLS", "at::set_dtensor", "at::get_dtensor",
         r"std::deque<std::pair<c10::SafePyObject")),
-    Rule("op", functions=_names("dbench::", "at::native::", "at::cpu::", "at::TensorIteratorBase")),
+    Rule("op", functions=_names("dbench::", "at::native::", "at::cpu::", "at::TensorIterator", "at::OperandInfo",
+                                "at::internal::serial_for_each", "at::vec::")),
     Rule("binding", objects=r"^libtorch_python\.so"),
     Rule("binding", functions=_names("pybind11::", "THPVariable", "torch::jit::")),
     Rule("tensors", functions=_names("c10::TensorImpl", "at::TensorBase", "at::Tensor::", "c10::intrusive_ptr",
@@ -113,6 +125,10 @@ LAYER_RULES: tuple[Rule, ...] = (
     # compiled into them is binding or tensors as anywhere else.
     Rule("op", objects=r"^libdbench_|^_dbench_"),
     Rule("python", objects=r"^libpython|^python3|\.cpython-"),
+    # A library that is not torch's, Python's or the runtime's is the op's own (a user's extension).
+    Rule("op", objects=r"^(?!(?:libtorch|libc10|libshm|libgomp|libiomp|libomp|libmkl|libdnnl|libsleef|libcu|libnv|"
+                       r"libjemalloc|libtcmalloc|ld-linux|libc\.so|libstdc\+\+|libgcc_s|libm\.so|libpthread|libz\.|"
+                       r"libdl|librt|\?\?\?))"),
 )
 
 # The runtime's helpers: their cost goes to the layer of the function that called them.
