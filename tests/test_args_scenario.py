@@ -303,7 +303,7 @@ def test_the_plain_loop_times_the_same_ops_and_shows_the_scenarios_slopes_beside
     import sys
 
     root = Path(__file__).resolve().parent.parent
-    (result,) = (root / "results" / "cpu-intel-r-xeon-r-processor").glob("args-cpu-*.json")
+    (result,) = (root / "results" / "cpu-intel-r-xeon-r-processor").glob("args-cpu-*.json.gz")  # kept gzipped
     out = tmp_path / "loop.json"
     done = subprocess.run([sys.executable, str(root / "scripts" / "args_plain_loop.py"), "--rounds", "2",
                            "--block-ms", "0.2", "--result", str(result), "--json", str(out)],
