@@ -2,11 +2,10 @@
 """Entry point: python run.py --scenario boundary [--device cpu|cuda] [...]
 
 Parse and check the command line (no torch yet), pick the device, check the selection can time
-something on it, then hand the run to one executor of dbench.bench.harness: in this process (the run
-object, `rounds.Run`), a scenario that makes its own table, fresh processes one after another
-(--processes, --ab) or shards side by side (--gpus, --shards). Show what it wrote
-(dbench.analysis.console) and, with --baseline, gate it. Whatever ends the run leaves its result
-file with a final status (bench/harness/interrupts.py).
+something on it, then hand the run to one executor: in this process (`rounds.Run`), a scenario that
+makes its own table or document, fresh processes one after another (--processes, --ab) or shards
+side by side (--gpus, --shards). Show what it wrote (dbench.analysis.console) and, with --baseline,
+gate it. Whatever ends the run leaves its result file with a final status (bench/harness/interrupts.py).
 """
 
 from __future__ import annotations
@@ -67,6 +66,7 @@ def several(scenario: Any, options: RunOptions, shard_devices: list[str], argv: 
 def dispatch(options: RunOptions, shard_devices: list[str], argv: Sequence[str], console: Any,
              stop: GracefulStop) -> Outcome:
     """Check the selection can time something on the device, and run it in its way."""
+    from dbench.analysis.breakdown import run_scenario as own_document
     from dbench.bench.harness.custom import run_custom
     from dbench.scenarios import SCENARIOS
     from dbench.scenarios.select import check_selection
@@ -78,8 +78,8 @@ def dispatch(options: RunOptions, shard_devices: list[str], argv: Sequence[str],
     if options.repeated or len(shard_devices) > 1:
         stop.release()
         return several(scenario, options, shard_devices, argv, console)
-    if scenario.makes(Pass.CUSTOM):
-        return run_custom(scenario, options, console, stop)
+    if scenario.makes(Pass.CUSTOM):  # it makes its own table, or writes its own document (breakdown)
+        return own_document(options, console) if scenario.own_document else run_custom(scenario, options, console, stop)
     return in_process(scenario, options, console, stop)
 
 

@@ -8,7 +8,7 @@ One callgrind run of the boundary scenario's CPU cases (bench/instructions/break
 variant and mode, the instructions per call in each layer (the Python interpreter, the bindings,
 the dispatcher, autograd, thread-local state, tensors, the allocator, the op's own C++, other),
 and how many more than the mode's floor (`raw`, or `function_raw` once a graph is recorded), with
-the functions that grew most in each layer. Writes DIR/breakdown-cpu.json, DIR/breakdown-cpu.md
+the functions that grew most in each layer. Writes DIR/breakdown-cpu.breakdown.json, DIR/breakdown-cpu.md
 (the table) and DIR/breakdown-cpu-<op>.png (one stacked bar per case). Needs valgrind and jemalloc
 (as `dbench instructions`). Exit status: 0; 2 bad input or counts that could not be collected,
 one line on stderr.
@@ -17,6 +17,7 @@ one line on stderr.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -31,11 +32,15 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 STEM = "breakdown-cpu"
+SUFFIX = ".breakdown.json"  # the document's; bench/io/document.py NOT_RESULT_SUFFIXES holds it too
 # One colour per layer (greys for what no rule names); tests/test_breakdown.py checks each layer has one.
 LAYER_COLORS = {"python": "#4C72B0", "binding": "#DD8452", "dispatcher": "#55A868", "shim": "#64B5CD",
                 "autograd": "#C44E52", "state": "#8172B3", "tensors": "#937860", "allocator": "#DA8BC3",
                 "op": "#CCB974", "other": "#8C8C8C", "unattributed": "#C8C8C8"}
 SHOWN_LAYERS = 3  # the table names a case's largest layers over its floor
+# A case's time (bench/instructions/in_time.py), the same on each of its layer rows.
+TIME_FIELDS = ("instructions_per_us", "speed_from", "delta_us_total", "measured_delta_us", "measured_delta_ci_low",
+               "measured_delta_ci_high", "explained", "agrees", "time_missing")
 
 
 class BreakdownInputError(ValueError):
@@ -66,9 +71,13 @@ def cases(document: dict[str, Any]) -> list[dict[str, Any]]:
         key = (row["op"], row["variant"], row["mode"])
         case = out.setdefault(key, {"op": row["op"], "variant": row["variant"], "mode": row["mode"],
                                     "floor": row["floor"], "delta_total": row["delta_total"],
-                                    "instructions_total": row["instructions_total"], "layers": {}, "top": {}})
+                                    "instructions_total": row["instructions_total"], "layers": {}, "top": {},
+                                    "us": {} if row.get("delta_us") is not None else None,
+                                    **{k: row.get(k) for k in TIME_FIELDS}})
         case["layers"][row["layer"]] = row["delta_instructions"]
         case["top"][row["layer"]] = row.get("top", [])
+        if case["us"] is not None:
+            case["us"][row["layer"]] = row["delta_us"]
     return list(out.values())
 
 
@@ -77,16 +86,20 @@ def table(document: dict[str, Any]) -> str:
     env = document.get("env", {})
     cpu = env.get("host_cpu")
     model = cpu.get("model") if isinstance(cpu, dict) else cpu
+    timed = "time" in document
     lines = ["# Where the cost over the floor goes (instructions per call, CPU tensors)", "",
              f"torch {env.get('torch')}, Python {env.get('python')}, {model}, "
              f"{document['config'].get('calls')} calls per case under callgrind ({env.get('time')}).", "",
-             "| op | variant | mode | floor | Ir/call | over the floor | largest layers over the floor |",
-             "|---|---|---|---|---:|---:|---|"]
+             *time_summary(document),
+             "| op | variant | mode | floor | Ir/call | over the floor | largest layers over the floor |"
+             + (" layers' µs | measured µs [95 % CI] | explained |" if timed else ""),
+             "|---|---|---|---|---:|---:|---|" + ("---:|---:|---:|" if timed else "")]
     for case in cases(document):
         largest = sorted(case["layers"].items(), key=lambda kv: -kv[1])[:SHOWN_LAYERS]
         shown = ", ".join(f"{layer} {delta:+,.0f}" for layer, delta in largest if delta > 0) or "none"
         lines.append(f"| {case['op']} | {case['variant']} | {case['mode']} | {case['floor']} | "
-                     f"{case['instructions_total']:,.0f} | {case['delta_total']:+,.0f} | {shown} |")
+                     f"{case['instructions_total']:,.0f} | {case['delta_total']:+,.0f} | {shown} |"
+                     + (_time_cells(case) if timed else ""))
     untimed = [r for r in document["rows"] if r.get("status") is not None]
     if untimed:
         lines += ["", f"Not counted: {len(untimed)} cases (n/a or failed; their reasons are in the JSON)."]
@@ -102,57 +115,113 @@ def table(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _time_cells(case: dict[str, Any]) -> str:
+    if case.get("measured_delta_us") is None or case.get("delta_us_total") is None:
+        return f" n/a | n/a ({case.get('time_missing') or 'not timed'}) | |"
+    low, high = case.get("measured_delta_ci_low"), case.get("measured_delta_ci_high")
+    ci = f" [{low:+.2f}, {high:+.2f}]" if low is not None and high is not None else ""
+    explained = case.get("explained")
+    mark = "" if explained is None or case.get("agrees") else " ⚠"
+    return (f" {case['delta_us_total']:+.2f} | {case['measured_delta_us']:+.2f}{ci} | "
+            f"{'n/a' if explained is None else f'{explained:.2f}'}{mark} |")
+
+
+def time_summary(document: dict[str, Any]) -> list[str]:
+    """What the µs columns are, and how many cases' layers add up to their measured overhead."""
+    time = document.get("time")
+    if not time:
+        return []
+    explained = [c["explained"] for c in cases(document) if c.get("explained") is not None]
+    agree = sum(1 for c in cases(document) if c.get("agrees"))
+    band = round(100 * time.get("agreement", 0))
+    median = f"{statistics.median(explained):.2f}" if explained else "n/a"
+    speeds = {c["op"]: (c.get("instructions_per_us"), c.get("speed_from")) for c in cases(document)
+              if c.get("instructions_per_us")}
+    said = "; ".join(f"{op} {per_us:,.0f} ({source})" for op, (per_us, source) in speeds.items())
+    return [f"µs: each layer's instructions over the floor at the speed of the boundary's code, in "
+            f"instructions per µs: a case's extra instructions over its extra µs in a native run of the same "
+            f"cases ({time.get('scenario')} scenario, {time.get('rounds')} rounds, {time.get('time')}), the "
+            f"median over the run's other ops: {said}. `measured`: that run's paired overhead; `explained`: the "
+            f"layers' µs over the measured. **{agree} of {len(explained)} cases within ±{band} %** (median "
+            f"{median}); ⚠ marks the others.", ""]
+
+
 def figure(document: dict[str, Any], op: str) -> Figure:
     """One stacked bar per case of `op`: its Ir per call over the floor, by layer (below 0 where a
     layer costs less than in the floor)."""
     from matplotlib.figure import Figure
+    from matplotlib.artist import Artist
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     shown = [c for c in cases(document) if c["op"] == op]
     layers = list(document.get("layers", LAYERS))
+    # In µs where the native run timed every case shown (each bar beside its measured overhead),
+    # else in instructions.
+    in_us = bool(shown) and all(c["us"] is not None and c.get("measured_delta_us") is not None for c in shown)
     fig = Figure(figsize=(10, 1.6 + 0.28 * len(shown)), dpi=120, layout="constrained")
     ax = fig.add_subplot()
     labels = [f"{c['variant']} / {c['mode']}" for c in shown]
     for y, case in enumerate(shown):
         right = left = 0.0
+        values = case["us"] if in_us else {k: v / 1000 for k, v in case["layers"].items()}
         for layer in layers:
             color = LAYER_COLORS.get(layer, "#000000")
-            value = case["layers"].get(layer, 0.0) / 1000
+            value = values.get(layer, 0.0)
             if value >= 0:
                 ax.barh(y, value, left=right, color=color, height=0.7)
                 right += value
             else:
                 ax.barh(y, value, left=left, color=color, height=0.7)
                 left += value
-        ax.text(right, y, f" {case['delta_total'] / 1000:+.1f}k", va="center", fontsize=7)
+        if in_us:
+            measured = case["measured_delta_us"]
+            low, high = case.get("measured_delta_ci_low"), case.get("measured_delta_ci_high")
+            xerr = [[measured - low], [high - measured]] if low is not None and high is not None else None
+            ax.errorbar(measured, y, xerr=xerr, fmt="D", color="black", ms=3.5, elinewidth=1, capsize=2, zorder=3)
+            explained = case.get("explained")
+            ax.text(max(right, high if high is not None else measured) + 0.01 * (ax.get_xlim()[1] or 1), y,
+                    "" if explained is None else f" {explained:.2f}", va="center", fontsize=7,
+                    color="black" if case.get("agrees") else "#B22222")
+        else:
+            ax.text(right, y, f" {case['delta_total'] / 1000:+.1f}k", va="center", fontsize=7)
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.set_ylim(len(shown) - 0.4, -0.6)  # top to bottom, without the default margins
     ax.margins(x=0.08)  # room for the totals' labels
     ax.axvline(0, color="#3A3A3A", lw=1)
-    ax.set_xlabel("thousand instructions per call over the mode's floor (raw, or function_raw with a graph)")
+    ax.set_xlabel("µs per call over the mode's floor (raw, or function_raw with a graph): each layer's "
+                  "instructions\nat the boundary code's instructions per µs; ◆ the measured overhead (95 % CI); "
+                  "number: layers ÷ measured"
+                  if in_us else
+                  "thousand instructions per call over the mode's floor (raw, or function_raw with a graph)")
     env = document.get("env", {})
-    ax.set_title(f"{op}: where each variant's cost over its floor goes (CPU tensors, callgrind)\n"
+    ax.set_title(f"{op}: where each variant's cost over its floor goes (CPU tensors, callgrind"
+                 f"{' and a native run' if in_us else ''})\n"
                  f"torch {env.get('torch')} · Python {env.get('python')} · {str(env.get('time', ''))[:10]}",
                  fontsize=10)
-    fig.legend(handles=[Patch(color=LAYER_COLORS.get(name, "#000000"), label=name) for name in layers], fontsize=8,
-               loc="outside lower center", ncols=min(len(layers), 6))
+    handles: list[Artist] = [Patch(color=LAYER_COLORS.get(name, "#000000"), label=name) for name in layers]
+    if in_us:
+        handles.append(Line2D([], [], marker="D", color="black", ls="", ms=4, label="measured"))
+    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncols=min(len(handles), 6))
     ax.grid(axis="x", alpha=0.3)
     return fig
 
 
-def write_outputs(document: dict[str, Any], out: Path) -> list[Path]:
-    """The JSON, the table and one figure per op, each written atomically; the paths written."""
+def write_outputs(document: dict[str, Any], out: Path, stem: str = STEM) -> list[Path]:
+    """<stem>.breakdown.json (not a result document: a results folder's readers pass it by,
+    bench/io/document.py NOT_RESULT_SUFFIXES), <stem>.md and <stem>-<op>.png, each written
+    atomically; the paths written."""
     import io
 
     # One row a line: a few hundred kB for the boundary table, yet a diff shows which rows moved.
     rows = ",\n".join(json.dumps(row) for row in document["rows"])
     head = json.dumps({k: v for k, v in document.items() if k != "rows"}, indent=1)[:-2]
-    written = [write_output(out / f"{STEM}.json", f'{head},\n "rows": [\n{rows}\n ]\n}}\n'),
-               write_output(out / f"{STEM}.md", table(document))]
+    written = [write_output(out / f"{stem}{SUFFIX}", f'{head},\n "rows": [\n{rows}\n ]\n}}\n'),
+               write_output(out / f"{stem}.md", table(document))]
     for op in dict.fromkeys(c["op"] for c in cases(document)):
         buffer = io.BytesIO()
         figure(document, op).savefig(buffer, format="png")
-        written.append(write_output(out / f"{STEM}-{op}.png", buffer.getvalue()))
+        written.append(write_output(out / f"{stem}-{op}.png", buffer.getvalue()))
     return written
 
 
@@ -167,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=DEFAULT_CALLS, help=f"calls per case (default {DEFAULT_CALLS})")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, help=f"functions per case and layer (default {DEFAULT_TOP})")
     p.add_argument("--keep-dumps", type=path_value, help="copy callgrind's dumps there (for callgrind_annotate)")
+    p.add_argument("--no-time", action="store_true",
+                   help="instructions only: skip the native run that converts each layer to µs")
     args = p.parse_args(argv)
     if args.calls < 1 or args.top < 0:
         p.error("--calls must be >= 1 and --top >= 0")
@@ -185,23 +256,82 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _collect(args: Any) -> dict[str, Any]:
+    from dbench.bench.instructions.collect import Config
+
+    config = Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls)
+    return make_document(config, keep_dumps=args.keep_dumps, top=args.top, time=not args.no_time)
+
+
+def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAULT_TOP, time: bool = True,
+                  quick: bool = False) -> dict[str, Any]:
+    """Check the config (BreakdownInputError, one line, before any work), collect its breakdown
+    under callgrind, and (time) convert it to µs with a native run of the same cases."""
     from dbench.bench.instructions.breakdown import collect_breakdown
-    from dbench.bench.instructions.collect import CollectError, Config, check_names, load_op_files
+    from dbench.bench.instructions.collect import CollectError, check_names, load_op_files, refuse_old_dumps
     from dbench.bench.instructions.staging import STAGE, StageError, private_folder
     from dbench.bench.core.native_build import build_dir
 
-    config = Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls)
     try:
         names = load_op_files(config)
         config = replace(config, ops=tuple(names)) if names and config.ops is None else config
         check_names(config)
+        refuse_old_dumps(keep_dumps)
         private_folder(STAGE)
         build_dir()
-        print(f"[breakdown] {len(config.resolved_ops())} ops, {args.calls} calls per case, under callgrind",
+        print(f"[breakdown] {len(config.resolved_ops())} ops, {config.calls} calls per case, under callgrind",
               file=sys.stderr, flush=True)
-        return collect_breakdown(config, keep_dumps=args.keep_dumps, top=args.top)
+        document = collect_breakdown(config, keep_dumps=keep_dumps, top=top)
     except (CollectError, StageError, ValueError) as exc:
         raise BreakdownInputError(str(exc)) from None
+    return timed(document, quick) if time else document
+
+
+def timed(document: dict[str, Any], quick: bool = False) -> dict[str, Any]:
+    """The document with µs: a native run of the same cases (the boundary scenario, CPU tensors,
+    the Python driver) times each case and its floor (bench/instructions/in_time.py)."""
+    from dbench.bench.instructions.in_time import native_rows, with_time
+
+    config = document["config"]
+    print(f"[breakdown] timing the same cases natively (boundary scenario, {len(config['ops'])} ops, CPU)",
+          file=sys.stderr, flush=True)
+    try:
+        rows, source = native_rows(config, quick)
+    except RuntimeError as exc:
+        raise BreakdownInputError(f"{exc}: run it alone (run.py --scenario boundary --device cpu --no-cpp) to see "
+                                  "why, or pass --no-time for instructions only") from None
+    return with_time(document, rows, source)
+
+
+def run_scenario(options: Any, console: Any) -> Any:
+    """`run.py --scenario breakdown`: check the run's options (UsageError, before any work), collect,
+    time, and write the document, table and figures in the run's folder (scenarios/breakdown.py)."""
+    import time
+
+    from dbench.bench.harness.cli import UsageError
+    from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, Outcome, shown
+    from dbench.bench.harness.device import out_folder
+    from dbench.bench.instructions.collect import Config
+    from dbench.bench.io import env as envmod
+    from dbench.scenarios.breakdown import QUICK_CALLS, refused
+
+    why = refused(options)
+    if why is not None:
+        raise UsageError(f"argument {why}")
+    config = Config(ops=options.ops, op_files=options.op_files, variants=options.variants,
+                    calls=QUICK_CALLS if options.quick else DEFAULT_CALLS)
+    try:
+        folder = check_output_dir(out_folder(options, envmod.capture("cpu")), "--out")
+        document = make_document(config, time=True, quick=options.quick)
+    except (OutputPathError, BreakdownInputError) as exc:
+        raise UsageError(str(exc)) from None
+    paths = write_outputs(document, folder, f"{options.scenario}-cpu-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+    for line in time_summary(document):
+        if line:
+            console.print(line, soft_wrap=True, markup=False)
+    failed = [r for r in document["rows"] if r.get("status") == "failed"]
+    console.print(f"{len(cases(document))} cases over their floor; {len(failed)} failed" + "".join(
+        f"\nwrote {shown(p)}" for p in paths), soft_wrap=True, markup=False)
+    return Outcome(EXIT_FAILED if failed else EXIT_OK, paths[0], document)
 
 
 if __name__ == "__main__":

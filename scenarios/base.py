@@ -116,13 +116,18 @@ class Scenario:
     # custom_run(device) -> (rows, env additions); custom_report(rows, console) -> exit code.
     custom_run: Callable[[str], tuple[list[dict[str, Any]], dict[str, Any]]] | None = None
     custom_report: Callable[[list[dict[str, Any]], Any], int] | None = None
+    # Or, a custom scenario that writes its own kind of document, not a result, from parts that lie
+    # above the scenarios: run.py runs it (breakdown: analysis/breakdown.py run_scenario).
+    own_document: bool = False
     # A scenario that makes the C++ pass says what the driver times: cpp_request(sel) -> CppRequest.
     cpp_request: Callable[[Selection], CppRequest] | None = None
 
     def __post_init__(self) -> None:
         custom = self.declaration.makes(Pass.CUSTOM)
-        if custom != (self.custom_run is not None and self.custom_report is not None):
-            raise ValueError(f"scenario {self.name}: custom_run and custom_report go with the custom pass, and only it")
+        runs_itself = (self.custom_run is not None and self.custom_report is not None) != self.own_document
+        if custom != runs_itself:
+            raise ValueError(f"scenario {self.name}: custom_run and custom_report, or own_document, go with the "
+                             "custom pass, and only it")
         if self.declaration.makes(Pass.CPP_DRIVER) != (self.cpp_request is not None):
             raise ValueError(f"scenario {self.name}: cpp_request goes with the C++ pass, and only it")
 
@@ -142,6 +147,10 @@ class Scenario:
     @property
     def requires_cuda(self) -> bool:
         return self.declaration.requires_cuda
+
+    @property
+    def cpu_only(self) -> bool:
+        return self.declaration.cpu_only
 
     @property
     def variants(self) -> tuple[str, ...] | None:

@@ -24,6 +24,9 @@ class Declaration:
     # The modes its cases are called in (the columns of its tables); --modes selects among them.
     modes: tuple[str, ...] = ()
     requires_cuda: bool = False
+    # Its cases run on CPU tensors only (breakdown: under callgrind): the device is cpu unless
+    # --device names another, which is refused before any work.
+    cpu_only: bool = False
     # Its own variant names (None: the variant factory's, ops/specs.py).
     variants: tuple[str, ...] | None = None
     # The only ops it takes (None: every op, a user's too), and those it runs when --ops is not
@@ -51,6 +54,8 @@ class Declaration:
             raise ValueError(f"scenario {self.name}: a custom scenario makes no other pass, got {passes}")
         if Pass.CUSTOM not in passes and Pass.CPU_ROUNDS not in passes:
             raise ValueError(f"scenario {self.name}: cases are built and checked in the CPU rounds' pass: declare it")
+        if self.cpu_only and self.requires_cuda:
+            raise ValueError(f"scenario {self.name}: cpu_only and requires_cuda exclude each other")
         if self.ops is not None and self.default_ops is not None and not set(self.default_ops) <= set(self.ops):
             raise ValueError(f"scenario {self.name}: default_ops {self.default_ops} outside its ops {self.ops}")
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))

@@ -44,6 +44,9 @@ def check_selection(scenario: Any, options: RunOptions, console: Any) -> None:
                else f"this machine has none (torch {torch.__version__})")
         raise UsageError(f"scenario {scenario.name} needs a CUDA device ({scenario.description}); {why}: "
                          "nothing to run")
+    if scenario.cpu_only and device != "cpu":
+        raise UsageError(f"argument --device: scenario {scenario.name} runs on CPU tensors only "
+                         f"({scenario.description}); {device} was given: leave --device out or pass --device cpu")
     if tuple(args.cache) != ("warm",) and not any(a.name == "cache" for a in scenario.axes):
         raise UsageError(f"argument --cache: scenario {scenario.name} has no cache axis (roofline has)")
     check_axis_values(scenario, options)
@@ -94,5 +97,6 @@ def resolved(args: argparse.Namespace, console: Any) -> tuple[RunOptions | None,
         print_list(console)
         return None, []
     repeated = args.processes is not None or args.ab is not None
-    device, shard_devices = resolve_device(args, in_process=not repeated)
-    return resolve(args, DECLARATIONS[args.scenario], device, tuple(user_ops)), shard_devices
+    declaration = DECLARATIONS[args.scenario]
+    device, shard_devices = resolve_device(args, in_process=not repeated, default_cpu=declaration.cpu_only)
+    return resolve(args, declaration, device, tuple(user_ops)), shard_devices

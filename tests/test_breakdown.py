@@ -216,7 +216,7 @@ def test_the_command_renders_a_document_it_is_given(tmp_path: Path) -> None:
     table = (tmp_path / "out" / "breakdown-cpu.md").read_text()
     assert "| noop | custom_op | inference | raw | 900 | +800 | python +800 |" in table
     assert (tmp_path / "out" / "breakdown-cpu-noop.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads((tmp_path / "out" / "breakdown-cpu.json").read_text()) == _document()
+    assert json.loads((tmp_path / "out" / "breakdown-cpu.breakdown.json").read_text()) == _document()
     gzipped = tmp_path / "in.json.gz"  # the committed documents are gzipped
     gzipped.write_bytes(gzip.compress(source.read_bytes()))
     assert cli.main(["--from", str(gzipped), "--out", str(tmp_path / "again")]) == 0
@@ -251,6 +251,21 @@ def test_an_unwritable_out_or_an_unknown_op_fails_before_any_collection(tmp_path
     assert "no_such_op" in capsys.readouterr().err
 
 
+def test_a_folder_holding_an_earlier_runs_dumps_is_refused_before_any_collection(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dbench.bench.instructions.breakdown import collect_breakdown
+    from dbench.bench.instructions.collect import CollectError, Config
+
+    old = tmp_path / "dumps"
+    old.mkdir()
+    (old / "callgrind.out.7").write_text("an earlier run's dump")
+    assert cli.main(["--out", str(tmp_path / "o"), "--ops", "noop", "--keep-dumps", str(old)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds callgrind dumps" in err and str(old) in err and "[breakdown]" not in err
+    with pytest.raises(CollectError, match="already holds callgrind dumps"):
+        collect_breakdown(Config(ops=("noop",)), keep_dumps=old)
+
+
 def _jemalloc_missing() -> bool:
     from dbench.bench.instructions.environment import jemalloc
 
@@ -283,3 +298,118 @@ def test_a_real_breakdown_adds_up_and_puts_custom_op_in_python_and_binding(tmp_p
     assert cpp["dispatcher"]["delta_instructions"] > 0
     assert cpp["python"]["delta_total"] < custom["python"]["delta_total"]
     assert any(name.startswith("callgrind.out.") for name in (p.name for p in (tmp_path / "dumps").iterdir()))
+
+
+def _native(custom_delta: float | None = 0.9, baseline: str = "noop/raw/inference", op: str = "noop") -> list[dict]:
+    """A native boundary run's rows for _document()'s cases: raw 0.1 µs per call, custom_op over it."""
+    key = {"scenario": "boundary", "op": op, "device": "cpu", "shape": [4, 32], "dtype": "float32", "axes": [],
+           "driver": "python", "metric": "cpu_us", "status": "ok"}
+    rows = [{**key, "variant": "raw", "mode": "inference", "median": 0.1, "ci_low": 0.09, "ci_high": 0.12,
+             "baseline": None, "delta_median": None},
+            {**key, "metric": "gpu_us", "variant": "raw", "mode": "inference", "median": 50.0}]  # not joined
+    if custom_delta is not None:
+        rows.append({**key, "variant": "custom_op", "mode": "inference", "median": 0.1 + custom_delta,
+                     "baseline": baseline.replace("noop/", f"{op}/"), "delta_median": custom_delta,
+                     "delta_ci_low": custom_delta - 0.05, "delta_ci_high": custom_delta + 0.05})
+    return rows
+
+
+def _two_ops() -> dict:
+    """_document() with a second op, `muladd`, of the same counts."""
+    document = _document()
+    return {**document, "rows": document["rows"] + [{**r, "op": "muladd"} for r in document["rows"]]}
+
+
+def _case(document: dict, variant: str, mode: str, layer: str = "python", op: str = "noop") -> dict:
+    return next(r for r in document["rows"]
+                if (r["op"], r["variant"], r["mode"], r.get("layer")) == (op, variant, mode, layer))
+
+
+def test_time_converts_each_op_at_the_speed_of_the_other_ops_boundaries() -> None:
+    from dbench.bench.instructions.in_time import AGREEMENT, with_time
+
+    # custom_op adds 800 instructions a call: 0.9 µs measured on noop, 1.0 µs on muladd.
+    timed = with_time(_two_ops(), _native(0.9) + _native(1.0, op="muladd"), {"scenario": "boundary", "rounds": 30})
+    floor = _case(timed, "raw", "inference")
+    assert floor["floor_instructions_per_us"] == 1000.0 and floor["measured_us"] == 0.1  # 100 Ir in 0.1 µs
+    noop, muladd = _case(timed, "custom_op", "inference"), _case(timed, "custom_op", "inference", op="muladd")
+    # noop at muladd's speed (800 per µs) and muladd at noop's (889 per µs): neither at its own.
+    assert noop["instructions_per_us"] == 800.0
+    assert noop["speed_from"] == "the median over 1 cases of other ops (muladd)"
+    assert noop["delta_us"] == pytest.approx(1.0) and noop["delta_us_total"] == pytest.approx(1.0)
+    assert (noop["delta_us_ci_low"], noop["delta_us_ci_high"]) == pytest.approx((1.0, 1.0))  # one case: no spread
+    assert noop["measured_delta_us"] == 0.9 and noop["explained"] == pytest.approx(1.111) and noop["agrees"]
+    assert muladd["delta_us"] == pytest.approx(0.9) and muladd["explained"] == pytest.approx(0.9)
+    assert _case(timed, "custom_op", "inference", "binding")["delta_us"] == 0.0
+    assert timed["time"] == {"scenario": "boundary", "rounds": 30, "agreement": AGREEMENT}
+    # Its floor with a graph was not counted, and an n/a case stays as it was.
+    assert _case(timed, "custom_op", "fwd_requires_grad")["time_missing"] == "its floor was not counted"
+    assert next(r for r in timed["rows"] if r["mode"] == "fwd_bwd") == \
+        next(r for r in _two_ops()["rows"] if r["mode"] == "fwd_bwd")
+    # A case whose extra code ran at half the other op's speed is flagged, not hidden (and so is the
+    # other, whose speed it set).
+    slow = with_time(_two_ops(), _native(1.8) + _native(0.9, op="muladd"), {})
+    assert _case(slow, "custom_op", "inference")["explained"] == pytest.approx(0.5)
+    assert _case(slow, "custom_op", "inference")["agrees"] is False
+
+
+def test_a_run_of_one_op_takes_the_speed_from_its_own_cases_and_says_so() -> None:
+    from dbench.bench.instructions.in_time import with_time
+
+    custom = _case(with_time(_document(), _native(), {}), "custom_op", "inference")
+    assert custom["speed_from"] == "the median over 1 cases of this op's own cases (the run has no other op)"
+    assert custom["explained"] == pytest.approx(1.0) and custom["delta_us"] == pytest.approx(0.9)
+
+
+def test_the_median_interval_takes_the_binomial_order_statistics() -> None:
+    from dbench.bench.instructions.in_time import median_ci
+
+    assert median_ci(list(range(1, 101))) == (40, 61)  # the textbook 95 % interval for n = 100
+    assert median_ci(list(range(1, 11))) == (2, 9)
+    assert median_ci([3.0]) == (3.0, 3.0)
+
+
+@pytest.mark.parametrize("native, reason", [
+    (_native(None), "the native run has no such case"),
+    (_native(baseline="noop/function_raw/inference"), "paired it with noop/function_raw/inference, not its floor"),
+])
+def test_a_case_without_a_native_time_says_why(native: list[dict], reason: str) -> None:
+    from dbench.bench.instructions.in_time import with_time
+
+    custom = _case(with_time(_document(), native, {}), "custom_op", "inference")
+    assert reason in custom["time_missing"] and "explained" not in custom
+
+
+def test_the_table_and_figure_show_time_and_flag_what_does_not_add_up(tmp_path: Path) -> None:
+    from dbench.bench.instructions.in_time import with_time
+
+    good = with_time(_two_ops(), _native(0.9) + _native(1.0, op="muladd"),
+                     {"scenario": "boundary", "rounds": 30, "time": "t"})
+    table = cli.table(good)
+    assert "**2 of 2 cases within ±20 %** (median 1.01)" in table
+    assert "| python +800 | +1.00 | +0.90 [+0.85, +0.95] | 1.11 |" in table
+    slow = with_time(_two_ops(), _native(1.8) + _native(0.9, op="muladd"), {})
+    assert "0.50 ⚠ |" in cli.table(slow) and "2.00 ⚠ |" in cli.table(slow)
+    untimed = with_time(_document(), _native(None), {})
+    assert "| n/a | n/a (the native run has no such case) | |" in cli.table(untimed)
+    # The figure is in µs where every case of the op was timed, in instructions otherwise.
+    assert cli.figure(good, "noop").axes[0].get_xlabel().startswith("µs per call")
+    assert cli.figure(untimed, "noop").axes[0].get_xlabel().startswith("thousand instructions")
+    assert cli.main(["--from", _write(tmp_path / "t.json", good), "--out", str(tmp_path / "o")]) == 0
+    assert "layers' µs" in (tmp_path / "o" / "breakdown-cpu.md").read_text()
+
+
+def _write(path: Path, document: dict) -> str:
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def test_a_real_native_run_times_the_counted_cases() -> None:
+    """The timing half on real code (the counts are _document()'s): the native run's cases join the
+    counted ones, and each layer's µs add up to the case's."""
+    document = {**_document(), "config": {"ops": ["noop"], "variants": ["raw", "custom_op"], "dtype": "float32"}}
+    timed = cli.timed(document)
+    custom = [r for r in timed["rows"] if (r["variant"], r["mode"]) == ("custom_op", "inference")]
+    assert all(r.get("time_missing") is None and r["measured_delta_us"] > 0 for r in custom)
+    assert sum(r["delta_us"] for r in custom) == pytest.approx(custom[0]["delta_us_total"], abs=1e-3)
+    assert timed["time"]["scenario"] == "boundary" and timed["time"]["rounds"] > 0

@@ -30,13 +30,23 @@ def _run(tmp_path: Path, example: str, *argv: str, name: str = "rmsnorm", code: 
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run([sys.executable, str(ROOT / "run.py"), "--op", f"my_ops.py:{name}", "--quick",
                            "--out", str(out), *argv], cwd=work, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == code, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == code, _failed_rows(out) + done.stdout[-3000:] + done.stderr[-3000:]
     (result,) = sorted(out.glob("*.json"))[-1:]
     keep = os.environ.get("DBENCH_KEEP_EXAMPLE_RESULTS")  # a CI artifact folder: the example runs' results
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(result, Path(keep) / f"{example}-{result.name}")
     return json.loads(result.read_text())["rows"]
+
+
+def _failed_rows(out: Path) -> str:
+    """The FAILED rows of the run's result, with their reasons (the console's tail may not reach them)."""
+    from dbench.bench.core.identity import case_label
+
+    failed = [f"{case_label(r)} {r.get('metric')}: {r.get('reason')}"
+              for path in sorted(out.glob("*.json")) if not path.name.endswith(".gbench.json")
+              for r in json.loads(path.read_text()).get("rows", []) if r.get("status") == "failed"]
+    return "FAILED rows:\n" + "\n".join(failed) + "\n" if failed else ""
 
 
 def _cpu_boundary(tmp_path: Path, example: str, name: str, *argv: str,

@@ -60,6 +60,7 @@ def test_the_declarations_are_read_without_torch() -> None:
     ({"passes": (Pass.GPU,)}, "declare it"),
     ({"passes": ("cpu_rounds", "gpu_pass")}, "'gpu_pass' is not a valid Pass"),
     ({"ops": ("chain",), "default_ops": ("noop",)}, "outside its ops"),
+    ({"cpu_only": True, "requires_cuda": True}, "exclude each other"),
 ])
 def test_a_wrong_declaration_fails_when_it_is_made(kwargs: dict[str, object], says: str) -> None:
     with pytest.raises(ValueError, match=says):
@@ -79,6 +80,11 @@ def test_a_scenario_module_without_the_custom_pass_takes_no_custom_run() -> None
                  custom_report=lambda rows, console: 0)
     with pytest.raises(ValueError, match="custom pass"):
         Scenario(DECLARATIONS["timer_validation"], build=lambda sel: [])
+    with pytest.raises(ValueError, match="own_document, go with the custom pass"):  # not both ways of running itself
+        Scenario(DECLARATIONS["timer_validation"], build=lambda sel: [], custom_run=lambda device: ([], {}),
+                 custom_report=lambda rows, console: 0, own_document=True)
+    with pytest.raises(ValueError, match="own_document, go with the custom pass"):
+        Scenario(DECLARATIONS["boundary"], build=lambda sel: [], own_document=True)
 
 
 def _name_comparisons(path: Path) -> list[str]:
@@ -113,7 +119,7 @@ def test_the_cpp_pass_is_the_declarations_not_the_names() -> None:
         Scenario(DECLARATIONS["launch"], build=SCENARIOS["launch"].build, cpp_request=SCENARIOS["args"].cpp_request)
     with pytest.raises(ValueError, match="cpp_request goes with the C\\+\\+ pass"):
         dataclasses.replace(SCENARIOS["boundary"], cpp_request=None)
-    assert [n for n, d in DECLARATIONS.items() if d.makes(Pass.CUSTOM)] == ["timer_validation"]
+    assert [n for n, d in DECLARATIONS.items() if d.makes(Pass.CUSTOM)] == ["breakdown", "timer_validation"]
     assert {n for n, d in DECLARATIONS.items() if d.makes(Pass.ROOFS)} == {"roofline", "offsets", "fusion"}
 
 

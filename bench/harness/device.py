@@ -27,9 +27,10 @@ def pin_cpus(count: int, offset: int = 0) -> list[int] | None:
     return cpus
 
 
-def resolve_device(args: Any, in_process: bool = True) -> tuple[str, list[str]]:
+def resolve_device(args: Any, in_process: bool = True, default_cpu: bool = False) -> tuple[str, list[str]]:
     """The device this process times on, and the shards' devices ([] unless --gpus / --shards).
-    in_process False: child processes time it (--processes, --ab), so this one makes no CUDA context."""
+    in_process False: child processes time it (--processes, --ab), so this one makes no CUDA context.
+    default_cpu: without --device, cpu even where CUDA is (a scenario of CPU tensors only)."""
     import torch
 
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -41,7 +42,7 @@ def resolve_device(args: Any, in_process: bool = True) -> tuple[str, list[str]]:
             shard_devices = resolve_shards(args.gpus, args.shards, args.device, cuda_count)
         except ShardUsageError as exc:
             raise UsageError(str(exc)) from None
-    device = args.device or (shard_devices[0] if shard_devices else "cuda" if cuda_count else "cpu")
+    device = args.device or (shard_devices[0] if shard_devices else "cuda" if cuda_count and not default_cpu else "cpu")
     if not device.startswith("cuda"):
         return device, shard_devices
     if not cuda_count:

@@ -11,13 +11,14 @@ nanoseconds.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from dbench.bench.core.identity import case_identity, case_label
-from dbench.bench.instructions.collect import DUMP_STEM, CollectError, Config, collect
+from dbench.bench.instructions.collect import DUMP_STEM, CollectError, Config, collect, refuse_old_dumps
 from dbench.bench.instructions.layers import LAYERS, Attribution, Function, attribute
 from dbench.bench.instructions.profile import read_profiles
 
@@ -26,7 +27,7 @@ DEFAULT_CALLS = 2000  # counts repeat to the instruction at this many calls (the
 DEFAULT_TOP = 5  # functions listed per case and layer: those whose Ir grew most over the floor
 
 
-def _floor_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+def floor_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
     """The key of the case this row is paired with, as the boundary table pairs it (None: a floor)."""
     from dbench.scenarios.boundary import paired_with
 
@@ -70,7 +71,7 @@ def breakdown_rows(counts: Mapping[str, Any], attributions: list[Attribution], c
             rows.append({**base, "status": row["status"], "reason": row.get("reason")})
             continue
         layers, functions = per_case[case_identity(row)]
-        floor_row = _floor_of(row)
+        floor_row = floor_of(row)
         floor = per_case.get(case_identity(floor_row)) if floor_row is not None else None
         total = sum(layers.values())
         shared = {**base, "status": None, "floor": floor_row["variant"] if floor_row else None,
@@ -90,11 +91,14 @@ def breakdown_rows(counts: Mapping[str, Any], attributions: list[Attribution], c
 
 def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int = DEFAULT_TOP) -> dict[str, Any]:
     """One callgrind run of the config's cases, split into layers: the breakdown document."""
+    refuse_old_dumps(keep_dumps)
     config = replace(config, layouts=1)  # one build: one dump per case
+    # The dumps are read from this run's private folder, then copied to the one to keep.
     with tempfile.TemporaryDirectory(prefix="dbench-breakdown-") as tmp:
-        dumps = Path(keep_dumps) if keep_dumps is not None else Path(tmp)
-        counts = collect(config, keep_dumps=dumps)
-        profiles = [p for p in read_profiles(dumps, DUMP_STEM) if p.part > 0]
+        counts = collect(config, keep_dumps=Path(tmp))
+        profiles = [p for p in read_profiles(Path(tmp), DUMP_STEM) if p.part > 0]
+        if keep_dumps is not None:
+            shutil.copytree(tmp, keep_dumps, dirs_exist_ok=True)
     attributions = [attribute(p) for p in profiles[1:]]  # part 1: the calibration loop
     return {"schema": SCHEMA, "config": counts["config"], "env": counts["env"], "layers": dict(LAYERS),
             "rows": breakdown_rows(counts, attributions, config.calls_per_layout, top)}

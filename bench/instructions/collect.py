@@ -215,10 +215,19 @@ def digests_of_user_ops(manifest: dict[str, Any]) -> dict[str, str]:
     return dict(split_origin(c["key"]["op_source"]) for c in manifest["cases"] if c["key"].get("op_source"))
 
 
+def refuse_old_dumps(folder: Path | None) -> None:
+    """A folder to keep dumps in must hold no earlier run's: numbered dumps of two runs cannot be
+    told apart (by callgrind_annotate or by whoever reads them)."""
+    if folder is not None and Path(folder).is_dir() and any(Path(folder).glob(f"{DUMP_STEM}.*")):
+        raise CollectError(f"{folder} already holds callgrind dumps ({DUMP_STEM}.*) of an earlier run: "
+                           "name an empty folder to keep this run's, or remove them")
+
+
 def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None = None) -> dict[str, Any]:
     """One run under callgrind; returns the counts document (rows keyed like result rows).
     keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate); stage: where
     the code is staged (default staging.STAGE)."""
+    refuse_old_dumps(keep_dumps)
     load_op_files(config)
     check_names(config)
     stage = private_folder(STAGE if stage is None else stage)  # a planted stage is refused first

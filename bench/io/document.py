@@ -311,6 +311,9 @@ def is_folder(path: Path | str) -> bool:
 # Files a run keeps beside its result that are not results: the C++ driver's Google Benchmark JSON
 # of its CPU run and of its GPU pass (bench.io.cpp_results.gbench_path).
 COMPANION_SUFFIXES = (".gbench.json", ".gbench-gpu.json")
+# JSON files in a results folder that are other documents, not results: the breakdown by layer
+# (`--scenario breakdown`, analysis/breakdown.py SUFFIX).
+NOT_RESULT_SUFFIXES = (*COMPANION_SUFFIXES, ".breakdown.json")
 
 
 # Folders a --processes or --shards run keeps beside its result (<stem>.processes/, <stem>.shards/:
@@ -319,8 +322,8 @@ WORK_FOLDER_SUFFIXES = (".processes", ".shards")
 
 
 def result_files(path: Path | str, recursive: bool = False) -> list[Path]:
-    """A file as itself; a folder as its *.json and *.json.gz files (without the companion files of
-    COMPANION_SUFFIXES), sorted. Only the folder itself, unless `recursive`: then also every folder
+    """A file as itself; a folder as its *.json and *.json.gz files (without the other documents of
+    NOT_RESULT_SUFFIXES), sorted. Only the folder itself, unless `recursive`: then also every folder
     below it (dbench-results/<machine>/...), except hidden ones, links (no loop) and the work
     folders of WORK_FOLDER_SUFFIXES (counted once, in the merged result)."""
     path = Path(path)
@@ -335,7 +338,7 @@ def result_files(path: Path | str, recursive: bool = False) -> list[Path]:
 
 def _listed(folder: Path, recursive: bool) -> list[Path]:
     files = [p for pattern in RESULT_PATTERNS for p in folder.glob(pattern)
-             if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(COMPANION_SUFFIXES)]
+             if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(NOT_RESULT_SUFFIXES)]
     if recursive:
         for sub in sorted(folder.iterdir()):
             if (not sub.name.startswith(".") and not sub.name.endswith(WORK_FOLDER_SUFFIXES)
