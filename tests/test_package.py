@@ -89,6 +89,35 @@ def test_installed_package_counts_a_users_op(installed: Path, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None,
+                    reason="valgrind is not installed (scripts/setup.sh installs it as root)")
+def test_installed_package_breaks_a_users_op_down_in_its_own_folder(installed: Path, tmp_path: Path) -> None:
+    """`dbench run --scenario breakdown` from a pip install, in the user's folder: the breakdown
+    document, table and figure land in its dbench-results/, each case in µs beside its measured
+    overhead, and the results reader passes the document by."""
+    import json
+
+    from dbench.bench.instructions.environment import jemalloc
+
+    if jemalloc() is None:
+        pytest.skip("jemalloc is not installed (scripts/setup.sh installs it as root)")
+    (tmp_path / "my_ops.py").write_text(
+        "from dbench import Op\n"
+        "twice = Op(name='twice', forward=lambda x: x * 2, reference=lambda x: x * 2)\n")
+    done = _python(installed, tmp_path, "-m", "dbench", "run", "--scenario", "breakdown", "--op", "my_ops.py:twice",
+                   "--variants", "raw,custom_op", "--quick")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (document,) = (tmp_path / "dbench-results").glob("*/breakdown-cpu-*.breakdown.json")
+    rows = json.loads(document.read_text())["rows"]
+    custom = [r for r in rows if (r["variant"], r["mode"]) == ("custom_op", "inference")]
+    assert custom and all(r["measured_delta_us"] > 0 and r.get("delta_us") is not None for r in custom)
+    assert custom[0]["speed_from"].endswith("this op's own cases (the run has no other op)")
+    assert list(document.parent.glob("breakdown-cpu-*-twice.png"))
+    reads = _python(installed, tmp_path, "-c", "import dbench; dbench.load_results(['dbench-results'])")
+    assert "holds no result files" in reads.stderr  # the breakdown is not a result
+
+
+@pytest.mark.slow
 def test_installed_package_reads_results(installed: Path, tmp_path: Path) -> None:
     done = _python(installed, tmp_path, "-c",
                    "import sys, dbench; f = dbench.load_results([sys.argv[1]]); print(len(f), sorted(set(f.op)))",
