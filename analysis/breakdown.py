@@ -267,7 +267,8 @@ def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAUL
     """Check the config (BreakdownInputError, one line, before any work), collect its breakdown
     under callgrind, and (time) convert it to µs with a native run of the same cases."""
     from dbench.bench.instructions.breakdown import collect_breakdown
-    from dbench.bench.instructions.collect import CollectError, check_names, load_op_files, refuse_old_dumps
+    from dbench.bench.instructions.collect import (CollectError, check_names, load_op_files, refuse_old_dumps,
+                                                   require_valgrind)
     from dbench.bench.instructions.staging import STAGE, StageError, private_folder
     from dbench.bench.core.native_build import build_dir
 
@@ -276,6 +277,7 @@ def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAUL
         config = replace(config, ops=tuple(names)) if names and config.ops is None else config
         check_names(config)
         refuse_old_dumps(keep_dumps)
+        require_valgrind()
         private_folder(STAGE)
         build_dir()
         print(f"[breakdown] {len(config.resolved_ops())} ops, {config.calls} calls per case, under callgrind",

@@ -42,6 +42,17 @@ def test_what_the_breakdown_cannot_run_exits_2_before_any_work(
     assert not out.exists(), "nothing may be written, and no folder made"
 
 
+def test_without_valgrind_the_breakdown_is_one_line_naming_the_install_step(
+        run_main: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which",
+                        lambda name, *a, **k: None if name == "valgrind" else real_which(name, *a, **k))
+    assert run_main.main(["--scenario", "breakdown", "--ops", "noop", *FAST, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("run.py: error: valgrind (with callgrind_control) is not installed: apt-get install "
+                           "valgrind (see run.py --help)"), err
+
+
 def test_the_breakdown_runs_on_the_cpu_and_refuses_another_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --device, cpu even where CUDA is; --device cuda:0 is refused, naming the scenario."""
     import types

@@ -223,6 +223,14 @@ def refuse_old_dumps(folder: Path | None) -> None:
                            "name an empty folder to keep this run's, or remove them")
 
 
+def require_valgrind() -> str:
+    """valgrind's path; CollectError naming the install step where it (or callgrind_control) is missing."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None or shutil.which("callgrind_control") is None:
+        raise CollectError("valgrind (with callgrind_control) is not installed: apt-get install valgrind")
+    return valgrind
+
+
 def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None = None) -> dict[str, Any]:
     """One run under callgrind; returns the counts document (rows keyed like result rows).
     keep_dumps: copy callgrind's dump files there (to read with callgrind_annotate); stage: where
@@ -231,9 +239,7 @@ def collect(config: Config, keep_dumps: Path | None = None, stage: Path | None =
     load_op_files(config)
     check_names(config)
     stage = private_folder(STAGE if stage is None else stage)  # a planted stage is refused first
-    valgrind = shutil.which("valgrind")
-    if valgrind is None or shutil.which("callgrind_control") is None:
-        raise CollectError("valgrind (with callgrind_control) is not installed: apt-get install valgrind")
+    valgrind = require_valgrind()
     allocator = jemalloc() if config.allocator == "jemalloc" else None
     if config.allocator == "jemalloc" and allocator is None:
         raise CollectError("jemalloc is not installed (the counts are taken under it): apt-get install libjemalloc2, "
