@@ -561,6 +561,7 @@ def test_json_has_no_infinity() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: Path) -> None:
     """A real A/B run on the CPU, side B's define_impl Python kernel busy-waiting 100 µs a call
     (DBENCH_INJECT_PY_NS): the gate, with the CPU class required, calls its rows (define_impl and
