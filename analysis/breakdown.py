@@ -1,7 +1,7 @@
 """Where each variant's cost over its floor goes, by layer (CPU tensors, callgrind instruction counts).
 
     python -m dbench.analysis.breakdown --out DIR [--ops A,B | --op FILE.py[:NAME]] [--variants V,...]
-                                        [--calls N] [--top N] [--keep-dumps DIR]
+                                        [--calls N] [--top N] [--keep-dumps DIR] [--flames DIR] [--no-time]
     python -m dbench.analysis.breakdown --from BREAKDOWN.json --out DIR     (render one already made)
 
 One callgrind run of the boundary scenario's CPU cases (bench/instructions/breakdown.py): for each
@@ -236,6 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=DEFAULT_CALLS, help=f"calls per case (default {DEFAULT_CALLS})")
     p.add_argument("--top", type=int, default=DEFAULT_TOP, help=f"functions per case and layer (default {DEFAULT_TOP})")
     p.add_argument("--keep-dumps", type=path_value, help="copy callgrind's dumps there (for callgrind_annotate)")
+    p.add_argument("--flames", type=path_value, metavar="DIR",
+                   help="also write each case's callgrind dump there, named by its case: a flame graph in speedscope "
+                        "(best guess from the call graph) or a call graph in kcachegrind")
     p.add_argument("--no-time", action="store_true",
                    help="instructions only: skip the native run that converts each layer to µs")
     args = p.parse_args(argv)
@@ -259,11 +262,11 @@ def _collect(args: Any) -> dict[str, Any]:
     from dbench.bench.instructions.collect import Config
 
     config = Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls)
-    return make_document(config, keep_dumps=args.keep_dumps, top=args.top, time=not args.no_time)
+    return make_document(config, keep_dumps=args.keep_dumps, top=args.top, time=not args.no_time, flames=args.flames)
 
 
 def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAULT_TOP, time: bool = True,
-                  quick: bool = False) -> dict[str, Any]:
+                  quick: bool = False, flames: Path | None = None) -> dict[str, Any]:
     """Check the config (BreakdownInputError, one line, before any work), collect its breakdown
     under callgrind, and (time) convert it to µs with a native run of the same cases."""
     from dbench.bench.instructions.breakdown import collect_breakdown
@@ -277,12 +280,13 @@ def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAUL
         config = replace(config, ops=tuple(names)) if names and config.ops is None else config
         check_names(config)
         refuse_old_dumps(keep_dumps)
+        refuse_old_dumps(flames)
         require_valgrind()
         private_folder(STAGE)
         build_dir()
         print(f"[breakdown] {len(config.resolved_ops())} ops, {config.calls} calls per case, under callgrind",
               file=sys.stderr, flush=True)
-        document = collect_breakdown(config, keep_dumps=keep_dumps, top=top)
+        document = collect_breakdown(config, keep_dumps=keep_dumps, top=top, flames=flames)
     except (CollectError, StageError, ValueError) as exc:
         raise BreakdownInputError(str(exc)) from None
     return timed(document, quick) if time else document

@@ -223,6 +223,15 @@ def test_the_command_renders_a_document_it_is_given(tmp_path: Path) -> None:
     assert (tmp_path / "again" / "breakdown-cpu.md").read_text() == table
 
 
+def test_a_cases_flame_file_is_named_by_its_case() -> None:
+    from dbench.bench.instructions.breakdown import flame_name
+
+    assert flame_name({"op": "noop", "variant": "custom_op", "mode": "fwd_bwd"}) == \
+        "callgrind.out.noop.custom_op.fwd_bwd"
+    assert flame_name({"op": "a/b", "variant": "raw", "mode": "inference", "axes": ["size"], "size": 64}) == \
+        "callgrind.out.a_b.raw.inference.size=64"
+
+
 def test_every_layer_has_its_own_colour() -> None:
     assert set(cli.LAYER_COLORS) == set(LAYERS) and len(set(cli.LAYER_COLORS.values())) == len(LAYERS)
 
@@ -281,7 +290,7 @@ def test_a_real_breakdown_adds_up_and_puts_custom_op_in_python_and_binding(tmp_p
     from dbench.bench.instructions.collect import Config
 
     document = collect_breakdown(Config(ops=("noop",), variants=("raw", "custom_op", "cpp"), calls=200),
-                                 keep_dumps=tmp_path / "dumps")
+                                 keep_dumps=tmp_path / "dumps", flames=tmp_path / "flames")
     timed = [r for r in document["rows"] if r["status"] is None]
     by_case: dict[tuple[str, str], dict[str, dict]] = {}
     for row in timed:
@@ -298,6 +307,11 @@ def test_a_real_breakdown_adds_up_and_puts_custom_op_in_python_and_binding(tmp_p
     assert cpp["dispatcher"]["delta_instructions"] > 0
     assert cpp["python"]["delta_total"] < custom["python"]["delta_total"]
     assert any(name.startswith("callgrind.out.") for name in (p.name for p in (tmp_path / "dumps").iterdir()))
+    # One dump a case, named by it, and it is that case's: its total is the case's count over its calls.
+    flames = {p.name: p for p in (tmp_path / "flames").iterdir()}
+    assert len(flames) == len(by_case) and "callgrind.out.noop.custom_op.inference" in flames
+    custom_dump = parse_profile(flames["callgrind.out.noop.custom_op.inference"].read_text(), "custom")
+    assert custom_dump.total / 200 == pytest.approx(custom["python"]["instructions_total"], rel=0.01)
 
 
 def _native(custom_delta: float | None = 0.9, baseline: str = "noop/raw/inference", op: str = "noop") -> list[dict]:

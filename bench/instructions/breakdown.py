@@ -89,9 +89,19 @@ def breakdown_rows(counts: Mapping[str, Any], attributions: list[Attribution], c
     return rows
 
 
-def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int = DEFAULT_TOP) -> dict[str, Any]:
-    """One callgrind run of the config's cases, split into layers: the breakdown document."""
+def flame_name(row: Mapping[str, Any]) -> str:
+    """The file a case's dump is written to with --flames: callgrind's own name first, so kcachegrind
+    lists it; speedscope reads it by its content (a flame graph from the call graph, its best guess)."""
+    axes = "".join(f".{a}={row[a]}" for a in row.get("axes") or ())
+    return f"{DUMP_STEM}.{row['op']}.{row['variant']}.{row['mode']}{axes}".replace("/", "_").replace(" ", "")
+
+
+def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int = DEFAULT_TOP,
+                      flames: Path | None = None) -> dict[str, Any]:
+    """One callgrind run of the config's cases, split into layers: the breakdown document. flames:
+    a folder for each timed case's own dump, named by its case (flame_name)."""
     refuse_old_dumps(keep_dumps)
+    refuse_old_dumps(flames)
     config = replace(config, layouts=1)  # one build: one dump per case
     # The dumps are read from this run's private folder, then copied to the one to keep.
     with tempfile.TemporaryDirectory(prefix="dbench-breakdown-") as tmp:
@@ -99,6 +109,11 @@ def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int =
         profiles = [p for p in read_profiles(Path(tmp), DUMP_STEM) if p.part > 0]
         if keep_dumps is not None:
             shutil.copytree(tmp, keep_dumps, dirs_exist_ok=True)
+        if flames is not None:
+            timed = [r for r in counts["rows"] if r.get("status") is None]
+            Path(flames).mkdir(parents=True, exist_ok=True)
+            for row, profile in zip(timed, profiles[1:]):  # part 1: the calibration loop
+                shutil.copyfile(Path(tmp) / f"{DUMP_STEM}.{profile.part}", Path(flames) / flame_name(row))
     attributions = [attribute(p) for p in profiles[1:]]  # part 1: the calibration loop
     return {"schema": SCHEMA, "config": counts["config"], "env": counts["env"], "layers": dict(LAYERS),
             "rows": breakdown_rows(counts, attributions, config.calls_per_layout, top)}
