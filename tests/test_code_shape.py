@@ -65,3 +65,27 @@ def test_no_logic_branches_on_a_shipped_ops_name() -> None:
     files = [ROOT / "run.py", *(p for package in ("bench", "scenarios", "analysis")
                                 for p in (ROOT / package).rglob("*.py") if "notebooks" not in p.parts)]
     assert [hit for f in files for hit in _op_name_comparisons(f, frozenset(OP_NAMES))] == []
+
+
+def _sys_path_edits(path: Path) -> list[str]:
+    """Calls on sys.path (insert, append, extend, remove) and assignments to it, as file:line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        target = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            target = node.func.value
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        if (isinstance(target, ast.Attribute) and target.attr == "path" and isinstance(target.value, ast.Name)
+                and target.value.id == "sys"):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_package_edits_sys_path() -> None:
+    """Imports a static reader can follow: the packages never change where Python looks for modules
+    (run.py, the command run from a checkout, puts the checkout first so that `dbench` is found)."""
+    files = [p for package in ("bench", "scenarios", "analysis", "ops", "dbench")
+             for p in (ROOT / package).rglob("*.py") if "notebooks" not in p.parts]
+    assert [hit for f in files for hit in _sys_path_edits(f)] == []
+    assert len(_sys_path_edits(ROOT / "run.py")) == 1

@@ -24,12 +24,8 @@ from typing import Any, Callable
 
 import torch
 
-from dbench.bench.instructions import REPO_ROOT
 from dbench.bench.instructions.environment import aslr_disabled
 from dbench.bench.instructions.inject import padded, parse_injections
-
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
 
 CALIBRATION = "loop"  # dump 1: the timing loop around a call that does nothing
 LAYOUT_STEP = 1237  # small objects kept alive before each further build (about 150 kB)
