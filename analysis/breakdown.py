@@ -246,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--calls must be >= 1 and --top >= 0")
     try:
         out = check_output_dir(args.out, "--out")
+        for folder, option in ((args.keep_dumps, "--keep-dumps"), (args.flames, "--flames")):
+            if folder is not None and args.source is None:
+                check_output_dir(folder, option)
         if args.source is not None:
             document = read_breakdown(args.source)
         else:

@@ -223,6 +223,32 @@ def test_the_command_renders_a_document_it_is_given(tmp_path: Path) -> None:
     assert (tmp_path / "again" / "breakdown-cpu.md").read_text() == table
 
 
+def test_kept_dumps_replace_a_planted_link_instead_of_writing_through_it(tmp_path: Path) -> None:
+    from dbench.bench.instructions.breakdown import copy_into
+
+    victim = tmp_path / "root-owned.txt"
+    victim.write_text("keep me")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "callgrind.out.noop.raw.inference").symlink_to(victim)  # planted after the up-front check
+    source = tmp_path / "dump"
+    source.write_text("a dump")
+    copy_into(shared, {"callgrind.out.noop.raw.inference": source})
+    assert victim.read_text() == "keep me"
+    assert not (shared / "callgrind.out.noop.raw.inference").is_symlink()
+    assert (shared / "callgrind.out.noop.raw.inference").read_text() == "a dump"
+
+
+def test_a_folder_for_flames_that_holds_a_planted_dump_name_is_refused_before_any_collection(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    flames = tmp_path / "flames"
+    flames.mkdir()
+    (flames / "callgrind.out.noop.raw.inference").symlink_to(tmp_path / "missing")  # even a dangling link
+    assert cli.main(["--out", str(tmp_path / "o"), "--ops", "noop", "--flames", str(flames)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds callgrind dumps" in err and "[breakdown]" not in err
+
+
 def test_a_cases_flame_file_is_named_by_its_case() -> None:
     from dbench.bench.instructions.breakdown import flame_name
 

@@ -11,13 +11,13 @@ nanoseconds.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from dbench.bench.core.identity import case_identity, case_label
+from dbench.bench.io.atomic import write_atomic
 from dbench.bench.instructions.collect import DUMP_STEM, CollectError, Config, collect, refuse_old_dumps
 from dbench.bench.instructions.layers import LAYERS, Attribution, Function, attribute
 from dbench.bench.instructions.profile import read_profiles
@@ -96,6 +96,14 @@ def flame_name(row: Mapping[str, Any]) -> str:
     return f"{DUMP_STEM}.{row['op']}.{row['variant']}.{row['mode']}{axes}".replace("/", "_").replace(" ", "")
 
 
+def copy_into(folder: Path, files: Mapping[str, Path]) -> None:
+    """Copy `files` (name -> source) into `folder`, each written atomically: a name another user
+    planted there (a link to a file of root's) is replaced, never written through."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, source in files.items():
+        write_atomic(Path(folder) / name, source.read_bytes())
+
+
 def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int = DEFAULT_TOP,
                       flames: Path | None = None) -> dict[str, Any]:
     """One callgrind run of the config's cases, split into layers: the breakdown document. flames:
@@ -108,12 +116,11 @@ def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int =
         counts = collect(config, keep_dumps=Path(tmp))
         profiles = [p for p in read_profiles(Path(tmp), DUMP_STEM) if p.part > 0]
         if keep_dumps is not None:
-            shutil.copytree(tmp, keep_dumps, dirs_exist_ok=True)
+            copy_into(keep_dumps, {p.name: p for p in Path(tmp).iterdir() if p.is_file()})
         if flames is not None:
             timed = [r for r in counts["rows"] if r.get("status") is None]
-            Path(flames).mkdir(parents=True, exist_ok=True)
-            for row, profile in zip(timed, profiles[1:]):  # part 1: the calibration loop
-                shutil.copyfile(Path(tmp) / f"{DUMP_STEM}.{profile.part}", Path(flames) / flame_name(row))
+            copy_into(flames, {flame_name(row): Path(tmp) / f"{DUMP_STEM}.{profile.part}"
+                               for row, profile in zip(timed, profiles[1:])})  # part 1: the calibration loop
     attributions = [attribute(p) for p in profiles[1:]]  # part 1: the calibration loop
     return {"schema": SCHEMA, "config": counts["config"], "env": counts["env"], "layers": dict(LAYERS),
             "rows": breakdown_rows(counts, attributions, config.calls_per_layout, top)}
