@@ -73,6 +73,7 @@ def cases(document: dict[str, Any]) -> list[dict[str, Any]]:
                                     "floor": row["floor"], "delta_total": row["delta_total"],
                                     "instructions_total": row["instructions_total"], "layers": {}, "top": {},
                                     "us": {} if row.get("delta_us") is not None else None,
+                                    "arg_kind": row.get("arg_kind"), "arity": row.get("arity"),
                                     **{k: row.get(k) for k in TIME_FIELDS}})
         case["layers"][row["layer"]] = row["delta_instructions"]
         case["top"][row["layer"]] = row.get("top", [])
@@ -103,6 +104,7 @@ def table(document: dict[str, Any]) -> str:
     untimed = [r for r in document["rows"] if r.get("status") is not None]
     if untimed:
         lines += ["", f"Not counted: {len(untimed)} cases (n/a or failed; their reasons are in the JSON)."]
+    lines += _arity_lines(document)
     lines += ["", "## Layers", ""] + [f"- **{name}**: {what}" for name, what in document.get("layers", LAYERS).items()]
     lines += ["", "## The functions that grew most, per case and layer", ""]
     for case in cases(document):
@@ -113,6 +115,62 @@ def table(document: dict[str, Any]) -> str:
             f"{layer}: `{t['function'][:90]}` {t['delta_instructions']:+,.0f}" for layer, t in
             sorted(tops, key=lambda lt: -lt[1]["delta_instructions"])[:4]))
     return "\n".join(lines) + "\n"
+
+
+def _growth(values: Sequence[float | None], arities: Sequence[int]) -> float | None:
+    """The exponent k of value ∝ arity^k between the two largest arities (None: a value missing or <= 0)."""
+    import math
+
+    (low, high), (a_low, a_high) = values[-2:], arities[-2:]
+    if low is None or high is None or low <= 0 or high <= 0:
+        return None
+    return round(math.log(high / low) / math.log(a_high / a_low), 2)
+
+
+def by_arity(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per argument kind, variant and mode of a breakdown of the args scenario's ops (two arities or
+    more): its instructions over the floor at each arity, and the function that grew most at the
+    largest arity, with its growth at each arity where the top lists name it. `exponent`: k of
+    Δ ∝ arity^k between the two largest arities (1: a cost per argument; 2: quadratic)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for case in cases(document):
+        if case.get("arity") is not None:
+            groups.setdefault((case["arg_kind"], case["variant"], case["mode"]), []).append(case)
+    out = []
+    for (kind, variant, mode), shown in groups.items():
+        shown.sort(key=lambda c: c["arity"])
+        grown = {t["function"]: t["delta_instructions"] for tops in shown[-1]["top"].values() for t in tops}
+        if len(shown) < 2 or not grown:
+            continue
+        function = max(grown, key=lambda f: grown[f])
+        arities = [c["arity"] for c in shown]
+        deltas = [c["delta_total"] for c in shown]
+        own = [next((t["delta_instructions"] for tops in c["top"].values() for t in tops if t["function"] == function),
+                    None) for c in shown]
+        out.append({"arg_kind": kind, "variant": variant, "mode": mode, "arities": arities, "delta_total": deltas,
+                    "exponent": _growth(deltas, arities), "function": function, "function_delta": own,
+                    "function_exponent": _growth(own, arities)})
+    return out
+
+
+def _arity_lines(document: dict[str, Any]) -> list[str]:
+    rows = by_arity(document)
+    if not rows:
+        return []
+    lines = ["", "## By arity: what grows with the arguments", "",
+             "Instructions per call over the floor at each arity; k: Δ ∝ arity^k between the two largest arities "
+             "(1: a cost per argument, 2: quadratic); the function that grew most at the largest arity (over the "
+             "floor), and its growth at each arity where a case's top functions name it (— where they do not).", "",
+             "| kind | variant | mode | Δ Ir/call by arity | k | grew most at the largest arity | its Δ by arity | k |",
+             "|---|---|---|---|---:|---|---|---:|"]
+    for r in sorted(rows, key=lambda r: -r["delta_total"][-1]):
+        by = ", ".join(f"{a}: {d:+,.0f}" for a, d in zip(r["arities"], r["delta_total"]))
+        own = ", ".join(f"{a}: " + ("—" if d is None else f"{d:+,.0f}")
+                        for a, d in zip(r["arities"], r["function_delta"]))
+        k, fk = r["exponent"], r["function_exponent"]
+        lines.append(f"| {r['arg_kind']} | {r['variant']} | {r['mode']} | {by} | {'n/a' if k is None else k} | "
+                     f"`{r['function'][:80]}` | {own} | {'n/a' if fk is None else fk} |")
+    return lines
 
 
 def _time_cells(case: dict[str, Any]) -> str:
@@ -301,12 +359,14 @@ def timed(document: dict[str, Any], quick: bool = False) -> dict[str, Any]:
     from dbench.bench.instructions.in_time import native_rows, with_time
 
     config = document["config"]
-    print(f"[breakdown] timing the same cases natively (boundary scenario, {len(config['ops'])} ops, CPU)",
+    print(f"[breakdown] timing the same cases natively ({config.get('scenario', 'boundary')} scenario, "
+          f"{len(config['ops'])} ops, CPU)",
           file=sys.stderr, flush=True)
     try:
         rows, source = native_rows(config, quick)
     except RuntimeError as exc:
-        raise BreakdownInputError(f"{exc}: run it alone (run.py --scenario boundary --device cpu --no-cpp) to see "
+        raise BreakdownInputError(f"{exc}: run it alone (run.py --scenario {config.get('scenario', 'boundary')} "
+                                  f"--device cpu --no-cpp --ops {','.join(config['ops'])}) to see "
                                   "why, or pass --no-time for instructions only") from None
     return with_time(document, rows, source)
 

@@ -91,7 +91,8 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         "breakdown", "where each variant's CPU cost over its floor goes, by layer (callgrind on CPU tensors, in µs)",
         # It writes its own document (analysis/breakdown.py), not a result: instructions per layer from
         # one run under callgrind, then µs from a native run of the boundary scenario's same cases.
-        passes=(Pass.CUSTOM,), cpu_only=True,
+        # The args scenario's ops too (on their own): where an argument's cost goes, arity by arity.
+        passes=(Pass.CUSTOM,), cpu_only=True, also_ops=ARGS_OPS,
     ),
     Declaration(
         "timer_validation", "CUPTI vs CUDA events vs do_bench on kernels from ~2 µs to 5 ms",

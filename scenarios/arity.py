@@ -31,3 +31,15 @@ def kind_and_arity(name: str) -> tuple[str, int]:
 
 
 ARGS_OPS: tuple[str, ...] = tuple(op_name(k, n) for k in ARG_KINDS for n in arities(k))
+
+
+def counted_scenario(ops: tuple[str, ...] | None) -> str:
+    """Whose cases a breakdown or an instruction count of `ops` builds: `args` where every op is one of
+    the args scenario's, `boundary` where none is; ValueError for a mix (the two build their cases
+    differently)."""
+    generated = [o for o in ops or () if o in ARGS_OPS]
+    others = [o for o in ops or () if o not in ARGS_OPS]
+    if generated and others:
+        raise ValueError(f"the args scenario's ops ({', '.join(generated)}) are counted on their own, not with "
+                         f"{', '.join(others)}: run them apart")
+    return "args" if generated else "boundary"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dbench.bench.harness.options import RunOptions
 
 from . import DECLARATIONS
+from .arity import counted_scenario
 from .base import Scenario
 
 QUICK_CALLS = 200  # --quick: counts per case (the full run's 2 000 repeat to the instruction; these to ~1 %)
@@ -25,6 +26,10 @@ def refused(options: RunOptions) -> str | None:
         return "--baseline: a breakdown is not gated (gate a boundary run; `dbench instructions check` gates counts)"
     if options.shapes or options.axis_values:
         return "--shape/--axis: the breakdown counts each op at the boundary scenario's shape"
+    try:
+        counted_scenario(options.ops)
+    except ValueError as exc:
+        return f"--ops: {exc}"
     if options.dtype != "float32":
         return f"--dtype {options.dtype}: the instruction counts are taken in float32 only"
     return None

@@ -33,6 +33,8 @@ class Declaration:
     # given (None: `ops`, or every op).
     ops: tuple[str, ...] | None = None
     default_ops: tuple[str, ...] | None = None
+    # Where `ops` is None: ops it takes beside every op (the breakdown: the args scenario's generated ops).
+    also_ops: tuple[str, ...] = ()
     defaults: Defaults = field(default_factory=dict)  # on every device
     cuda_defaults: Defaults = field(default_factory=dict)  # on a CUDA device, over `defaults`
     # On a CUDA device in --ab and --processes runs (the nightly, its --processes fallback, the gate's
@@ -56,6 +58,8 @@ class Declaration:
             raise ValueError(f"scenario {self.name}: cases are built and checked in the CPU rounds' pass: declare it")
         if self.cpu_only and self.requires_cuda:
             raise ValueError(f"scenario {self.name}: cpu_only and requires_cuda exclude each other")
+        if self.ops is not None and self.also_ops:
+            raise ValueError(f"scenario {self.name}: also_ops adds to every op; with `ops` name them there")
         if self.ops is not None and self.default_ops is not None and not set(self.default_ops) <= set(self.ops):
             raise ValueError(f"scenario {self.name}: default_ops {self.default_ops} outside its ops {self.ops}")
         object.__setattr__(self, "defaults", MappingProxyType(dict(self.defaults)))

@@ -453,3 +453,102 @@ def test_a_real_native_run_times_the_counted_cases() -> None:
     assert all(r.get("time_missing") is None and r["measured_delta_us"] > 0 for r in custom)
     assert sum(r["delta_us"] for r in custom) == pytest.approx(custom[0]["delta_us_total"], abs=1e-3)
     assert timed["time"]["scenario"] == "boundary" and timed["time"]["rounds"] > 0
+
+
+def _arity_document() -> dict:
+    """An args breakdown at arities 1, 16 and 64: custom_op_autograd's binding code grows as the
+    arity squared (one function), define_impl's Python code by a constant per argument."""
+    from dbench.bench.instructions.breakdown import SCHEMA, breakdown_rows
+
+    python = ("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault")
+    internals = ("libtorch_python.so", "pybind11::detail::get_internals()")
+    rows, profiles = [], []
+    for arity in (1, 16, 64):
+        key = {"scenario": "args", "op": f"args_tensor_{arity}", "device": "cpu", "shape": [16], "dtype": "float32",
+               "axes": ["arg_kind", "arity"], "arg_kind": "tensor", "arity": arity, "driver": "python"}
+        for variant, mode, ir in (("raw", "inference", {python: 1000}),
+                                  ("define_impl", "inference", {python: 1000 + 100 * arity}),
+                                  ("function_raw", "fwd_requires_grad", {python: 3000}),
+                                  ("custom_op_autograd", "fwd_requires_grad",
+                                   {python: 3500, internals: 10 * arity * arity})):
+            rows.append({**key, "variant": variant, "mode": mode, "status": None, "instructions": 1.0})
+            profiles.append(attribute(_profile(ir, {})))
+    counts = {"config": {"calls": 10}, "env": {}, "rows": rows}
+    return {"schema": SCHEMA, "config": counts["config"], "env": counts["env"], "layers": dict(LAYERS),
+            "rows": breakdown_rows(counts, profiles, calls=1)}
+
+
+def test_an_args_breakdown_names_what_grows_with_the_arity_and_how_fast() -> None:
+    document = _arity_document()
+    assert {r["arity"] for r in document["rows"]} == {1, 16, 64}  # each row keeps its axes' values
+    lines = {(r["variant"], r["mode"]): r for r in cli.by_arity(document)}
+    grad = lines[("custom_op_autograd", "fwd_requires_grad")]
+    assert grad["arities"] == [1, 16, 64] and grad["function"] == "pybind11::detail::get_internals()"
+    assert grad["function_delta"] == [10.0, 2560.0, 40960.0] and grad["function_exponent"] == 2.0
+    plain = lines[("define_impl", "inference")]
+    assert plain["delta_total"] == [100.0, 1600.0, 6400.0] and plain["exponent"] == 1.0
+    table = cli.table(document)
+    assert "## By arity" in table
+    assert ("| tensor | custom_op_autograd | fwd_requires_grad | 1: +510, 16: +3,060, 64: +41,460 | 1.88 | "
+            "`pybind11::detail::get_internals()` | 1: +10, 16: +2,560, 64: +40,960 | 2.0 |") in table
+    assert "## By arity" not in cli.table(_document())  # a boundary breakdown has no arity
+
+
+def test_the_args_scenarios_ops_are_counted_on_their_own_with_its_variants() -> None:
+    from dbench.bench.instructions.collect import Config, check_names
+    from dbench.scenarios.arity import counted_scenario
+
+    assert counted_scenario(("args_tensor_1", "args_float_64")) == "args"
+    assert counted_scenario(("noop",)) == counted_scenario(None) == "boundary"
+    with pytest.raises(ValueError, match="counted on their own, not with noop"):
+        counted_scenario(("args_tensor_1", "noop"))
+    config = Config(ops=("args_tensor_1", "args_tensor_16"))
+    assert "cpp" not in config.resolved_variants() and "registered" in config.resolved_variants()
+    assert config.as_dict()["scenario"] == "args" and "scenario" not in Config(ops=("noop",)).as_dict()
+    with pytest.raises(ValueError, match="unknown variants cpp .*variants of the args scenario"):
+        check_names(Config(ops=("args_tensor_1",), variants=("raw", "cpp")))
+    with pytest.raises(ValueError, match="unknown ops args_tensor_3"):
+        check_names(Config(ops=("args_tensor_3",)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None or shutil.which("callgrind_control") is None
+                    or _jemalloc_missing(),
+                    reason="valgrind or jemalloc is not installed (scripts/setup.sh installs both)")
+def test_a_real_args_breakdown_shows_custom_op_autograds_quadratic_line() -> None:
+    """The args scenario's finding (custom_op_autograd's per-argument cost grows with the arity once
+    a graph is recorded: torch's fill_defaults rereads the schema's arguments for each argument) as
+    its own line: one pybind11 function that grows as the arity squared from 16 to 64 tensors."""
+    from dbench.bench.instructions.breakdown import collect_breakdown
+    from dbench.bench.instructions.collect import Config
+
+    document = collect_breakdown(Config(ops=("args_tensor_16", "args_tensor_64"),
+                                        variants=("raw", "function_raw", "custom_op_autograd"), calls=20, warmup=3))
+    lines = {(r["variant"], r["mode"]): r for r in cli.by_arity(document)}
+    grad = lines[("custom_op_autograd", "fwd_requires_grad")]
+    assert grad["arities"] == [16, 64] and grad["function"].startswith("pybind11::")
+    assert grad["function_exponent"] is not None and 1.7 < grad["function_exponent"] < 2.3, grad
+    assert grad["exponent"] > 1.5, grad  # the whole overhead turns quadratic, not only that line
+    inference = lines[("custom_op_autograd", "inference")]
+    assert inference["exponent"] < 1.3, inference  # without a graph: about a constant per argument
+
+
+def test_time_joins_cases_with_axes_by_their_labelled_baseline() -> None:
+    """The args scenario's native run names each case's baseline with its axes
+    (`args_tensor_16/raw/inference[arg_kind=tensor,arity=16]`): the join takes that label."""
+    from dbench.bench.instructions.in_time import with_time
+
+    document = _arity_document()
+    native = []
+    for arity in (1, 16, 64):
+        key = {"scenario": "args", "op": f"args_tensor_{arity}", "device": "cpu", "shape": [16], "dtype": "float32",
+               "axes": ["arg_kind", "arity"], "arg_kind": "tensor", "arity": arity, "driver": "python",
+               "metric": "cpu_us", "status": "ok"}
+        delta = 0.1 * arity
+        native += [{**key, "variant": "raw", "mode": "inference", "median": 1.0, "baseline": None},
+                   {**key, "variant": "define_impl", "mode": "inference", "median": 1.0 + delta, "delta_median": delta,
+                    "baseline": f"args_tensor_{arity}/raw/inference[arg_kind=tensor,arity={arity}]"}]
+    timed = with_time(document, native, {"scenario": "args"})
+    rows = [r for r in timed["rows"] if r["variant"] == "define_impl" and r["layer"] == "python"]
+    assert [r["measured_delta_us"] for r in rows] == pytest.approx([0.1, 1.6, 6.4])
+    assert all(r["explained"] == pytest.approx(1.0) for r in rows)  # 1 000 Ir per µs at every arity

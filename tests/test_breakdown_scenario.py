@@ -23,6 +23,9 @@ FAST = ["--no-pin", "--quick"]
     (["--modes", "inference"], "argument --modes: scenario breakdown has no modes to choose from"),
     (["--ab", "env:", "env:"], "argument --ab: scenario breakdown makes its own table; run it in one process"),
     (["--ops", "no_such_op"], "no_such_op"),
+    (["--ops", "args_tensor_16,noop"],
+     "argument --ops: the args scenario's ops (args_tensor_16) are counted on their own"),
+    (["--ops", "args_tensor_16", "--variants", "cpp"], "cpp"),
     (["--variants", "no_such_variant"], "no_such_variant"),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) else None)
 def test_what_the_breakdown_cannot_run_exits_2_before_any_work(

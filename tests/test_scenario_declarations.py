@@ -12,6 +12,7 @@ import pytest
 
 from dbench.bench.core.passes import Pass
 from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES, SCENARIOS
+from dbench.scenarios.arity import ARGS_OPS
 from dbench.scenarios.declaration import Declaration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,3 +134,9 @@ def test_a_build_names_each_case_it_checks_as_it_goes() -> None:
                     modes=("inference", "fwd_requires_grad"), on_case=named.append)
     cases = SCENARIOS["boundary"].build(sel)
     assert named == [c.label for c in cases] and len(named) == 4
+
+
+def test_also_ops_adds_to_every_op_and_goes_with_no_list_of_ops() -> None:
+    assert set(ARGS_OPS) <= set(DECLARATIONS["breakdown"].also_ops) and DECLARATIONS["breakdown"].ops is None
+    with pytest.raises(ValueError, match="also_ops adds to every op"):
+        Declaration("x", "y", ops=("noop",), also_ops=("args_tensor_1",))

@@ -566,7 +566,8 @@ def checked(parser: argparse.ArgumentParser, args: argparse.Namespace, scenarios
     declared = (declarations or {}).get(args.scenario)
     modes: Sequence[str] | None = None
     if declared is not None:
-        ops, variants, modes = declared.ops or ops, declared.variants or variants, declared.modes
+        ops = declared.ops or (*ops, *declared.also_ops)
+        variants, modes = declared.variants or variants, declared.modes
     check_names(args, scenarios, ops, variants, modes)
     if args.shards is not None and args.device not in (None, "cpu"):
         raise UsageError(f"argument --shards: runs on the CPU only; for --device {args.device} use --gpus")

@@ -65,8 +65,9 @@ def breakdown_rows(counts: Mapping[str, Any], attributions: list[Attribution], c
     per_case = {case_identity(r): _per_call(a, calls) for r, a in zip(timed, attributions)}
     rows: list[dict[str, Any]] = []
     for row in counts["rows"]:
-        base = {k: row[k] for k in ("scenario", "op", "variant", "mode", "device", "shape", "dtype", "axes", "driver")
-                if k in row}
+        # The case's identity: its core fields and the values of its axes (the args scenario's arity).
+        base = {k: row[k] for k in ("scenario", "op", "variant", "mode", "device", "shape", "dtype", "axes", "driver",
+                                    *(row.get("axes") or ())) if k in row}
         if row.get("status") is not None:
             rows.append({**base, "status": row["status"], "reason": row.get("reason")})
             continue

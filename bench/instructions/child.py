@@ -67,6 +67,8 @@ def _nothing() -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dbench.bench.instructions.child")
     p.add_argument("--op", action="append", default=[], help="a user's op file, FILE.py[:NAME] (loaded first)")
+    p.add_argument("--scenario", choices=("boundary", "args"), default="boundary",
+                   help="whose cases: the boundary scenario's, or the args scenario's generated ops")
     p.add_argument("--ops", required=True)
     p.add_argument("--variants", required=True)
     p.add_argument("--calls", type=int, required=True, help="timed calls per case and build")
@@ -79,9 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inject", default="", help="power tests only: LABEL=ITERATIONS[;...] (inject.py)")
     args = p.parse_args(argv)
 
+    import importlib
+
     from dbench.ops.declare import load_all
     from dbench.scenarios.base import Selection
-    from dbench.scenarios.boundary import build
+
+    build = importlib.import_module(f"dbench.scenarios.{args.scenario}").build
 
     load_all(args.op)  # checked by the parent (collect.load_op_files) before valgrind started
     torch.set_num_threads(1)

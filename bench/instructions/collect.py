@@ -18,6 +18,7 @@ from dbench.bench.instructions import METRIC, REPO_ROOT, SCHEMA, UNIT
 from dbench.bench.instructions.callgrind import read_dumps
 from dbench.bench.instructions.staging import STAGE, private_folder, staged
 from dbench.bench.core.native_build import build_dir
+from dbench.scenarios.arity import counted_scenario
 from dbench.bench.instructions.environment import (child_environment, code_digests, disable_aslr, glibc_tunables,
                                                    glibc_version, host_cpu, jemalloc, valgrind_version)
 
@@ -52,15 +53,19 @@ class Config:
     inject: tuple[tuple[str, int], ...] = ()  # power tests only: (case label, pad iterations)
     heap_pad: int = 0  # sensitivity tests only: small objects kept alive before the cases are built
 
+    @property
+    def scenario(self) -> str:
+        """The scenario whose cases are counted: `args` for the args scenario's generated ops (each
+        kind of argument at one arity), else `boundary` (counted_scenario)."""
+        return counted_scenario(self.ops)
+
     def resolved_ops(self) -> tuple[str, ...]:
         from dbench.ops import OPS
 
         return self.ops if self.ops is not None else tuple(n for n, c in OPS.items() if c.boundary and not c.origin)
 
     def resolved_variants(self) -> tuple[str, ...]:
-        from dbench.ops.specs import VARIANT_NAMES
-
-        return self.variants if self.variants is not None else VARIANT_NAMES
+        return self.variants if self.variants is not None else scenario_variants(self.scenario)
 
     def as_dict(self) -> dict[str, Any]:
         from dbench.ops import OPS
@@ -69,7 +74,10 @@ class Config:
         # A user's op by its file's name and declaration (user_op_source), not its folder: the
         # expected file is recorded in one checkout and checked in another.
         users = {o: user_op_source(OPS[o].origin) for o in ops if o in OPS and OPS[o].origin}
-        return {"ops": list(ops), **({"user_ops": users} if users else {}),
+        # `scenario` only where it is not the boundary's: the expected counts' files stay as they were.
+        counted = self.scenario
+        return {**({"scenario": counted} if counted != "boundary" else {}),
+                "ops": list(ops), **({"user_ops": users} if users else {}),
                 "variants": list(self.resolved_variants()), "calls": self.calls,
                 "warmup": self.warmup, "layouts": self.layouts, "mask_cpu": self.mask_cpu,
                 "allocator": self.allocator, "device": "cpu", "dtype": "float32"}
@@ -84,6 +92,14 @@ class Config:
         return Config(ops=tuple(d["ops"]), op_files=op_files, variants=tuple(d["variants"]), calls=int(d["calls"]),
                       warmup=int(d.get("warmup", DEFAULT_WARMUP)), layouts=int(d.get("layouts", 1)),
                       mask_cpu=bool(d.get("mask_cpu", True)), allocator=str(d.get("allocator", "glibc")))
+
+
+def scenario_variants(scenario: str) -> tuple[str, ...]:
+    """The variants a counted scenario makes (the args scenario names its own)."""
+    from dbench.ops.specs import VARIANT_NAMES
+    from dbench.scenarios import DECLARATIONS
+
+    return DECLARATIONS[scenario].variants or VARIANT_NAMES
 
 
 def user_op_source(origin: str) -> str:
@@ -104,21 +120,24 @@ def check_names(config: Config, wanted_sources: dict[str, str] | None = None) ->
     """Every op and variant known (a user's op once its --op file is loaded); wanted_sources: the
     user ops an expected file counted ({op: 'my_ops.py:NAME'}), each declared by a loaded file."""
     from dbench.ops import OPS
-    from dbench.ops.specs import VARIANT_NAMES
+    from dbench.scenarios.arity import ARGS_OPS
 
+    scenario = config.scenario  # ValueError for a mix of the args scenario's ops and others
+    known, variant_names = ARGS_OPS if scenario == "args" else tuple(OPS), scenario_variants(scenario)
     for op, source in (wanted_sources or {}).items():
         loaded = OPS.get(op)
         if loaded is None or not loaded.origin or user_op_source(loaded.origin) != source:
             raise ValueError(f"the expected file counts the user op {op!r} of {source}: give its file, "
                              f"--op PATH/TO/{source}")
-    bad_ops = [o for o in config.resolved_ops() if o not in OPS]
-    bad_variants = [v for v in config.resolved_variants() if v not in VARIANT_NAMES]
+    bad_ops = [o for o in config.resolved_ops() if o not in known]
+    bad_variants = [v for v in config.resolved_variants() if v not in variant_names]
     if bad_ops or bad_variants:
         raise ValueError(f"unknown {'ops ' + ','.join(bad_ops) if bad_ops else ''}"
                          f"{' and ' if bad_ops and bad_variants else ''}"
                          f"{'variants ' + ','.join(bad_variants) if bad_variants else ''}"
-                         f" (valid ops: {','.join(OPS)}, or a user's op with --op FILE.py:NAME; "
-                         f"variants: {','.join(VARIANT_NAMES)})")
+                         f" (valid ops: {','.join(OPS)}, or a user's op with --op FILE.py:NAME, or the args "
+                         f"scenario's on their own; variants{' of the args scenario' if scenario == 'args' else ''}: "
+                         f"{','.join(variant_names)})")
     if config.calls < 1 or config.warmup < 0:
         raise ValueError(f"calls must be >= 1 and warmup >= 0 (got {config.calls}, {config.warmup})")
     if not 1 <= config.layouts <= config.calls:
@@ -146,7 +165,7 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
         "--dump-line=no", "--dump-instr=no",  # totals and function names are all that is read
         f"--callgrind-out-file={out_dir / DUMP_STEM}",
         f"--log-file={out_dir / 'valgrind.log'}",
-        python, "-m", "dbench.bench.instructions.child",
+        python, "-m", "dbench.bench.instructions.child", "--scenario", config.scenario,
         *(a for spec in config.op_files for a in ("--op", spec)),
         "--ops", ",".join(config.resolved_ops()), "--variants", ",".join(config.resolved_variants()),
         "--calls", str(config.calls_per_layout), "--layouts", str(config.layouts), "--warmup", str(config.warmup),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable, Mapping
 
-from dbench.bench.core.identity import case_identity
+from dbench.bench.core.identity import case_identity, case_label
 from dbench.bench.instructions.breakdown import floor_of
 
 AGREEMENT = 0.2  # a case's layers add up to its measured overhead within this fraction, or it is flagged
@@ -71,7 +71,7 @@ def _measured_delta(row: Mapping[str, Any], own: Mapping[str, Any] | None) -> fl
     floor = floor_of(row)
     if own is None or own.get("status") != "ok" or floor is None:
         return None
-    if own.get("baseline") != f"{row['op']}/{floor['variant']}/{floor['mode']}":
+    if own.get("baseline") != case_label(floor):  # the run's pairing names its baseline by its label, axes too
         return None
     return own.get("delta_median")
 
@@ -128,7 +128,7 @@ def with_time(document: Mapping[str, Any], timed: Iterable[Mapping[str, Any]],
 
 
 def native_rows(config: Mapping[str, Any], quick: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The boundary scenario's run of a counts document's cases on CPU tensors, in this process, as
+    """The counted scenario's run (boundary, or args) of a counts document's cases on CPU tensors, in this process, as
     run.py would run it (its defaults, the Python driver only): its rows, and what the run was.
     RuntimeError when it timed nothing."""
     import tempfile
@@ -140,12 +140,13 @@ def native_rows(config: Mapping[str, Any], quick: bool = False) -> tuple[list[di
     from dbench.bench.harness.interrupts import GracefulStop
     from dbench.bench.harness.options import resolve
     from dbench.bench.harness.rounds import Run
+    from dbench.bench.instructions.collect import counted_scenario
     from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS, SCENARIOS
     from dbench.scenarios.select import selection
 
     started = time.monotonic()
-    scenario = SCENARIOS["boundary"]
+    scenario = SCENARIOS[counted_scenario(tuple(config["ops"]))]
     with tempfile.TemporaryDirectory(prefix="dbench-breakdown-time-") as tmp:
         fields = {"scenario": scenario.name, "device": "cpu", "ops": list(config["ops"]),
                   "variants": list(config["variants"]), "dtype": config.get("dtype", "float32"), "no_cpp": True,
