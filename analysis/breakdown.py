@@ -76,6 +76,8 @@ def cases(document: dict[str, Any]) -> list[dict[str, Any]]:
                                     "arg_kind": row.get("arg_kind"), "arity": row.get("arity"),
                                     **{k: row.get(k) for k in TIME_FIELDS}})
         case["layers"][row["layer"]] = row["delta_instructions"]
+        if "python_functions" in row:
+            case["python_functions"] = row["python_functions"]
         case["top"][row["layer"]] = row.get("top", [])
         if case["us"] is not None:
             case["us"][row["layer"]] = row["delta_us"]
@@ -104,6 +106,7 @@ def table(document: dict[str, Any]) -> str:
     untimed = [r for r in document["rows"] if r.get("status") is not None]
     if untimed:
         lines += ["", f"Not counted: {len(untimed)} cases (n/a or failed; their reasons are in the JSON)."]
+    lines += _python_function_lines(document)
     lines += _arity_lines(document)
     lines += ["", "## Layers", ""] + [f"- **{name}**: {what}" for name, what in document.get("layers", LAYERS).items()]
     lines += ["", "## The functions that grew most, per case and layer", ""]
@@ -127,6 +130,25 @@ def _growth(values: Sequence[float | None], arities: Sequence[int]) -> float | N
     return round(math.log(high / low) / math.log(a_high / a_low), 2)
 
 
+def _python_function_of_growth(shown: list[dict[str, Any]]) -> str | None:
+    """Of the declared torch Python functions, the one that holds the case's growth from its
+    second-largest to its largest arity: the innermost (the least grown, as the counts are inclusive
+    and an outer function holds an inner one's) of those holding half of it or more, else the most
+    grown; None where none grew."""
+    def delta(case: dict[str, Any], name: str) -> float:
+        return next((f.get("delta_instructions") or 0.0 for f in case.get("python_functions") or []
+                     if f["function"] == name), 0.0)
+
+    before, last = shown[-2], shown[-1]
+    grown = {f["function"]: delta(last, f["function"]) - delta(before, f["function"])
+             for f in last.get("python_functions") or []}
+    grown = {name: g for name, g in grown.items() if g > 0}
+    if not grown:
+        return None
+    holding = [name for name, g in grown.items() if g >= 0.5 * (last["delta_total"] - before["delta_total"])]
+    return min(holding, key=lambda n: grown[n]) if holding else max(grown, key=lambda n: grown[n])
+
+
 def by_arity(document: dict[str, Any]) -> list[dict[str, Any]]:
     """Per argument kind, variant and mode of a breakdown of the args scenario's ops (two arities or
     more): its instructions over the floor at each arity, and the function that grew most at the
@@ -147,10 +169,34 @@ def by_arity(document: dict[str, Any]) -> list[dict[str, Any]]:
         deltas = [c["delta_total"] for c in shown]
         own = [next((t["delta_instructions"] for tops in c["top"].values() for t in tops if t["function"] == function),
                     None) for c in shown]
-        out.append({"arg_kind": kind, "variant": variant, "mode": mode, "arities": arities, "delta_total": deltas,
-                    "exponent": _growth(deltas, arities), "function": function, "function_delta": own,
-                    "function_exponent": _growth(own, arities)})
+        line = {"arg_kind": kind, "variant": variant, "mode": mode, "arities": arities, "delta_total": deltas,
+                "exponent": _growth(deltas, arities), "function": function, "function_delta": own,
+                "function_exponent": _growth(own, arities)}
+        name = _python_function_of_growth(shown)
+        if name is not None:
+            growth = [next((f.get("delta_instructions") for f in c.get("python_functions") or []
+                            if f["function"] == name), None) for c in shown]
+            line.update(python_function=name, python_function_delta=growth,
+                        python_function_exponent=_growth(growth, arities))
+        out.append(line)
     return out
+
+
+def _python_function_lines(document: dict[str, Any]) -> list[str]:
+    """Per case, the declared torch Python functions it calls that grew most over its floor."""
+    shown = [c for c in cases(document) if any((f.get("delta_instructions") or 0) > 0
+                                               for f in c.get("python_functions") or [])]
+    if not shown:
+        return []
+    lines = ["", "## torch's Python functions on the path, inclusive", "",
+             "Each declared function counted in a window of its own (its Python frames and all the C++ beneath them, "
+             "the op's own work included where it runs inside), per call, over the floor's; calls per call in "
+             "brackets (methodology: \"Where the cost goes\").", ""]
+    for case in shown:
+        grown = [f for f in case["python_functions"] if (f.get("delta_instructions") or 0) > 0][:4]
+        lines.append(f"- {case['op']}/{case['variant']}/{case['mode']}: " + "; ".join(
+            f"`{f['function']}` {f['delta_instructions']:+,.0f} ({f['calls']:g})" for f in grown))
+    return lines
 
 
 def _arity_lines(document: dict[str, Any]) -> list[str]:
@@ -160,16 +206,23 @@ def _arity_lines(document: dict[str, Any]) -> list[str]:
     lines = ["", "## By arity: what grows with the arguments", "",
              "Instructions per call over the floor at each arity; k: Δ ∝ arity^k between the two largest arities "
              "(1: a cost per argument, 2: quadratic); the function that grew most at the largest arity (over the "
-             "floor), and its growth at each arity where a case's top functions name it (— where they do not).", "",
-             "| kind | variant | mode | Δ Ir/call by arity | k | grew most at the largest arity | its Δ by arity | k |",
-             "|---|---|---|---|---:|---|---|---:|"]
+             "floor), and its growth at each arity where a case's top functions name it (— where they do not); the "
+             "innermost declared torch Python function that holds half the growth between the two largest arities or "
+             "more (inclusive: its frames and the C++ beneath them).", "",
+             "| kind | variant | mode | Δ Ir/call by arity | k | grew most at the largest arity | its Δ by arity | k "
+             "| torch Python function that holds the growth (inclusive) | its Δ by arity | k |",
+             "|---|---|---|---|---:|---|---|---:|---|---|---:|"]
     for r in sorted(rows, key=lambda r: -r["delta_total"][-1]):
         by = ", ".join(f"{a}: {d:+,.0f}" for a, d in zip(r["arities"], r["delta_total"]))
         own = ", ".join(f"{a}: " + ("—" if d is None else f"{d:+,.0f}")
                         for a, d in zip(r["arities"], r["function_delta"]))
-        k, fk = r["exponent"], r["function_exponent"]
+        k, fk, pk = r["exponent"], r["function_exponent"], r.get("python_function_exponent")
+        python = ", ".join(f"{a}: " + ("—" if d is None else f"{d:+,.0f}")
+                           for a, d in zip(r["arities"], r.get("python_function_delta") or []))
         lines.append(f"| {r['arg_kind']} | {r['variant']} | {r['mode']} | {by} | {'n/a' if k is None else k} | "
-                     f"`{r['function'][:80]}` | {own} | {'n/a' if fk is None else fk} |")
+                     f"`{r['function'][:80]}` | {own} | {'n/a' if fk is None else fk} | "
+                     + (f"`{r['python_function']}` | {python} | {'n/a' if pk is None else pk} |"
+                        if "python_function" in r else "none | | |"))
     return lines
 
 

@@ -471,7 +471,14 @@ def _arity_document() -> dict:
                                   ("function_raw", "fwd_requires_grad", {python: 3000}),
                                   ("custom_op_autograd", "fwd_requires_grad",
                                    {python: 3500, internals: 10 * arity * arity})):
-            rows.append({**key, "variant": variant, "mode": mode, "status": None, "instructions": 1.0})
+            # Counted in their own windows (inclusive): the outer function holds the inner one.
+            windows = {"function_raw": {"Function.apply": {"instructions": 2000.0, "calls": 1.0}},
+                      "custom_op_autograd": {
+                          "CustomOpDef.__call__": {"instructions": 2500.0 + 12 * arity * arity, "calls": 1.0},
+                          "Function.apply": {"instructions": 2400.0 + 11 * arity * arity, "calls": 1.0},
+                          "fill_defaults": {"instructions": 10.0 * arity * arity, "calls": 1.0}}}.get(variant)
+            rows.append({**key, "variant": variant, "mode": mode, "status": None, "instructions": 1.0,
+                         **({"python_functions": windows} if windows is not None else {})})
             profiles.append(attribute(_profile(ir, {})))
     counts = {"config": {"calls": 10}, "env": {}, "rows": rows}
     return {"schema": SCHEMA, "config": counts["config"], "env": counts["env"], "layers": dict(LAYERS),
@@ -485,12 +492,24 @@ def test_an_args_breakdown_names_what_grows_with_the_arity_and_how_fast() -> Non
     grad = lines[("custom_op_autograd", "fwd_requires_grad")]
     assert grad["arities"] == [1, 16, 64] and grad["function"] == "pybind11::detail::get_internals()"
     assert grad["function_delta"] == [10.0, 2560.0, 40960.0] and grad["function_exponent"] == 2.0
+    # Of the declared Python functions holding half the growth or more, the innermost: fill_defaults,
+    # over the floor's (function_raw calls Function.apply too: its delta is what the case adds).
+    assert grad["python_function"] == "fill_defaults" and grad["python_function_delta"] == [10.0, 2560.0, 40960.0]
+    python_row = next(r for r in document["rows"] if r["variant"] == "custom_op_autograd" and r["arity"] == 64
+                      and r["layer"] == "python")
+    assert [(f["function"], f["delta_instructions"]) for f in python_row["python_functions"]] == \
+        [("CustomOpDef.__call__", 51652.0), ("Function.apply", 45456.0), ("fill_defaults", 40960.0)]
+    assert "python_functions" not in next(r for r in document["rows"] if r["layer"] == "binding")
     plain = lines[("define_impl", "inference")]
     assert plain["delta_total"] == [100.0, 1600.0, 6400.0] and plain["exponent"] == 1.0
+    assert "python_function" not in plain  # it calls none of them
     table = cli.table(document)
     assert "## By arity" in table
     assert ("| tensor | custom_op_autograd | fwd_requires_grad | 1: +510, 16: +3,060, 64: +41,460 | 1.88 | "
-            "`pybind11::detail::get_internals()` | 1: +10, 16: +2,560, 64: +40,960 | 2.0 |") in table
+            "`pybind11::detail::get_internals()` | 1: +10, 16: +2,560, 64: +40,960 | 2.0 | `fill_defaults` | "
+            "1: +10, 16: +2,560, 64: +40,960 | 2.0 |") in table
+    assert "## torch's Python functions on the path, inclusive" in table
+    assert "- args_tensor_64/custom_op_autograd/fwd_requires_grad: `CustomOpDef.__call__` +51,652 (1)" in table
     assert "## By arity" not in cli.table(_document())  # a boundary breakdown has no arity
 
 
@@ -518,7 +537,8 @@ def test_the_args_scenarios_ops_are_counted_on_their_own_with_its_variants() -> 
 def test_a_real_args_breakdown_shows_custom_op_autograds_quadratic_line() -> None:
     """The args scenario's finding (custom_op_autograd's per-argument cost grows with the arity once
     a graph is recorded: torch's fill_defaults rereads the schema's arguments for each argument) as
-    its own line: one pybind11 function that grows as the arity squared from 16 to 64 tensors."""
+    its own line: one pybind11 function that grows as the arity squared from 16 to 64 tensors, and
+    fill_defaults itself, counted in its own window, holding that growth."""
     from dbench.bench.instructions.breakdown import collect_breakdown
     from dbench.bench.instructions.collect import Config
 
@@ -529,8 +549,12 @@ def test_a_real_args_breakdown_shows_custom_op_autograds_quadratic_line() -> Non
     assert grad["arities"] == [16, 64] and grad["function"].startswith("pybind11::")
     assert grad["function_exponent"] is not None and 1.7 < grad["function_exponent"] < 2.3, grad
     assert grad["exponent"] > 1.5, grad  # the whole overhead turns quadratic, not only that line
+    # The torch Python function that holds that growth, counted in its own window: fill_defaults.
+    assert grad["python_function"] == "fill_defaults", grad
+    assert grad["python_function_exponent"] is not None and grad["python_function_exponent"] > 1.7, grad
     inference = lines[("custom_op_autograd", "inference")]
     assert inference["exponent"] < 1.3, inference  # without a graph: about a constant per argument
+    assert inference.get("python_function") != "fill_defaults", inference  # not called without a graph
 
 
 def test_time_joins_cases_with_axes_by_their_labelled_baseline() -> None:

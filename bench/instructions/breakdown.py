@@ -25,6 +25,7 @@ from dbench.bench.instructions.profile import read_profiles
 SCHEMA = "dbench-breakdown/1"
 DEFAULT_CALLS = 2000  # counts repeat to the instruction at this many calls (the loop's cost is per call)
 DEFAULT_TOP = 5  # functions listed per case and layer: those whose Ir grew most over the floor
+FUNCTION_CALLS_MIN = 20  # calls in each Python function's window, at the least
 
 
 def floor_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -63,6 +64,7 @@ def breakdown_rows(counts: Mapping[str, Any], attributions: list[Attribution], c
     if len(timed) != len(attributions):
         raise CollectError(f"{len(timed)} timed cases but {len(attributions)} profiles")
     per_case = {case_identity(r): _per_call(a, calls) for r, a in zip(timed, attributions)}
+    by_case = {case_identity(r): r for r in timed}
     rows: list[dict[str, Any]] = []
     for row in counts["rows"]:
         # The case's identity: its core fields and the values of its axes (the args scenario's arity).
@@ -86,8 +88,23 @@ def breakdown_rows(counts: Mapping[str, Any], attributions: list[Attribution], c
             if floor is not None:
                 out["delta_instructions"] = round(layers[layer] - floor[0][layer], 1)
                 out["top"] = _top(functions, floor[1], layer, top)
+            if layer == "python" and "python_functions" in row:
+                out["python_functions"] = _python_functions(row, by_case.get(case_identity(floor_row))
+                                                            if floor_row is not None else None)
             rows.append(out)
     return rows
+
+
+def _python_functions(row: Mapping[str, Any], floor: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The declared torch Python functions the case calls, each inclusive (its Python frames and
+    the C++ beneath them), per call of the case and over its floor's (0 where the floor does not
+    call it), most grown first."""
+    own, below = row["python_functions"], (floor or {}).get("python_functions") or {}
+    out = [{"function": name, "instructions": c["instructions"], "calls": c["calls"],
+            **({"delta_instructions": round(c["instructions"] - below.get(name, {}).get("instructions", 0.0), 1)}
+               if floor is not None else {})}
+           for name, c in own.items()]
+    return sorted(out, key=lambda f: (-f.get("delta_instructions", f["instructions"]), f["function"]))
 
 
 def flame_name(row: Mapping[str, Any]) -> str:
@@ -111,15 +128,18 @@ def collect_breakdown(config: Config, keep_dumps: Path | None = None, top: int =
     a folder for each timed case's own dump, named by its case (flame_name)."""
     refuse_old_dumps(keep_dumps)
     refuse_old_dumps(flames)
-    config = replace(config, layouts=1)  # one build: one dump per case
+    # One build: one dump per case; then each declared torch Python function a case calls, in a
+    # window of its own of a tenth of the calls (inclusive counts of a few hundred calls repeat to ~1 %).
+    config = replace(config, layouts=1, python_function_calls=max(config.calls // 10, FUNCTION_CALLS_MIN))
     # The dumps are read from this run's private folder, then copied to the one to keep.
     with tempfile.TemporaryDirectory(prefix="dbench-breakdown-") as tmp:
         counts = collect(config, keep_dumps=Path(tmp))
-        profiles = [p for p in read_profiles(Path(tmp), DUMP_STEM) if p.part > 0]
+        timed = [r for r in counts["rows"] if r.get("status") is None]
+        # part 1: the calibration loop; then a part per case (the Python functions' windows after them)
+        profiles = [p for p in read_profiles(Path(tmp), DUMP_STEM) if p.part > 0][:len(timed) + 1]
         if keep_dumps is not None:
             copy_into(keep_dumps, {p.name: p for p in Path(tmp).iterdir() if p.is_file()})
         if flames is not None:
-            timed = [r for r in counts["rows"] if r.get("status") is None]
             copy_into(flames, {flame_name(row): Path(tmp) / f"{DUMP_STEM}.{profile.part}"
                                for row, profile in zip(timed, profiles[1:])})  # part 1: the calibration loop
     attributions = [attribute(p) for p in profiles[1:]]  # part 1: the calibration loop

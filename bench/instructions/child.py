@@ -26,6 +26,7 @@ import torch
 
 from dbench.bench.instructions.environment import aslr_disabled
 from dbench.bench.instructions.inject import padded, parse_injections
+from dbench.bench.instructions.python_functions import Hook, Window, count_calls, hooks
 
 CALIBRATION = "loop"  # dump 1: the timing loop around a call that does nothing
 LAYOUT_STEP = 1237  # small objects kept alive before each further build (about 150 kB)
@@ -64,6 +65,50 @@ def _nothing() -> None:
     return None
 
 
+def _dump() -> None:
+    """End a window whose collection the wrappers switched: on, then off with the dump."""
+    torch._C._valgrind_toggle()
+    torch._C._valgrind_toggle_and_dump_stats()
+
+
+def function_windows(timed: list[Any], called: list[dict[str, float]], found: list[Hook], calls: int,
+                     warmup: int) -> dict[str, Any]:
+    """After the cases' dumps: a calibration dump (the wrapper around a function that does nothing,
+    `calls` times), then one dump per case and declared function it calls, each `calls` calls of the
+    case with collection on only inside that function (python_functions.py). What the manifest says."""
+    calibration = Window(torch._C._valgrind_toggle)
+    nothing = calibration.wrap(_nothing)
+    calibration.armed = True
+    gc.disable()
+    try:
+        for _ in range(calls):
+            nothing()
+        _dump()
+    finally:
+        gc.enable()
+    done = []
+    for i, (case, functions) in enumerate(zip(timed, called)):
+        for hook in (h for h in found if h.name in functions):
+            window = Window(torch._C._valgrind_toggle)
+            hook.install(window.wrap)
+            try:
+                with case.context() if case.context is not None else nullcontext():
+                    for _ in range(min(warmup, 20)):  # the wrapped path's first calls, outside the window
+                        case.call()
+                    gc.collect()
+                    gc.disable()
+                    window.armed = True
+                    for _ in range(calls):
+                        case.call()
+                    window.armed = False
+                    _dump()
+            finally:
+                gc.enable()
+                hook.restore()
+            done.append({"case": i, "function": hook.name, "outermost_calls": window.calls})
+    return {"calls": calls, "calibration_calls": calibration.calls, "windows": done}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="dbench.bench.instructions.child")
     p.add_argument("--op", action="append", default=[], help="a user's op file, FILE.py[:NAME] (loaded first)")
@@ -79,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heap-pad", type=int, default=0,
                    help="sensitivity tests only: keep N small objects alive before the cases are built")
     p.add_argument("--inject", default="", help="power tests only: LABEL=ITERATIONS[;...] (inject.py)")
+    p.add_argument("--python-functions", type=int, default=0, metavar="CALLS",
+                   help="after the cases: each declared torch Python function a case calls, in its own window of "
+                        "CALLS calls (python_functions.py); 0: none")
     args = p.parse_args(argv)
 
     import importlib
@@ -111,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("error: the builds of the cases differ in which cases are timed")
         builds.append(timed)
     timed = builds[0]
+    found = hooks() if args.python_functions else []
+    called = [count_calls(c.call, c.context, found) if found and c.call is not None else {} for c in timed]
     gc.collect()
     gc.freeze()  # the imports' objects out of every later collection: each case's gc.collect stays short
     if args.instrumentation_on:
@@ -125,8 +175,10 @@ def main(argv: list[str] | None = None) -> int:
             assert call is not None
             with context() if context is not None else nullcontext():  # the mode's, as the runner enters it
                 measure(call, args.calls, args.warmup)
+    windows = function_windows(timed, called, found, args.python_functions, args.warmup) if found else None
     manifest = {
         "calibration": CALIBRATION,
+        **({"python_functions": windows} if windows is not None else {}),
         "cases": [{"key": c.key, "status": "timed" if c.runnable else "failed" if c.error else "n/a",
                    "reason": c.error or c.na_reason} for c in cases],
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),

@@ -52,6 +52,9 @@ class Config:
     instr_atstart: bool = False  # instrument from the start (no callgrind_control; imports ~4x slower)
     inject: tuple[tuple[str, int], ...] = ()  # power tests only: (case label, pad iterations)
     heap_pad: int = 0  # sensitivity tests only: small objects kept alive before the cases are built
+    # The breakdown: after the cases, each declared torch Python function a case calls, counted
+    # inclusively in its own window of this many calls (python_functions.py); 0: none.
+    python_function_calls: int = 0
 
     @property
     def scenario(self) -> str:
@@ -172,6 +175,7 @@ def valgrind_command(valgrind: str, out_dir: Path, config: Config, manifest: Pat
         "--manifest", str(manifest),
         *([] if config.instr_atstart else ["--instrumentation-on"]),
         *(["--heap-pad", str(config.heap_pad)] if config.heap_pad else []),
+        *(["--python-functions", str(config.python_function_calls)] if config.python_function_calls else []),
         *(["--inject", ";".join(f"{label}={n}" for label, n in config.inject)] if config.inject else []),
     ]
 
@@ -181,11 +185,15 @@ def _rows(manifest: dict[str, Any], dumps: list[Any], config: Config) -> tuple[A
     over its builds), else its status and reason. The dumps come in the manifest's case order."""
     timed = [c for c in manifest["cases"] if c["status"] == "timed"]
     layouts, per_layout = config.layouts, config.calls_per_layout
-    if len(dumps) != len(timed) * layouts + 1:
-        raise CollectError(f"expected {len(timed) * layouts + 1} callgrind dumps (calibration + {len(timed)} cases "
-                           f"x {layouts} builds), found {len(dumps)}")
+    functions = manifest.get("python_functions")
+    extra = 1 + len(functions["windows"]) if functions else 0  # their calibration, then a dump per window
+    if len(dumps) != len(timed) * layouts + 1 + extra:
+        raise CollectError(f"expected {len(timed) * layouts + 1 + extra} callgrind dumps (calibration + {len(timed)} "
+                           f"cases x {layouts} builds{f' + {extra} for Python functions' if extra else ''}), "
+                           f"found {len(dumps)}")
     calibration, counts = dumps[0], iter(dumps[1:])
-    rows = []
+    per_case = _function_counts(functions, dumps[len(timed) * layouts + 1:]) if functions else {}
+    rows, index = [], 0  # index: the timed case's, as the windows name it
     for case in manifest["cases"]:
         row = {**case["key"], "driver": "python", "metric": METRIC, "unit": UNIT}
         if row.get("op_source"):  # the op's file and name; its source digest goes to env (user_op_digests)
@@ -195,10 +203,27 @@ def _rows(manifest: dict[str, Any], dumps: list[Any], config: Config) -> tuple[A
             row.update(status=None, instructions=round(statistics.median(t / per_layout for t in totals), 1),
                        layout_counts=[round(t / per_layout, 1) for t in totals], total=sum(totals),
                        calls=per_layout * layouts)
+            if functions:
+                row["python_functions"] = per_case.get(index, {})
+            index += 1
         else:
             row.update(status=case["status"], reason=case["reason"], instructions=None)
         rows.append(row)
     return calibration, rows
+
+
+def _function_counts(functions: dict[str, Any], dumps: list[Any]) -> dict[int, dict[str, dict[str, float]]]:
+    """Per timed case (by its index): each declared Python function's inclusive instructions per
+    call of the case, the wrapper's own taken off, and its outermost calls per call of the case."""
+    calls = functions["calls"]
+    wrapper = dumps[0].instructions / max(functions["calibration_calls"], 1)  # Ir a wrapped call adds
+    out: dict[int, dict[str, dict[str, float]]] = {}
+    for window, dump in zip(functions["windows"], dumps[1:]):
+        outermost = window["outermost_calls"]
+        out.setdefault(window["case"], {})[window["function"]] = {
+            "instructions": round(max(dump.instructions - wrapper * outermost, 0.0) / calls, 1),
+            "calls": round(outermost / calls, 3)}
+    return out
 
 
 def stage_op_files(specs: tuple[str, ...], src: Path) -> tuple[str, ...]:
