@@ -1,13 +1,16 @@
 """The process that runs under callgrind (started by collect.py; not meant to be run by hand).
 
-It builds the boundary scenario's CPU cases `--layouts` times, each build after another batch of
-small objects kept alive, so that each build's objects lie elsewhere in the heap (a count depends
-on where the hot objects land: see environment.py). Then it switches callgrind's instrumentation
+It builds the CPU cases of the boundary scenario (or, with --scenario args, the args scenario's)
+`--layouts` times, each build after another batch of small objects kept alive, so that each
+build's objects lie elsewhere in the heap (a count depends on where the hot objects land: see
+environment.py). Then it switches callgrind's instrumentation
 on (imports, registrations and builds are not measured, and run several times faster without it)
 and, case by case and build by build: warm-up calls, a full garbage collection, and the timed
 calls with callgrind's collection toggled on around them only, the collector off. Each ends in a
 dump (`torch._C._valgrind_toggle_and_dump_stats`): after the calibration dump, dumps
-1 + k·L + j hold case k in build j. A manifest, written last, names the cases.
+1 + k·L + j hold case k in build j. With --python-functions, a dump of the wrapper's own cost and
+then one per case and declared torch Python function it calls follow (python_functions.py). A
+manifest, written last, names the cases and those windows.
 """
 
 from __future__ import annotations
