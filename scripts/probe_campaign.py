@@ -633,7 +633,8 @@ class Assets:
             files = _result_files(where / "out", recursive=False)
             if len(files) != 1:
                 raise AssetError(f"the run for the {kind!r} file (exit {outcome.code}) left {len(files)} result "
-                                 f"files; {'; '.join(ctx.notes)}; stderr: {shown(outcome.stderr.strip()[-300:])}")
+                                 f"files ({', '.join(f.name for f in files) or 'none'}); {'; '.join(ctx.notes)}; "
+                                 f"stderr: {shown(outcome.stderr.strip()[-300:])}")
             return files[0]
 
         return self._once(f"suite-{kind}", make)

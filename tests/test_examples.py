@@ -119,7 +119,9 @@ requires_triton = pytest.mark.skipif(
 
 @pytest.mark.gpu
 @requires_triton
-@pytest.mark.parametrize("scenario", ["boundary", "launch", "roofline"])
+# The roofline sizes the example up to 4 GiB a tensor: beside 13 other workers on an 80 GB H100 its
+# full-size check ran out of GPU memory (2026-12-06), so it runs alone (marker gpu_memory).
+@pytest.mark.parametrize("scenario", ["boundary", "launch", pytest.param("roofline", marks=pytest.mark.gpu_memory)])
 def test_triton_example_runs_through_each_scenario(tmp_path: Path, scenario: str) -> None:
     rows = _run(tmp_path, "triton_rmsnorm", "--scenario", scenario, "--device", "cuda", "--no-cpp")
     assert not [r for r in rows if r["status"] == "failed"], [r["reason"] for r in rows if r["status"] == "failed"]
