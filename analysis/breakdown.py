@@ -130,17 +130,19 @@ def _growth(values: Sequence[float | None], arities: Sequence[int]) -> float | N
     return round(math.log(high / low) / math.log(a_high / a_low), 2)
 
 
+def _python_delta(case: dict[str, Any], name: str) -> float | None:
+    """A declared torch Python function's instructions over the floor in `case` (None: not called)."""
+    return next((f.get("delta_instructions") for f in case.get("python_functions") or [] if f["function"] == name),
+                None)
+
+
 def _python_function_of_growth(shown: list[dict[str, Any]]) -> str | None:
     """Of the declared torch Python functions, the one that holds the case's growth from its
     second-largest to its largest arity: the innermost (the least grown, as the counts are inclusive
     and an outer function holds an inner one's) of those holding half of it or more, else the most
     grown; None where none grew."""
-    def delta(case: dict[str, Any], name: str) -> float:
-        return next((f.get("delta_instructions") or 0.0 for f in case.get("python_functions") or []
-                     if f["function"] == name), 0.0)
-
     before, last = shown[-2], shown[-1]
-    grown = {f["function"]: delta(last, f["function"]) - delta(before, f["function"])
+    grown = {f["function"]: (_python_delta(last, f["function"]) or 0.0) - (_python_delta(before, f["function"]) or 0.0)
              for f in last.get("python_functions") or []}
     grown = {name: g for name, g in grown.items() if g > 0}
     if not grown:
@@ -174,8 +176,7 @@ def by_arity(document: dict[str, Any]) -> list[dict[str, Any]]:
                 "function_exponent": _growth(own, arities)}
         name = _python_function_of_growth(shown)
         if name is not None:
-            growth = [next((f.get("delta_instructions") for f in c.get("python_functions") or []
-                            if f["function"] == name), None) for c in shown]
+            growth = [_python_delta(c, name) for c in shown]
             line.update(python_function=name, python_function_delta=growth,
                         python_function_exponent=_growth(growth, arities))
         out.append(line)
@@ -199,6 +200,11 @@ def _python_function_lines(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _per_arity(arities: list[int], values: list[float | None]) -> str:
+    """`1: +510, 16: +3,060`; — where a value is missing."""
+    return ", ".join(f"{a}: " + ("—" if v is None else f"{v:+,.0f}") for a, v in zip(arities, values))
+
+
 def _arity_lines(document: dict[str, Any]) -> list[str]:
     rows = by_arity(document)
     if not rows:
@@ -213,12 +219,9 @@ def _arity_lines(document: dict[str, Any]) -> list[str]:
              "| torch Python function that holds the growth (inclusive) | its Δ by arity | k |",
              "|---|---|---|---|---:|---|---|---:|---|---|---:|"]
     for r in sorted(rows, key=lambda r: -r["delta_total"][-1]):
-        by = ", ".join(f"{a}: {d:+,.0f}" for a, d in zip(r["arities"], r["delta_total"]))
-        own = ", ".join(f"{a}: " + ("—" if d is None else f"{d:+,.0f}")
-                        for a, d in zip(r["arities"], r["function_delta"]))
+        by, own = _per_arity(r["arities"], r["delta_total"]), _per_arity(r["arities"], r["function_delta"])
         k, fk, pk = r["exponent"], r["function_exponent"], r.get("python_function_exponent")
-        python = ", ".join(f"{a}: " + ("—" if d is None else f"{d:+,.0f}")
-                           for a, d in zip(r["arities"], r.get("python_function_delta") or []))
+        python = _per_arity(r["arities"], r.get("python_function_delta") or [])
         lines.append(f"| {r['arg_kind']} | {r['variant']} | {r['mode']} | {by} | {'n/a' if k is None else k} | "
                      f"`{r['function'][:80]}` | {own} | {'n/a' if fk is None else fk} | "
                      + (f"`{r['python_function']}` | {python} | {'n/a' if pk is None else pk} |"
@@ -273,6 +276,8 @@ def figure(document: dict[str, Any], op: str) -> Figure:
     fig = Figure(figsize=(10, 1.6 + 0.28 * len(shown)), dpi=120, layout="constrained")
     ax = fig.add_subplot()
     labels = [f"{c['variant']} / {c['mode']}" for c in shown]
+    notes: list[tuple[float, int, str, str]] = []  # (x, y, text, colour): placed once the x range is known
+    lowest = highest = 0.0
     for y, case in enumerate(shown):
         right = left = 0.0
         values = case["us"] if in_us else {k: v / 1000 for k, v in case["layers"].items()}
@@ -285,20 +290,27 @@ def figure(document: dict[str, Any], op: str) -> Figure:
             else:
                 ax.barh(y, value, left=left, color=color, height=0.7)
                 left += value
+        end = right
         if in_us:
             measured = case["measured_delta_us"]
             low, high = case.get("measured_delta_ci_low"), case.get("measured_delta_ci_high")
             xerr = [[measured - low], [high - measured]] if low is not None and high is not None else None
             ax.errorbar(measured, y, xerr=xerr, fmt="D", color="black", ms=3.5, elinewidth=1, capsize=2, zorder=3)
+            end = max(right, measured if high is None else high)
+            left = min(left, measured if low is None else low)
             explained = case.get("explained")
-            ax.text(max(right, high if high is not None else measured) + 0.01 * (ax.get_xlim()[1] or 1), y,
-                    "" if explained is None else f" {explained:.2f}", va="center", fontsize=7,
-                    color="black" if case.get("agrees") else "#B22222")
+            notes.append((end, y, "" if explained is None else f" {explained:.2f}",
+                          "black" if case.get("agrees") else "#B22222"))
         else:
-            ax.text(right, y, f" {case['delta_total'] / 1000:+.1f}k", va="center", fontsize=7)
+            notes.append((end, y, f" {case['delta_total'] / 1000:+.1f}k", "black"))
+        lowest, highest = min(lowest, left), max(highest, end)
+    # The x range holds every bar, interval and label (autoscaling knows nothing of the labels).
+    span = (highest - lowest) or 1.0
+    ax.set_xlim(lowest - 0.03 * span, highest + 0.1 * span)
+    for x, y, text, color in notes:
+        ax.text(x + 0.005 * span, y, text, va="center", fontsize=7, color=color)
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.set_ylim(len(shown) - 0.4, -0.6)  # top to bottom, without the default margins
-    ax.margins(x=0.08)  # room for the totals' labels
     ax.axvline(0, color="#3A3A3A", lw=1)
     ax.set_xlabel("µs per call over the mode's floor (raw, or function_raw with a graph): each layer's "
                   "instructions\nat the boundary code's instructions per µs; ◆ the measured overhead (95 % CI); "

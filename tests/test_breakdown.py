@@ -576,3 +576,13 @@ def test_time_joins_cases_with_axes_by_their_labelled_baseline() -> None:
     rows = [r for r in timed["rows"] if r["variant"] == "define_impl" and r["layer"] == "python"]
     assert [r["measured_delta_us"] for r in rows] == pytest.approx([0.1, 1.6, 6.4])
     assert all(r["explained"] == pytest.approx(1.0) for r in rows)  # 1 000 Ir per µs at every arity
+
+
+def test_the_figures_x_range_holds_every_bar_with_room_for_its_label() -> None:
+    """The largest bar once ended at the axis's right edge, its label outside the axes."""
+    document = _arity_document()
+    for op in ("args_tensor_16", "args_tensor_64"):
+        ax = cli.figure(document, op).axes[0]  # in thousands of instructions: no native run
+        ends = [sum(v for v in c["layers"].values() if v > 0) / 1000 for c in cli.cases(document) if c["op"] == op]
+        low, high = ax.get_xlim()
+        assert low < 0 < max(ends) < high and high - max(ends) >= 0.05 * (high - low), (op, ax.get_xlim(), ends)
