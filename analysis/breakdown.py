@@ -368,14 +368,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.calls < 1 or args.top < 0:
         p.error("--calls must be >= 1 and --top >= 0")
     try:
+        # What was asked for first, then the folders: a refused run makes none.
+        source = read_breakdown(args.source) if args.source is not None else None
+        config = checked_config(_config(args)) if source is None else None
         out = check_output_dir(args.out, "--out")
         for folder, option in ((args.keep_dumps, "--keep-dumps"), (args.flames, "--flames")):
-            if folder is not None and args.source is None:
+            if folder is not None and config is not None:
                 check_output_dir(folder, option)
-        if args.source is not None:
-            document = read_breakdown(args.source)
-        else:
-            document = _collect(args)
+        document = make_document(config, keep_dumps=args.keep_dumps, top=args.top, time=not args.no_time,
+                                 flames=args.flames) if source is None else source
         for path in write_outputs(document, out):
             print(f"[breakdown] wrote {path}", file=sys.stderr)
     except (OutputPathError, BreakdownInputError) as exc:
@@ -384,11 +385,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _collect(args: Any) -> dict[str, Any]:
+def _config(args: Any) -> Any:
     from dbench.bench.instructions.collect import Config
 
-    config = Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls)
-    return make_document(config, keep_dumps=args.keep_dumps, top=args.top, time=not args.no_time, flames=args.flames)
+    return Config(ops=args.ops, op_files=tuple(args.op), variants=args.variants, calls=args.calls)
+
+
+def checked_config(config: Any) -> Any:
+    """The config with its --op files loaded (their ops, where no --ops named others) and every op
+    and variant known; BreakdownInputError (one line) otherwise."""
+    from dbench.bench.instructions.collect import check_names, load_op_files
+
+    try:
+        names = load_op_files(config)
+        config = replace(config, ops=tuple(names)) if names and config.ops is None else config
+        check_names(config)
+    except ValueError as exc:
+        raise BreakdownInputError(str(exc)) from None
+    return config
 
 
 def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAULT_TOP, time: bool = True,
@@ -396,15 +410,12 @@ def make_document(config: Any, keep_dumps: Path | None = None, top: int = DEFAUL
     """Check the config (BreakdownInputError, one line, before any work), collect its breakdown
     under callgrind, and (time) convert it to µs with a native run of the same cases."""
     from dbench.bench.instructions.breakdown import collect_breakdown
-    from dbench.bench.instructions.collect import (CollectError, check_names, load_op_files, refuse_old_dumps,
-                                                   require_valgrind)
+    from dbench.bench.instructions.collect import CollectError, refuse_old_dumps, require_valgrind
     from dbench.bench.instructions.staging import STAGE, StageError, private_folder
     from dbench.bench.core.native_build import build_dir
 
+    config = checked_config(config)
     try:
-        names = load_op_files(config)
-        config = replace(config, ops=tuple(names)) if names and config.ops is None else config
-        check_names(config)
         refuse_old_dumps(keep_dumps)
         refuse_old_dumps(flames)
         require_valgrind()

@@ -284,6 +284,9 @@ def test_an_unwritable_out_or_an_unknown_op_fails_before_any_collection(tmp_path
     assert "--out" in capsys.readouterr().err
     assert cli.main(["--out", str(tmp_path / "o"), "--ops", "no_such_op"]) == 2
     assert "no_such_op" in capsys.readouterr().err
+    assert cli.main(["--out", str(tmp_path / "o"), "--ops", "args_tensor_1,noop"]) == 2
+    assert "counted on their own, not with noop" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # a refused run makes no folder
 
 
 def test_a_folder_holding_an_earlier_runs_dumps_is_refused_before_any_collection(
