@@ -260,6 +260,31 @@ def time_summary(document: dict[str, Any]) -> list[str]:
             f"{median}); ⚠ marks the others.", ""]
 
 
+def _draw_case(ax: Any, y: int, case: dict[str, Any], layers: list[str], in_us: bool) -> tuple[float, float, str, str]:
+    """One case's stacked bar (and, in µs, its measured overhead with its CI) at row y: its left
+    and right ends, and the label to put beside it with its colour."""
+    right = left = 0.0
+    values = case["us"] if in_us else {k: v / 1000 for k, v in case["layers"].items()}
+    for layer in layers:
+        color = LAYER_COLORS.get(layer, "#000000")
+        value = values.get(layer, 0.0)
+        if value >= 0:
+            ax.barh(y, value, left=right, color=color, height=0.7)
+            right += value
+        else:
+            ax.barh(y, value, left=left, color=color, height=0.7)
+            left += value
+    if not in_us:
+        return left, right, f" {case['delta_total'] / 1000:+.1f}k", "black"
+    measured = case["measured_delta_us"]
+    low, high = case.get("measured_delta_ci_low"), case.get("measured_delta_ci_high")
+    xerr = [[measured - low], [high - measured]] if low is not None and high is not None else None
+    ax.errorbar(measured, y, xerr=xerr, fmt="D", color="black", ms=3.5, elinewidth=1, capsize=2, zorder=3)
+    explained = case.get("explained")
+    return (min(left, measured if low is None else low), max(right, measured if high is None else high),
+            "" if explained is None else f" {explained:.2f}", "black" if case.get("agrees") else "#B22222")
+
+
 def figure(document: dict[str, Any], op: str) -> Figure:
     """One stacked bar per case of `op`: its Ir per call over the floor, by layer (below 0 where a
     layer costs less than in the floor)."""
@@ -276,39 +301,13 @@ def figure(document: dict[str, Any], op: str) -> Figure:
     fig = Figure(figsize=(10, 1.6 + 0.28 * len(shown)), dpi=120, layout="constrained")
     ax = fig.add_subplot()
     labels = [f"{c['variant']} / {c['mode']}" for c in shown]
-    notes: list[tuple[float, int, str, str]] = []  # (x, y, text, colour): placed once the x range is known
-    lowest = highest = 0.0
-    for y, case in enumerate(shown):
-        right = left = 0.0
-        values = case["us"] if in_us else {k: v / 1000 for k, v in case["layers"].items()}
-        for layer in layers:
-            color = LAYER_COLORS.get(layer, "#000000")
-            value = values.get(layer, 0.0)
-            if value >= 0:
-                ax.barh(y, value, left=right, color=color, height=0.7)
-                right += value
-            else:
-                ax.barh(y, value, left=left, color=color, height=0.7)
-                left += value
-        end = right
-        if in_us:
-            measured = case["measured_delta_us"]
-            low, high = case.get("measured_delta_ci_low"), case.get("measured_delta_ci_high")
-            xerr = [[measured - low], [high - measured]] if low is not None and high is not None else None
-            ax.errorbar(measured, y, xerr=xerr, fmt="D", color="black", ms=3.5, elinewidth=1, capsize=2, zorder=3)
-            end = max(right, measured if high is None else high)
-            left = min(left, measured if low is None else low)
-            explained = case.get("explained")
-            notes.append((end, y, "" if explained is None else f" {explained:.2f}",
-                          "black" if case.get("agrees") else "#B22222"))
-        else:
-            notes.append((end, y, f" {case['delta_total'] / 1000:+.1f}k", "black"))
-        lowest, highest = min(lowest, left), max(highest, end)
+    notes = [_draw_case(ax, y, case, layers, in_us) for y, case in enumerate(shown)]
     # The x range holds every bar, interval and label (autoscaling knows nothing of the labels).
+    lowest, highest = min([0.0, *(n[0] for n in notes)]), max([0.0, *(n[1] for n in notes)])
     span = (highest - lowest) or 1.0
     ax.set_xlim(lowest - 0.03 * span, highest + 0.1 * span)
-    for x, y, text, color in notes:
-        ax.text(x + 0.005 * span, y, text, va="center", fontsize=7, color=color)
+    for y, (_, end, text, color) in enumerate(notes):
+        ax.text(end + 0.005 * span, y, text, va="center", fontsize=7, color=color)
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.set_ylim(len(shown) - 0.4, -0.6)  # top to bottom, without the default margins
     ax.axvline(0, color="#3A3A3A", lw=1)
