@@ -377,6 +377,31 @@ def test_an_axis_takes_its_values_by_device_quick_and_op() -> None:
     assert sizes("cuda", False, "mm") == roofline.SIDES_CUDA and sizes("cpu", True, "mm") == roofline.SIDES_CPU[::2]
 
 
+def test_a_case_that_does_not_fit_the_gpu_is_n_a_with_the_allocators_figures() -> None:
+    """On an 80 GB H100 the Triton example's 4 GiB backward check (fp64 reference) ran out of memory
+    and the row was FAILED; it is this device's limit, not the case's fault: n/a, saying how much."""
+    from dbench.scenarios.kernels import check_against
+
+    message = ("CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which "
+               "6.50 GiB is free. Including non-PyTorch memory, this process has 72.67 GiB memory in use. Of the "
+               "allocated memory 70.1 GiB is allocated by PyTorch. See documentation for Memory Management")
+
+    def reference() -> torch.Tensor:
+        raise torch.OutOfMemoryError(message)
+
+    case = Case(key={"op": "rmsnorm", "variant": "aten", "mode": "backward"}, call=None)
+    check_against(case, lambda: torch.ones(3), reference, torch.float32)
+    assert case.call is None and case.error is None
+    assert case.na_reason == ("does not fit in this GPU's memory (full-size check against PyTorch): CUDA out of "
+                              "memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 79.18 GiB of "
+                              "which 6.50 GiB is free. Including non-PyTorch memory, this process has 72.67 GiB "
+                              "memory in use")
+    # Any other error of the check is still the case's failure.
+    broken = Case(key={"op": "rmsnorm", "variant": "aten", "mode": "backward"}, call=None)
+    check_against(broken, lambda: torch.ones(3), lambda: torch.ones(2), torch.float32)
+    assert broken.na_reason is None and "shape [3] instead of [2]" in str(broken.error)
+
+
 def test_the_full_size_check_takes_a_declared_bound() -> None:
     """A long float32 sum carries more rounding than REL_ERROR allows: an op that declares its rtol
     is held to that instead, and the reason says which bound failed."""

@@ -88,7 +88,12 @@ def test_the_tests_validate_every_result_they_write(tmp_path: Path) -> None:
     assert os.environ.get(schema.VALIDATE_ENV) == "1"
     doc = _small()
     write_result(tmp_path / "ok.json", doc)
-    broken = {**doc, "status": "done"}
+    broken = copy.deepcopy(doc)
+    broken["rows"][0]["median"] = 0.0
     with pytest.raises(jsonschema.ValidationError):
         write_result(tmp_path / "bad.json", broken)
+    assert not (tmp_path / "bad.json").exists()
+    # A status no reader knows is refused before that, by the document's type.
+    with pytest.raises(ValueError, match="not 'done'"):
+        write_result(tmp_path / "bad.json", {**doc, "status": "done"})
     assert not (tmp_path / "bad.json").exists()

@@ -4,6 +4,7 @@ the harness keeps its result file's lifecycle."""
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from typing import Any
 
 from dbench.bench.harness.options import RunOptions
@@ -11,6 +12,7 @@ from dbench.bench.harness.options import RunOptions
 from dbench.bench.harness.common import Outcome, shown
 from dbench.bench.harness.device import open_result
 from dbench.bench.harness.interrupts import GracefulStop
+from dbench.bench.io.result_types import ResultDocument
 
 
 def run_custom(scenario: Any, options: RunOptions, console: Any, stop: GracefulStop) -> Outcome:
@@ -20,18 +22,17 @@ def run_custom(scenario: Any, options: RunOptions, console: Any, stop: GracefulS
     stop.install(signal.SIGINT, signal.SIGTERM)
     device = options.device
     env, json_path = open_result(scenario.name, device, device, options, console, warn=False)
-    doc: dict[str, Any] = {"scenario": scenario.name, "status": "running", "config": {},
-                           "env": envmod.redact_paths(env), "rows": []}
+    doc = ResultDocument(scenario.name, "running", env=envmod.redact_paths(env))
     write_result(json_path, doc)
     try:
         rows, extra = scenario.custom_run(device)
     except BaseException as exc:
-        write_result(json_path, {**doc, "status": "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
-                                 "error": f"{type(exc).__name__}: {exc}"})
+        write_result(json_path, replace(doc, status="interrupted" if isinstance(exc, KeyboardInterrupt) else "failed",
+                                        error=f"{type(exc).__name__}: {exc}"))
         raise
     env.update(extra)
-    done = {**doc, "status": "complete", "env": envmod.redact_paths(env), "rows": rows}
+    done = replace(doc, status="complete", env=envmod.redact_paths(env), rows=rows)
     write_result(json_path, done)
     code = scenario.custom_report(rows, console)
     console.print(f"wrote {shown(json_path)}")
-    return Outcome(code, json_path, done)
+    return Outcome(code, json_path, done.to_json())

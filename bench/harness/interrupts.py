@@ -83,20 +83,21 @@ def mark_interrupted(args: Any) -> Path | None:
     torch is), a new one in --out or the default folder. Standard library only: the interrupt may
     have cut an import short. None when there is nowhere to write (the command line was not read)."""
     from dbench.bench.io.atomic import create_unique
+    from dbench.bench.io.result_types import ResultDocument
     from dbench.bench.core.trust import make_output_folder
 
-    note = {"status": "interrupted", "error": "interrupted before anything was measured"}
+    error = "interrupted before anything was measured"
     try:
         if RESERVED:
-            end_running(RESERVED[-1], "interrupted", note["error"])  # unless its way to run ended it
+            end_running(RESERVED[-1], "interrupted", error)  # unless its way to run ended it
             return RESERVED[-1]
         if args is None:
             return None
         folder = args.out or args.default_out
         make_output_folder(folder)  # refused (UntrustedPathError) where others could plant files
         now = dt.datetime.now(dt.timezone.utc)
-        doc = {"scenario": args.scenario, **note, "config": {},
-               "env": {"time": now.isoformat(timespec="seconds"), "device": args.device}, "rows": [], "failures": []}
+        doc = ResultDocument(args.scenario, "interrupted", error=error,
+                             env={"time": now.isoformat(timespec="seconds"), "device": args.device}).to_json()
         stem = f"{args.scenario}-{(args.device or 'unknown').replace(':', '')}-{now.strftime('%Y%m%dT%H%M%SZ')}"
         return create_unique(folder, stem, ".json", json.dumps(doc, indent=1) + "\n")
     except (OSError, ValueError) as exc:

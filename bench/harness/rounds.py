@@ -26,6 +26,7 @@ from dbench.bench.harness.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, 
 from dbench.bench.harness.cpp_pass import cpp_section
 from dbench.bench.harness.device import open_result, pin_cpus
 from dbench.bench.harness.interrupts import GracefulStop
+from dbench.bench.io.result_types import ResultDocument
 
 
 class _Refused(Exception):
@@ -74,7 +75,7 @@ class Run:
         self.phases[name] = round(now - self._last, 2)
         self._last = now
 
-    def document(self, status: str) -> dict[str, Any]:
+    def document(self, status: str) -> ResultDocument:
         from dbench.bench.io import env as envmod
         from dbench.bench.core.identity import case_identity
         from dbench.bench.core.probe import probe_summary
@@ -90,21 +91,21 @@ class Run:
             works = {case_identity(c.key): c.work for c in self.cases if c.work is not None}
             attach(rows, works, self.measured["roofs"], "gpu_us" if self.cuda else "cpu_us")
         roofs = {"cache": list(self.options.cache)} if self.scenario.makes(Pass.ROOFS) else {}
-        return {
-            "scenario": self.scenario.name,
-            "status": status,
-            "config": {**vars(self.config), "dtype": self.options.dtype, **roofs, **self.info,
-                       "phase_seconds": dict(self.phases)},
-            "env": envmod.redact_paths(self.env),
-            "speed_probe": probe_summary(self.probe.samples),
-            **self.measured,
-            "rows": rows,
-        }
+        return ResultDocument(
+            scenario=self.scenario.name,
+            status=status,
+            config={**vars(self.config), "dtype": self.options.dtype, **roofs, **self.info,
+                    "phase_seconds": dict(self.phases)},
+            env=envmod.redact_paths(self.env),
+            speed_probe=probe_summary(self.probe.samples),
+            roofs=self.measured.get("roofs"),
+            rows=rows,
+        )
 
-    def write(self, status: str, **extra: Any) -> Path:
+    def write(self, status: str, error: str | None = None) -> Path:
         from dbench.bench.io.results import write_result
 
-        return write_result(self.json_path, {**self.document(status), **extra})
+        return write_result(self.json_path, dataclasses.replace(self.document(status), error=error))
 
     # --- the run ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -161,11 +162,11 @@ class Run:
             csv_path = write_result(self.json_path, doc)
         except ResultWriteError as exc:
             return self.write_error(exc, doc)
-        failed = any(r["status"] == "failed" for r in doc["rows"])
+        failed = any(r["status"] == "failed" for r in doc.rows)
         code = EXIT_INTERRUPTED if status == "interrupted" else EXIT_FAILED if failed else EXIT_OK
-        return Finished(code, self.json_path, doc, csv_path)
+        return Finished(code, self.json_path, doc.to_json(), csv_path)
 
-    def write_error(self, exc: OSError, doc: dict[str, Any]) -> Finished:
+    def write_error(self, exc: OSError, doc: ResultDocument) -> Finished:
         """A result write failed mid-run: one line naming the file and why, one last try to write what
         was measured (status failed; if that fails too, the file stays as its last complete write,
         never a partial one); exit 1, as for any write that fails once the file is reserved, even before
@@ -174,7 +175,7 @@ class Run:
 
         rounds = self.info["rounds_done"]
         try:
-            write_result(self.json_path, {**doc, "status": "failed", "error": str(exc)})
+            write_result(self.json_path, dataclasses.replace(doc, status="failed", error=str(exc)))
             kept = f"what was measured is in {shown(self.json_path)} (status failed)"
         except ResultWriteError as again:
             kept = (f"the final write failed too ({again.strerror}): {shown(self.json_path)} is left as its last "

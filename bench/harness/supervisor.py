@@ -162,6 +162,7 @@ def end_running(path: Path, status: str, error: str) -> bool:
     import json
 
     from dbench.bench.io.atomic import write_atomic
+    from dbench.bench.io.result_types import ResultDocument
 
     text = path.read_text()
     doc = json.loads(text) if text.strip() else {}
@@ -172,8 +173,9 @@ def end_running(path: Path, status: str, error: str) -> bool:
     config = dict(doc.get("config") or {})
     if not doc.get("rows"):  # stopped before the run wrote its config: nothing measured, no round done
         config.setdefault("rounds_done", 0)
-    write_atomic(path, json.dumps({"env": {}, "rows": [], **doc, "config": config, "status": status, "error": error},
-                                  indent=1) + "\n")
+    ended = ResultDocument.from_json(doc)
+    ended.config, ended.status, ended.error = config, status, error
+    write_atomic(path, json.dumps(ended.to_json(), indent=1) + "\n")
     return True
 
 

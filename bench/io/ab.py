@@ -110,6 +110,7 @@ def merge_ab(docs: Sequence[Mapping[str, Any] | None], metas: Sequence[Mapping[s
     from dbench.bench.core.identity import row_identity
     from dbench.bench.io.process_merge import merge_processes, merge_rows, process_entry
     from dbench.bench.io.results import mark_gpu_bound
+    from dbench.bench.io.result_types import ResultDocument
     from dbench.bench.io.shard_merge import row_order, settle
 
     def side(name: str) -> tuple[list[Mapping[str, Any] | None], list[Mapping[str, Any]]]:
@@ -140,9 +141,8 @@ def merge_ab(docs: Sequence[Mapping[str, Any] | None], metas: Sequence[Mapping[s
     main["env"]["processes"] = [process_entry(d, m) for d, m in zip(docs, metas)]
     main["config"]["processes"] = len(slots)
     main["config"]["rounds_done"] = sum(int((d or {}).get("config", {}).get("rounds_done") or 0) for d in docs)
-    return settle({
-        **main,
-        "ab": {"a": specs[0], "b": specs[1], "pairs": pairs, "order": order_text(slots)},
-        "a_speed_probe": probe_summary(a_probe),
-        "rows": rows,
-    }, metas)  # both sides' processes decide the status; each failed one is named
+    merged = ResultDocument.from_json(main)
+    merged.ab = {"a": specs[0], "b": specs[1], "pairs": pairs, "order": order_text(slots)}
+    merged.a_speed_probe = probe_summary(a_probe)
+    merged.rows = rows
+    return settle(merged, metas)  # both sides' processes decide the status; each failed one is named

@@ -27,37 +27,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+# The row contract and the document's statuses are declared once, as types (bench/io/result_types.py);
+# the reader checks each field by the kind its type gives it.
+from dbench.bench.io.result_types import (
+    DOCUMENT_STATUSES,
+    NUMBER_FIELDS,
+    NUMBER_LISTS,
+    OBJECT_FIELDS,
+    POSITIVE_FIELDS,
+    POSITIVE_LISTS,
+    REQUIRED_ROW_FIELDS,
+    ROW_STATUSES,
+    SCHEMA_VERSION,
+    SIDE_A,
+    TEXT_FIELDS,
+    UNTIMED,
+)
 
-# The version of the documents bench.io.results writes. 2: rows carry their scenario axes (bench/core/identity.py);
-# 1 reads as axis-free.
-SCHEMA_VERSION = 2
 MAX_BYTES = 256 << 20  # far above any run's file (the largest committed one is ~2 MB), compressed or not
 MAX_DEPTH = 32  # a result nests about 5 deep
 MAX_INT = 1 << 63  # no count or size of the suite is larger
-DOCUMENT_STATUSES = ("running", "complete", "interrupted", "incomplete", "failed")
-# "not run": a case that was to be timed, in a run that stopped (interrupted, failed) before its first round.
-ROW_STATUSES = ("ok", "n/a", "failed", "not run")
-UNTIMED = ("n/a", "failed", "not run")  # a row with one of these statuses has no values to check or judge
-REQUIRED_ROW_FIELDS = (
-    "scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer",
-    "median", "q1", "q3", "ci_low", "ci_high", "samples",
-)
-TEXT_FIELDS = ("scenario", "op", "variant", "mode", "device", "driver", "metric", "unit", "timer", "dtype",
-               "reason", "baseline", "delta_reason", "graph_break_reason", "checked_on")
-# Numbers that must be positive in a timed row of a time metric (unit "us"): times and ratios of times.
-POSITIVE_FIELDS = ("median", "a_median", "ratio_median", "ab_ratio_median", "ab_floor_ratio_median")
-POSITIVE_LISTS = ("process_medians", "a_process_medians", "process_ratio_medians", "a_process_ratio_medians")
-SIDE_A = ("a_median", "a_process_medians", "a_process_ratio_medians", "a_samples")
-NUMBER_FIELDS = (
-    "median", "q1", "q3", "ci_low", "ci_high", "delta_median", "delta_ci_low", "delta_ci_high", "ratio_median",
-    "ratio_ci_low", "ratio_ci_high", "rel_iqr", "a_median", "ab_ratio_median", "ab_ratio_ci_low", "ab_ratio_ci_high",
-    "ab_floor_ratio_median", "ab_floor_ratio_ci_low", "ab_floor_ratio_ci_high", "n", "block_calls", "ab_pairs",
-    "bytes", "flops", "gbps", "tflops", "intensity", "roof_tflops", "pct_of_roof", "instructions", "target_us",
-    "graph_breaks", "graphs", "first_call_s",  # regions: what compiling (or capturing) a chain took
-)
-NUMBER_LISTS = ("samples", "a_samples", "process_medians", "a_process_medians", "process_ratio_medians",
-                "a_process_ratio_medians", "process_delta_medians", "process_n", "a_process_n")
-OBJECT_FIELDS = ("config", "ab", "speed_probe", "a_speed_probe", "roofs")  # objects (or null) when present
 ROW_COLUMNS = (*REQUIRED_ROW_FIELDS, "status", "reason", "baseline", "shape", "dtype", "axes")
 ENV_COLUMNS = ("time", "torch", "cuda_runtime", "gpu_name", "cpu_model", "hostname")
 

@@ -25,6 +25,7 @@ from typing import Any
 from dbench.bench.core import stats
 from dbench.bench.core.identity import row_identity
 from dbench.bench.core.rows import num
+from dbench.bench.io.result_types import ResultDocument
 from dbench.bench.io.shard_merge import row_order, settle
 
 PER_PROCESS = {"median": "process_medians", "ratio_median": "process_ratio_medians",
@@ -117,12 +118,12 @@ def merge_processes(docs: Sequence[Mapping[str, Any] | None], meta: Sequence[Map
     probe_samples = [x for d in present for x in ((d.get("speed_probe") or {}).get("samples") or [])]
     from dbench.bench.core.probe import probe_summary
 
-    return settle({
-        "scenario": first.get("scenario"),
-        "status": None,
-        "config": config,
-        "env": env,
-        "speed_probe": probe_summary(probe_samples),  # every process's rounds, in time order
-        **{k: first[k] for k in ("roofs",) if k in first},
-        "rows": merge_rows(docs),
-    }, meta)
+    return settle(ResultDocument(
+        scenario=first.get("scenario"),
+        status=None,
+        config=config,
+        env=env,
+        speed_probe=probe_summary(probe_samples),  # every process's rounds, in time order
+        roofs=first.get("roofs"),
+        rows=merge_rows(docs),
+    ), meta)

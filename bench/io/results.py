@@ -23,6 +23,7 @@ from dbench.bench.io import atomic
 from dbench.bench.io.atomic import write_atomic  # noqa: F401  (the one atomic writer; importable from here, as before)
 from dbench.bench.core.identity import case_identity
 from dbench.bench.core.rows import stat_row
+from dbench.bench.io.result_types import ResultDocument
 from dbench.bench.io.schema import VALIDATE_ENV
 from dbench.bench.core.case import Case
 from dbench.bench.core.runner import TIMER
@@ -67,12 +68,6 @@ def case_rows(cases: Iterable[Case], by_label: dict[str, Case] | None = None) ->
     return rows
 
 
-def failures(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The failed rows of a document, one line each (the document's "failures" list)."""
-    return [{"row": "/".join(str(r.get(k)) for k in ("op", "variant", "mode")), "driver": r.get("driver"),
-             "metric": r.get("metric"), "reason": r.get("reason")} for r in rows if r.get("status") == "failed"]
-
-
 def mark_gpu_bound(rows: list[dict[str, Any]]) -> None:
     """Flag CPU rows whose GPU time per call is at least their CPU time per call:
     their CPU figure is the GPU's pace, not a dispatch cost."""
@@ -109,8 +104,7 @@ def _writing(path: Path) -> Iterator[None]:
 def placeholder(scenario: str, device: str) -> dict[str, Any]:
     """What a reserved result file holds until the run's first write: a valid, empty `running` document
     (no round done yet, so an interrupt at any moment leaves a file that says how many rounds it holds)."""
-    return {"schema_version": SCHEMA_VERSION, "scenario": scenario, "status": "running", "config": {"rounds_done": 0},
-            "env": {"device": device}, "rows": [], "failures": []}
+    return ResultDocument(scenario, "running", config={"rounds_done": 0}, env={"device": device}).to_json()
 
 
 def reserve_result_path(folder: Path, scenario: str, device: str) -> Path:
@@ -127,12 +121,12 @@ def reserve_result_path(folder: Path, scenario: str, device: str) -> Path:
         return atomic.create_unique(folder, f"{scenario}-{device.replace(':', '')}-{stamp}", ".json", text)
 
 
-def write_result(json_path: Path, document: dict[str, Any]) -> Path:
+def write_result(json_path: Path, result: ResultDocument | dict[str, Any]) -> Path:
     """Write the JSON document and its CSV view (same stem), each atomically; returns the CSV path.
-    The document's "failures" list: its failed rows, plus any entries it brings that name a failed
-    child process ("child"). Raises ResultWriteError (the previous file stays whole) on failure."""
-    named = [f for f in document.get("failures") or [] if isinstance(f, dict) and "child" in f]
-    document = {"schema_version": SCHEMA_VERSION, **document, "failures": failures(document["rows"]) + named}
+    A document given as a dict (a merge's, rewritten) is taken back as its type first, so every file
+    is made by ResultDocument.to_json (its "failures": the failed rows, then any failed child process).
+    Raises ResultWriteError (the previous file stays whole) on failure."""
+    document = (result if isinstance(result, ResultDocument) else ResultDocument.from_json(result)).to_json()
     if os.environ.get(VALIDATE_ENV):  # the tests: every document written follows docs/result.schema.json
         from dbench.bench.io.schema import validate
 

@@ -1,7 +1,9 @@
-"""The result document as a JSON Schema (draft 2020-12), made from the constants bench/io/document.py
-checks with, so the two never disagree. The committed copy, docs/result.schema.json, is what users'
-tools validate against; tests/test_schema.py keeps it equal to this one and validates every result
-the tests write (bench.io.results.write_result validates when DBENCH_VALIDATE_RESULTS is set).
+"""The result document as a JSON Schema (draft 2020-12), made from the result's types
+(bench/io/result_types.py: `Row`'s fields by kind, `ResultDocument`'s parts), which the reader
+(bench/io/document.py) checks with too, so the two never disagree. The committed copy,
+docs/result.schema.json, is what users' tools validate against; tests/test_schema.py keeps it equal
+to this one and validates every result the tests write (bench.io.results.write_result validates when
+DBENCH_VALIDATE_RESULTS is set).
 
     python3 -m dbench.bench.io.schema [--write]     print it, or rewrite docs/result.schema.json
 """
@@ -14,19 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dbench.bench.io.document import (
-    DOCUMENT_STATUSES,
-    NUMBER_FIELDS,
-    NUMBER_LISTS,
-    OBJECT_FIELDS,
-    POSITIVE_FIELDS,
-    REQUIRED_ROW_FIELDS,
-    ROW_STATUSES,
-    SCHEMA_VERSION,
-    SIDE_A,
-    TEXT_FIELDS,
-    UNTIMED,
-)
+from dbench.bench.io import result_types as rt
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "result.schema.json"
 VALIDATE_ENV = "DBENCH_VALIDATE_RESULTS"
@@ -41,45 +31,45 @@ _IDENTITY_VALUE = {"anyOf": [_SCALAR, {"type": "array", "items": {"$ref": "#/$de
 def schema() -> dict[str, Any]:
     """The result document's JSON Schema."""
     row_properties: dict[str, Any] = {
-        **{name: _TEXT for name in TEXT_FIELDS},
-        **{name: _NUMBER for name in NUMBER_FIELDS},
-        **{name: {"type": ["array", "null"], "items": _NUMBER} for name in NUMBER_LISTS},
-        "status": {"enum": [*ROW_STATUSES, None]},
-        "a_status": {"enum": [*ROW_STATUSES, None]},
+        **{name: _TEXT for name in rt.TEXT_FIELDS},
+        **{name: _NUMBER for name in rt.NUMBER_FIELDS},
+        **{name: {"type": ["array", "null"], "items": _NUMBER} for name in rt.NUMBER_LISTS},
+        "status": {"enum": [*rt.ROW_STATUSES, None]},
+        "a_status": {"enum": [*rt.ROW_STATUSES, None]},
         "shape": {"$ref": "#/$defs/identity_value"},
         "axes": {"type": ["array", "null"], "items": {"type": "string"}},
     }
     # A timed row of a time metric (unit us, status not FAILED or n/a): its times and ratios of times
     # are positive. (NaN and infinities are not JSON; the reader refuses them too.)
     # (Side A's fields are checked only when side A was timed too: not expressed here.)
-    positive = {name: {"type": ["number", "null"], "exclusiveMinimum": 0} for name in POSITIVE_FIELDS
-                if name not in SIDE_A}
+    positive = {name: {"type": ["number", "null"], "exclusiveMinimum": 0} for name in rt.POSITIVE_FIELDS
+                if name not in rt.SIDE_A}
     timed_time_row = {
-        "if": {"properties": {"unit": {"const": "us"}, "status": {"not": {"enum": list(UNTIMED)}}},
+        "if": {"properties": {"unit": {"const": "us"}, "status": {"not": {"enum": list(rt.UNTIMED)}}},
                "required": ["unit"]},
         "then": {"properties": {**positive, "median": {"type": "number", "exclusiveMinimum": 0}},
                  "required": ["median"]},
     }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": f"dbench result document (schema_version {SCHEMA_VERSION})",
+        "title": f"dbench result document (schema_version {rt.SCHEMA_VERSION})",
         "description": "One run of a scenario: its configuration, environment and rows (one per case and metric). "
-                       "Made by bench/io/schema.py from the checks of bench/io/document.py.",
+                       "Made by bench/io/schema.py from the types of bench/io/result_types.py.",
         "type": "object",
         "required": ["env", "rows"],
         "properties": {
-            "schema_version": {"type": "integer", "minimum": 1, "maximum": SCHEMA_VERSION},
+            "schema_version": {"type": "integer", "minimum": 1, "maximum": rt.SCHEMA_VERSION},
             "scenario": {"type": "string"},
-            "status": {"enum": list(DOCUMENT_STATUSES)},
+            "status": {"enum": list(rt.DOCUMENT_STATUSES)},
             "error": _TEXT,
             "env": {"type": "object", "properties": {"time": _TEXT}},
-            **{name: {"type": ["object", "null"]} for name in OBJECT_FIELDS},
+            **{name: {"type": ["object", "null"]} for name in rt.OBJECT_FIELDS},
             "rows": {"type": "array", "items": {"$ref": "#/$defs/row"}},
             "failures": {"type": "array", "items": {"type": "object"}},
         },
         "$defs": {
             "identity_value": _IDENTITY_VALUE,
-            "row": {"type": "object", "required": list(REQUIRED_ROW_FIELDS), "properties": row_properties,
+            "row": {"type": "object", "required": list(rt.REQUIRED_ROW_FIELDS), "properties": row_properties,
                     "allOf": [timed_time_row]},
         },
     }

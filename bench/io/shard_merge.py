@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dbench.bench.core.identity import case_label, row_identity
+from dbench.bench.io.result_types import ResultDocument
 
 
 def merged_status(statuses: Sequence[str]) -> str:
@@ -28,31 +29,31 @@ def _child_text(i: int, m: Mapping[str, Any]) -> str:
     return f"{m.get('name') or f'child {i}'}: {m.get('reason') or status}"
 
 
-def settle(doc: dict[str, Any], meta: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """A merged document's final status, its error and its named child failures, in place.
+def settle(doc: ResultDocument, meta: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A merged document's final status, its error and its named child failures, as written.
 
     failed when a child failed (each is named in "failures", its rows kept) or when nothing was merged
     (a document without rows is never complete); else complete or interrupted as merged_status says
     (a signalled stop before any row stays interrupted, with the children named in its error)."""
-    doc.pop("error", None)  # a part's (settled before the whole) is not the whole's
-    doc["status"] = merged_status([str(m.get("status") or "failed") for m in meta])
-    doc["failures"] = child_failures(meta)
-    if doc["failures"]:
-        doc["error"] = "; ".join(f"{f['child']} failed ({f['reason']})" for f in doc["failures"])
-    elif not doc.get("rows"):
-        doc["status"] = "interrupted" if doc["status"] == "interrupted" else "failed"
-        doc["error"] = "no rows were merged: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
-    return doc
+    doc.error = None  # a part's (settled before the whole) is not the whole's
+    doc.status = merged_status([str(m.get("status") or "failed") for m in meta])
+    doc.children_failed = child_failures(meta)
+    if doc.children_failed:
+        doc.error = "; ".join(f"{f['child']} failed ({f['reason']})" for f in doc.children_failed)
+    elif not doc.rows:
+        doc.status = "interrupted" if doc.status == "interrupted" else "failed"
+        doc.error = "no rows were merged: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
+    return doc.to_json()
 
 
 def empty_merge(scenario: str, what: str, meta: Sequence[Mapping[str, Any]], config: Mapping[str, Any],
                 env: Mapping[str, Any]) -> dict[str, Any]:
     """The document of a run none of whose children (`what`: "process", "shard") wrote a result:
     failed, with every child named with how it ended."""
-    doc = {"scenario": scenario, "status": "failed", "config": dict(config), "env": dict(env), "rows": []}
+    doc = ResultDocument(scenario, "failed", dict(config), dict(env))
     settle(doc, meta)
-    doc["error"] = f"no {what} wrote a result: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
-    return doc
+    doc.error = f"no {what} wrote a result: " + "; ".join(_child_text(i, m) for i, m in enumerate(meta))
+    return doc.to_json()
 
 
 def _gpu_index(device: Any, env: Mapping[str, Any]) -> int | None:
@@ -127,15 +128,15 @@ def merge_results(
                 rows.append(row)
         shard_info.append(_shard_info(i, doc, m, doc_rows, device, env, status))
     first = present[0]
-    return settle({
-        "scenario": first.get("scenario"),
-        "status": None,
-        "config": _merged_config(first, present, shard_info, len(docs)),
-        "env": _merged_env(first, shard_info, warnings),
-        "speed_probe": first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
-        "rows": row_order(rows),
-        "duplicate_baseline_rows": duplicates,
-    }, ended)
+    return settle(ResultDocument(
+        scenario=first.get("scenario"),
+        status=None,
+        config=_merged_config(first, present, shard_info, len(docs)),
+        env=_merged_env(first, shard_info, warnings),
+        speed_probe=first.get("speed_probe"),  # each shard's median: env.shards[i].speed_probe
+        rows=row_order(rows),
+        duplicate_baseline_rows=duplicates,
+    ), ended)
 
 
 def _shard_status(given: str | None, doc: Mapping[str, Any] | None) -> str:
