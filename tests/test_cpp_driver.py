@@ -504,7 +504,6 @@ def test_gpu_pass_runs_the_driver_with_cupti(fake_driver: Path, monkeypatch: pyt
 
 def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = None,
                  modes: tuple[str, ...] | None = None, order: str = "shuffled") -> tuple[list[dict], dict, str]:
-    import argparse
     import io
 
     from rich.console import Console
@@ -512,8 +511,10 @@ def _cpp_section(device: str, gpu_timer: str = "cupti", result: Path | None = No
     from dbench.bench.io.cpp_results import CppRequest
     from dbench.bench.harness.cpp_pass import cpp_section
 
-    args = argparse.Namespace(cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1, gpu_timer=gpu_timer, gpu_rounds=5,
-                              modes=modes, order=order, seed=4)
+    from dbench.bench.harness.options import RunOptions
+
+    args = RunOptions(scenario="boundary", device=device, cpp_repetitions=3, cpp_min_time=0.01, pin_cores=1,
+                      gpu_timer=gpu_timer, gpu_rounds=5, modes=modes, order=order, seed=4)
     out = io.StringIO()
     env: dict[str, Any] = {}
     result = result or Path(tempfile.mkdtemp()) / "boundary-cuda0-x.json"
@@ -651,3 +652,19 @@ def test_the_cpp_section_times_the_selected_modes_it_has(fake_driver: Path, monk
     assert rows == [] and "C++ driver skipped: --modes compiled" in out
     assert env["cpp_driver_context"] == {"skipped": "--modes compiled: the driver times inference, no_grad, "
                                                     "inference_mode, fwd_requires_grad, fwd_bwd only"}
+
+
+def test_the_drivers_gpu_pass_alone_follows_only_a_cpu_run_that_ran(tmp_path: Path) -> None:
+    """A duet process runs the driver's GPU pass as its own step (bench/harness/rounds.py steps):
+    none after a skipped or failed CPU run, none off CUDA, none for modes the driver does not time."""
+    from dbench.bench.harness.cpp_pass import cpp_gpu_section
+    from dbench.bench.harness.options import RunOptions
+    from dbench.bench.io.cpp_results import CppRequest
+
+    options = RunOptions(scenario="boundary", device="cuda:0")
+    for device, context, modes in (("cuda:0", {"skipped": "not built"}, None), ("cuda:0", {"error": "exit 1"}, None),
+                                   ("cpu", {}, None), ("cuda:0", {}, ("compiled",))):
+        env: dict[str, Any] = {"cpp_driver_context": context}
+        opts = RunOptions(scenario="boundary", device=device, modes=modes) if modes else options
+        assert cpp_gpu_section(device, CppRequest(("muladd",)), opts, env, None, tmp_path / "r.json") == []
+        assert env == {"cpp_driver_context": context}

@@ -453,3 +453,96 @@ def test_one_merge_pairs_the_rows_as_it_is_told() -> None:
         merge(docs, meta, Pairing.AB, **parent)
     with pytest.raises(ValueError, match="no process wrote a result"):  # the caller's empty document names them
         merge([None, None], meta, Pairing.PROCESSES, **parent)
+
+
+# ---------------------------------------------------------------------------
+# --duet on CUDA: a pair's GPU passes take turns (bench/harness/gpu_turn.py).
+
+
+def test_each_duet_pair_on_cuda_shares_one_gpu_turn_and_no_other_run_has_one(tmp_path: Path) -> None:
+    import dataclasses
+
+    from dbench.bench.children.processes import _children
+
+    ab = ["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "3"]
+    duet = dataclasses.replace(_options(ab, "cuda:0"), duet=True)
+    children, _ = _children(slots(None, 3), None, duet, per_side=3, work=tmp_path)
+    turns = [c.options.gpu_turn for c in children]
+    assert turns == [tmp_path / f"pair-{i // 2}.gpu-turn" for i in range(6)]  # ABBA: the pair's two slots together
+    from dbench.bench.harness.options import RunOptions
+
+    assert RunOptions.from_json(children[0].options.to_json()).gpu_turn == tmp_path / "pair-0.gpu-turn"
+    for options in (_options(ab, "cuda:0"), dataclasses.replace(_options(ab, "cpu"), duet=True)):
+        children, _ = _children(slots(None, 3), None, options, per_side=3, work=tmp_path)
+        assert {c.options.gpu_turn for c in children} == {None}  # one at a time, or no GPU pass to share
+
+
+def test_a_gpu_turn_waits_for_the_partner_and_says_how_long(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from dbench.bench.harness.gpu_turn import gpu_turn
+
+    lock = tmp_path / "pair-0.gpu-turn"
+    holding, release = threading.Event(), threading.Event()
+
+    def partner() -> None:
+        with gpu_turn(lock):
+            holding.set()
+            release.wait(10)
+
+    other = threading.Thread(target=partner)
+    other.start()
+    assert holding.wait(10)
+    waited: dict[str, float] = {}
+    threading.Timer(0.3, release.set).start()
+    start = time.monotonic()
+    with gpu_turn(lock, waited):
+        took = time.monotonic() - start
+    other.join(10)
+    assert took >= 0.25 and waited["gpu_turn_wait_s"] >= 0.25
+    with gpu_turn(lock, waited):  # free now: no wait, and the total only grows
+        pass
+    assert waited["gpu_turn_wait_s"] >= 0.25
+    with gpu_turn(None, waited):  # no pair: nothing to take
+        pass
+
+
+def test_a_gpu_turn_refuses_a_planted_link(tmp_path: Path) -> None:
+    from dbench.bench.harness.gpu_turn import gpu_turn
+
+    target = tmp_path / "victim"
+    target.write_text("kept")
+    (tmp_path / "pair-0.gpu-turn").symlink_to(target)
+    with pytest.raises(OSError):
+        with gpu_turn(tmp_path / "pair-0.gpu-turn"):
+            pass
+    assert target.read_text() == "kept"
+
+
+def test_a_duet_process_entry_says_how_long_it_waited_for_its_gpu_turn() -> None:
+    from dbench.bench.io.process_merge import process_entry
+
+    waited = process_entry({"env": {}, "config": {"rounds_done": 3, "gpu_turn_wait_s": 4.5}}, {"name": "p1"})
+    assert waited["gpu_turn_wait_s"] == 4.5 and waited["name"] == "p1"
+    assert "gpu_turn_wait_s" not in process_entry({"env": {}, "config": {"rounds_done": 3}}, {"name": "p2"})
+
+
+def test_a_duet_process_makes_its_cpu_passes_first_and_its_gpu_passes_last() -> None:
+    """With a GPU turn, both processes of a pair time their CPU rows (Python, then the C++ driver's)
+    side by side, then take turns for the GPU; without one, the declared order."""
+    import dataclasses
+
+    from dbench.bench.harness.rounds import Run
+    from dbench.scenarios import SCENARIOS
+
+    def steps(options: Any) -> list[str]:
+        run = object.__new__(Run)
+        run.scenario, run.options, run.cuda = SCENARIOS["boundary"], options, True
+        return [step.__name__ for step in run.steps()]
+
+    plain = _options(["--scenario", "boundary"], "cuda:0")
+    assert steps(plain) == ["cpu_rounds", "gpu_pass", "cpp_pass"]
+    turns = dataclasses.replace(plain, gpu_turn=Path("pair-0.gpu-turn"))
+    assert steps(turns) == ["cpu_rounds", "cpp_cpu_pass", "gpu_pass", "cpp_gpu_pass"]
+    assert steps(dataclasses.replace(turns, no_cpp=True)) == ["cpu_rounds", "gpu_pass"]

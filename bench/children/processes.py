@@ -293,6 +293,8 @@ def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options:
         mine = child_options(options, per_side=per_side, seed=seed, out_dir=out_dir)
         if options.duet:  # the pair's second process pins to the cores next to the first's
             mine = dataclasses.replace(mine, pin_offset=options.pin_offset + slot.index % 2)
+            if options.on_cuda:  # and times its GPU passes while the first does not (bench/harness/gpu_turn.py)
+                mine = dataclasses.replace(mine, gpu_turn=work / f"pair-{slot.pair}.gpu-turn")
         children.append(Child(slot.index, _name(slot, len(plan)), side.python if side else sys.executable, out_dir,
                               work / f"process-{slot.index}.log", options=mine, env=side.env if side else None,
                               device=options.device, describe=f"side {side.spec}" if side else ""))

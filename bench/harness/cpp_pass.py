@@ -6,18 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from dbench.bench.harness.gpu_turn import gpu_turn
+
 if TYPE_CHECKING:
     from dbench.bench.io.cpp_results import CppRequest
     from dbench.bench.harness.options import RunOptions
 
 
 def cpp_section(device: str, request: CppRequest, options: RunOptions, env: dict[str, Any],
-                console: Any, json_path: Path, gpu: bool = True) -> list[dict[str, Any]]:
+                console: Any, json_path: Path, gpu: bool = True,
+                waited: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The scenario's ops called from C++ (Google Benchmark driver), as rows with driver "cpp"; the
     driver's own JSON stays beside the result file (bench.io.cpp_results.gbench_path). In the grouped
     order (--order) the driver runs --cpp-repetitions rounds of --cpp-min-time blocks, a case beside
     its floor; shuffled, Google Benchmark's randomly interleaved repetitions. `gpu`: on a CUDA
-    device, also the driver's GPU pass (a scenario that makes a GPU pass).
+    device, also the driver's GPU pass (a scenario that makes a GPU pass; cpp_gpu_section).
 
     A driver that is not built is skipped (said on the console and in env); one that crashes,
     exits non-zero or writes unreadable JSON gives FAILED rows, with its output's tail in env.
@@ -25,15 +28,13 @@ def cpp_section(device: str, request: CppRequest, options: RunOptions, env: dict
     from dbench.bench.io.cpp_results import CppDriverFailed, CppDriverMissing, failed_rows, gbench_path, run_cpp_driver
 
     ops = request.ops
-    modes = [m for m in request.modes if options.modes is None or m in options.modes]
-    if not modes:
+    extra_args = _driver_args(request, options)
+    if extra_args is None:
         why = f"--modes {','.join(options.modes or ())}: the driver times {', '.join(request.modes)} only"
         console.print(f"C++ driver skipped: {why}")
         env["cpp_driver_context"] = {"skipped": why}
         return []
     console.print(f"C++ driver: {_listed(ops)} on {device}")
-    extra_args = [*request.driver_args, f"--benchmark_filter=^({'|'.join(ops)})/[^/]+/({'|'.join(modes)})(/|$)",
-                  *(["--dbench_no_pin"] if options.pin_cores == 0 else [])]
     try:
         rows, env["cpp_driver_context"] = run_cpp_driver(
             device, repetitions=options.cpp_repetitions, min_time=options.cpp_min_time, extra_args=extra_args,
@@ -49,9 +50,31 @@ def cpp_section(device: str, request: CppRequest, options: RunOptions, env: dict
         console.print(exc.output_tail, markup=False, highlight=False)
         env["cpp_driver_context"] = {"error": str(exc), "output_tail": exc.output_tail}
         return failed_rows(ops, device, str(exc), scenario=request.scenario)
-    if gpu and device.startswith("cuda"):
-        rows += cpp_gpu_pass(device, request, extra_args, options, env, console, json_path)
+    if gpu:
+        rows += cpp_gpu_section(device, request, options, env, console, json_path, waited)
     return rows
+
+
+def cpp_gpu_section(device: str, request: CppRequest, options: RunOptions, env: dict[str, Any], console: Any,
+                    json_path: Path, waited: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The driver's GPU pass on a CUDA device, after its CPU run (none when that was skipped or
+    failed), in the duet pair's GPU turn (bench/harness/gpu_turn.py; `waited` adds the seconds it
+    waited for it)."""
+    context = env.get("cpp_driver_context") or {}
+    extra_args = _driver_args(request, options)
+    if not device.startswith("cuda") or extra_args is None or "skipped" in context or "error" in context:
+        return []
+    with gpu_turn(options.gpu_turn, waited):
+        return cpp_gpu_pass(device, request, extra_args, options, env, console, json_path)
+
+
+def _driver_args(request: CppRequest, options: RunOptions) -> list[str] | None:
+    """The driver's arguments for the request's ops in the run's modes (None: it times none of them)."""
+    modes = [m for m in request.modes if options.modes is None or m in options.modes]
+    if not modes:
+        return None
+    return [*request.driver_args, f"--benchmark_filter=^({'|'.join(request.ops)})/[^/]+/({'|'.join(modes)})(/|$)",
+            *(["--dbench_no_pin"] if options.pin_cores == 0 else [])]
 
 
 def _listed(ops: Sequence[str], most: int = 6) -> str:

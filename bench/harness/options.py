@@ -73,6 +73,7 @@ class RunOptions:
     # --ab's sides, checked (bench/harness/sides.py Side); the parent's alone: not sent to children
     ab_sides: tuple[Any, ...] = field(default=(), metadata={"json": False})
     shard_child: bool = False  # a sharded run's child: times its share as given
+    gpu_turn: Path | None = None  # a duet pair's lock file: its GPU passes take turns (bench/harness/gpu_turn.py)
     # what is done with the result
     out: Path | None = None
     default_out: Path = field(default_factory=lambda: Path("dbench-results").absolute())

@@ -23,8 +23,9 @@ from dbench.bench.core.passes import Pass
 
 from dbench.bench.harness import common
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, shown
-from dbench.bench.harness.cpp_pass import cpp_section
+from dbench.bench.harness.cpp_pass import cpp_gpu_section, cpp_section
 from dbench.bench.harness.device import open_result, pin_cpus
+from dbench.bench.harness.gpu_turn import gpu_turn
 from dbench.bench.harness.interrupts import GracefulStop
 from dbench.bench.io.result_types import ResultDocument
 
@@ -211,12 +212,18 @@ class Run:
             raise KeyboardInterrupt
 
     def steps(self) -> list[Callable[[], None]]:
-        """The declared passes that apply on this device, in the order they are made."""
+        """The declared passes that apply on this device, in the order they are made. A duet pair's
+        process (a GPU turn to take) makes its CPU passes first, the Python rounds and the C++
+        driver's, while its partner makes the same, and its GPU passes last, in turns."""
         made = self.scenario.makes
-        steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds),
-                 (made(Pass.ROOFS) and not self.cuda, self.cpu_roofs),
-                 (made(Pass.GPU) and self.cuda and self.options.gpu_timer != "off", self.gpu_pass),
-                 (made(Pass.CPP_DRIVER) and not self.options.no_cpp, self.cpp_pass)]
+        gpu = made(Pass.GPU) and self.cuda and self.options.gpu_timer != "off"
+        cpp = made(Pass.CPP_DRIVER) and not self.options.no_cpp
+        if self.options.gpu_turn is not None:
+            steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds), (cpp, self.cpp_cpu_pass), (gpu, self.gpu_pass),
+                     (cpp and made(Pass.GPU), self.cpp_gpu_pass)]
+        else:
+            steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds), (made(Pass.ROOFS) and not self.cuda, self.cpu_roofs),
+                     (gpu, self.gpu_pass), (cpp, self.cpp_pass)]
         return [step for wanted, step in steps if wanted]
 
     def cpu_rounds(self) -> None:
@@ -254,13 +261,14 @@ class Run:
         timer = make_gpu_timer(self.device, prefer=self.options.gpu_timer)
         if timer is not None:
             try:
-                done, interrupted = run_gpu(self.cases, self.config, timer, self.options.gpu_rounds,
-                                            reporter=RichProgress(eta=False))
-                self.info["gpu_rounds_done"] = done
-                self.extra_rows.extend(gpu_rows(self.cases, timer))
-                if self.scenario.makes(Pass.ROOFS) and not interrupted:
-                    self.console.print("measuring the roofs (memcpy, copy kernel, cuBLAS)")
-                    self.measured["roofs"] = measure_roofs(self.device, self.case_dtypes(), timer)
+                with gpu_turn(self.options.gpu_turn, self.info):
+                    done, interrupted = run_gpu(self.cases, self.config, timer, self.options.gpu_rounds,
+                                                reporter=RichProgress(eta=False))
+                    self.info["gpu_rounds_done"] = done
+                    self.extra_rows.extend(gpu_rows(self.cases, timer))
+                    if self.scenario.makes(Pass.ROOFS) and not interrupted:
+                        self.console.print("measuring the roofs (memcpy, copy kernel, cuBLAS)")
+                        self.measured["roofs"] = measure_roofs(self.device, self.case_dtypes(), timer)
                 self.env.update(timer.meta())
             finally:
                 timer.close()
@@ -268,14 +276,26 @@ class Run:
                 raise KeyboardInterrupt
         self.phase("gpu_pass")
 
-    def cpp_pass(self) -> None:
+    def cpp_pass(self, gpu: bool | None = None) -> None:
         """The C++ driver times what the scenario asks of it (Scenario.cpp_request: its ops, the
-        driver's flags for them), with its GPU pass where the scenario makes one."""
+        driver's flags for them), with its GPU pass where the scenario makes one (unless `gpu` is False)."""
         request = self.scenario.cpp_request(self.sel)  # there is one: the scenario makes this pass
         if request.ops:
             self.extra_rows.extend(cpp_section(self.device, request, self.options, self.env, self.console,
-                                               self.json_path, gpu=self.scenario.makes(Pass.GPU)))
+                                               self.json_path, gpu=self.scenario.makes(Pass.GPU) if gpu is None
+                                               else gpu, waited=self.info))
             self.phase("cpp_driver")
+
+    def cpp_cpu_pass(self) -> None:
+        self.cpp_pass(gpu=False)
+
+    def cpp_gpu_pass(self) -> None:
+        """The C++ driver's GPU pass alone, after its CPU run (cpp_cpu_pass) and the Python GPU pass."""
+        request = self.scenario.cpp_request(self.sel)
+        if request.ops:
+            self.extra_rows.extend(cpp_gpu_section(self.device, request, self.options, self.env, self.console,
+                                                   self.json_path, waited=self.info))
+            self.phase("cpp_driver_gpu")
 
     def case_dtypes(self) -> tuple[Any, ...]:
         """The dtypes the timed cases use (their compute roofs are measured)."""

@@ -93,6 +93,7 @@ def process_entry(doc: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> dic
         "probe": ((doc or {}).get("speed_probe") or {}).get("median"),
         "rounds_done": config.get("rounds_done"),
         "stop_reason": config.get("stop_reason"),
+        **({"gpu_turn_wait_s": config["gpu_turn_wait_s"]} if "gpu_turn_wait_s" in config else {}),  # a duet's
         **meta,
     }
 
