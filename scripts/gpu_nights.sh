@@ -11,8 +11,9 @@
 # DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B
 # result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
 # and 0 otherwise, whatever the gate said (its verdicts are the data). NIGHT_ARGS adds run.py options
-# to every night (another design to try, e.g. NIGHT_ARGS='--duet --rounds 180'). A night takes about 6 minutes:
-# where each command has a shorter limit, start it with scripts/detached.sh and wait for it there.
+# to every night (another design to try, e.g. NIGHT_ARGS="--duet --pairs 16 --rounds 192"). A night
+# takes 6 to 8 minutes: where each command has a shorter limit, start it with scripts/detached.sh and
+# wait for it there.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}
