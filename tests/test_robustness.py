@@ -204,8 +204,18 @@ def test_repeated_runs_on_cuda_keep_the_calibrated_design(repeat: list[str]) -> 
 
 
 def test_result_names_never_collide(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as real_dt
     import secrets
+    import types
 
+    from dbench.bench.io import results
+
+    class _Frozen(real_dt.datetime):  # both names in the same second: only the suffix can tell them apart
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return real_dt.datetime(2026, 12, 6, 3, 32, 10, tzinfo=real_dt.timezone.utc)
+
+    monkeypatch.setattr(results, "dt", types.SimpleNamespace(datetime=_Frozen, timezone=real_dt.timezone))
     suffixes = iter(["aaaaaa", "aaaaaa", "bbbbbb"])  # the second draw collides with the first
     monkeypatch.setattr(secrets, "token_hex", lambda n: next(suffixes))
     first = reserve_result_path(tmp_path, "boundary", "cuda:0")
