@@ -249,13 +249,22 @@ def time_summary(document: dict[str, Any]) -> list[str]:
     agree = sum(1 for c in cases(document) if c.get("agrees"))
     band = round(100 * time.get("agreement", 0))
     median = f"{statistics.median(explained):.2f}" if explained else "n/a"
-    speeds = {c["op"]: (c.get("instructions_per_us"), c.get("speed_from")) for c in cases(document)
-              if c.get("instructions_per_us")}
-    said = "; ".join(f"{op} {per_us:,.0f} ({source})" for op, (per_us, source) in speeds.items())
+    per_mode: dict[str, dict[str, float]] = {}  # mode -> op -> the speed its cases were converted at
+    for c in cases(document):
+        if c.get("instructions_per_us"):
+            per_mode.setdefault(c["mode"], {})[c["op"]] = c["instructions_per_us"]
+    said = "; ".join(f"{mode} " + "–".join(f"{v:,.0f}" for v in sorted({min(ops.values()), max(ops.values())}))
+                     for mode, ops in per_mode.items())
+    sources = [c.get("speed_from") or "" for c in cases(document)]
+    fallback = sorted({f for f in sources if "every mode" in f})
+    whose = ("the run's other ops' cases of the same mode" if any("other ops" in f for f in sources) else
+             "the op's own cases of the same mode (the run has one op: each mode's median case agrees by construction)")
     return [f"µs: each layer's instructions over the floor at the speed of the boundary's code, in "
             f"instructions per µs: a case's extra instructions over its extra µs in a native run of the same "
             f"cases ({time.get('scenario')} scenario, {time.get('rounds')} rounds, {time.get('time')}), the "
-            f"median over the run's other ops: {said}. `measured`: that run's paired overhead; `explained`: the "
+            f"median over {whose}: {said}"
+            + (f" (where a mode had too few: {'; '.join(fallback)})" if fallback else "")
+            + ". `measured`: that run's paired overhead; `explained`: the "
             f"layers' µs over the measured. **{agree} of {len(explained)} cases within ±{band} %** (median "
             f"{median}); ⚠ marks the others.", ""]
 

@@ -378,7 +378,8 @@ def test_time_converts_each_op_at_the_speed_of_the_other_ops_boundaries() -> Non
     noop, muladd = _case(timed, "custom_op", "inference"), _case(timed, "custom_op", "inference", op="muladd")
     # noop at muladd's speed (800 per µs) and muladd at noop's (889 per µs): neither at its own.
     assert noop["instructions_per_us"] == 800.0
-    assert noop["speed_from"] == "the median over 1 cases of other ops (muladd)"
+    assert noop["speed_from"] == ("the median over 1 cases of other ops (muladd) in every mode "
+                                  "(fewer than 3 in inference)")
     assert noop["delta_us"] == pytest.approx(1.0) and noop["delta_us_total"] == pytest.approx(1.0)
     assert (noop["delta_us_ci_low"], noop["delta_us_ci_high"]) == pytest.approx((1.0, 1.0))  # one case: no spread
     assert noop["measured_delta_us"] == 0.9 and noop["explained"] == pytest.approx(1.111) and noop["agrees"]
@@ -400,8 +401,37 @@ def test_a_run_of_one_op_takes_the_speed_from_its_own_cases_and_says_so() -> Non
     from dbench.bench.instructions.in_time import with_time
 
     custom = _case(with_time(_document(), _native(), {}), "custom_op", "inference")
-    assert custom["speed_from"] == "the median over 1 cases of this op's own cases (the run has no other op)"
+    assert custom["speed_from"] == ("the median over 1 cases of this op's own cases in every mode "
+                                    "(the run has no other op)")
     assert custom["explained"] == pytest.approx(1.0) and custom["delta_us"] == pytest.approx(0.9)
+
+
+def test_each_mode_is_converted_at_the_speed_of_the_other_ops_cases_in_that_mode() -> None:
+    from dbench.bench.core.identity import case_label
+    from dbench.bench.instructions.breakdown import floor_of
+    from dbench.bench.instructions.in_time import _speeds
+
+    # Three ops, four variants: a call without a graph runs 6 000 instructions a µs of extra code, a
+    # backward pass 3 000 (as on the CI VM: 6 200-6 900 and 2 500-3 100), noop's a little faster.
+    variants = ("custom_op", "custom_op_autograd", "autograd_key_py", "function_custom_op")
+    cases = []
+    for op, bias in (("noop", 1.1), ("muladd", 1.0), ("l2norm", 1.0)):
+        for mode, per_us in (("inference", 6000.0), ("fwd_bwd", 3000.0)):
+            for i, variant in enumerate(variants):
+                row = {"scenario": "boundary", "op": op, "variant": variant, "mode": mode, "device": "cpu",
+                       "shape": [4, 32], "dtype": "float32", "axes": [], "delta_total": 1000.0 * (i + 1)}
+                delta = row["delta_total"] / (per_us * bias)
+                cases.append((row, {"status": "ok", "baseline": case_label(floor_of(row)), "delta_median": delta}))
+    speeds = _speeds(cases)
+    assert speeds["noop", "inference"][0] == pytest.approx(6000.0)  # the others' speed, not its own 6 600
+    assert speeds["noop", "fwd_bwd"][0] == pytest.approx(3000.0)
+    assert speeds["muladd", "fwd_bwd"][3] == "the median over 8 cases of other ops (l2norm, noop) in fwd_bwd"
+    assert speeds["muladd", "inference"][1:3] == pytest.approx((6000.0, 6600.0))  # the median's CI's ends
+    # Too few cases of the other ops in a mode: every mode's cases set its speed, and it says so.
+    few = [c for c in cases if c[0]["mode"] == "inference" or c[0]["variant"] == "custom_op"]
+    assert speeds != _speeds(few)
+    assert _speeds(few)["noop", "fwd_bwd"][3] == ("the median over 10 cases of other ops (l2norm, muladd) in "
+                                                  "every mode (fewer than 3 in fwd_bwd)")
 
 
 def test_the_median_interval_takes_the_binomial_order_statistics() -> None:

@@ -4,10 +4,11 @@ boundary's own code.
 Callgrind counts instructions, not time. A native run of the same cases (the boundary scenario on
 CPU tensors, after the collection) measures each case's overhead over its floor (its paired Δ µs,
 with a CI). A case's extra instructions over its measured extra µs is the speed of its extra code,
-in instructions per µs; the boundary's code (interpreter, bindings, dispatcher) runs at about one
-speed on a machine, so the median of those speeds over the run's *other* ops is the speed each op's
-layers are converted at (over its own cases where the run has one op: then the median case agrees
-by construction, and the rows say so). A layer's µs is its instructions over the floor at that
+in instructions per µs; in one mode the boundary's code (interpreter, bindings, dispatcher) runs at
+about one speed on a machine whatever the op (a mode that records a graph runs slower per
+instruction), so the median of those speeds over the run's *other* ops' cases of the same mode is
+the speed each op's layers are converted at (over its own cases where the run has one op: then the
+median case agrees by construction, and the rows say so). A layer's µs is its instructions over the floor at that
 speed, with the interval the median's own 95 % CI gives. `explained`, the layers' µs over the
 measured overhead, then says how far each case's extra code runs from the boundary's usual speed:
 below 1 where it stalls more per instruction (cache misses, allocation, atomics), above where it
@@ -27,6 +28,7 @@ from dbench.bench.core.identity import case_identity, case_label
 from dbench.bench.instructions.breakdown import floor_of
 
 AGREEMENT = 0.2  # a case's layers add up to its measured overhead within this fraction, or it is flagged
+MIN_CASES = 3  # a mode's speed is taken from at least this many cases, or from every mode's
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -48,21 +50,35 @@ def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
 
 
 def _speeds(cases: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]]
-            ) -> dict[str, tuple[float, float, float, str]]:
-    """Per op: the speed its layers are converted at (instructions per µs, its CI's ends) and where
-    it comes from. `cases`: each counted case over a floor, with its native row (None: not timed)."""
-    per_op: dict[str, list[float]] = {}
+            ) -> dict[tuple[str, str], tuple[float, float, float, str]]:
+    """Per op and mode: the speed its layers are converted at (instructions per µs, its CI's ends)
+    and where it comes from. `cases`: each counted case over a floor, with its native row (None:
+    not timed). A mode's extra code has its own speed, nearly the same for every op (a backward
+    pass's runs at about half the speed of a call without a graph), so the other ops' cases of the
+    same mode set it; where they are fewer than MIN_CASES, the other ops' cases of every mode do."""
+    samples: dict[tuple[str, str], list[float]] = {}
+    keys: set[tuple[str, str]] = set()
     for row, own in cases:
+        keys.add((row["op"], row["mode"]))
         delta = _measured_delta(row, own)
         if delta is not None and delta > 0 and row["delta_total"] > 0:
-            per_op.setdefault(row["op"], []).append(row["delta_total"] / delta)
+            samples.setdefault((row["op"], row["mode"]), []).append(row["delta_total"] / delta)
     speeds = {}
-    for op, own_speeds in per_op.items():
-        others = [v for other, values in per_op.items() if other != op for v in values]
-        values, source = (others, "other ops (" + ", ".join(sorted(o for o in per_op if o != op)) + ")") if others \
-            else (own_speeds, "this op's own cases (the run has no other op)")
-        low, high = median_ci(values)
-        speeds[op] = (statistics.median(values), low, high, f"the median over {len(values)} cases of {source}")
+    for op, mode in sorted(keys):
+        others = ", ".join(sorted({o for o, _ in samples if o != op}))
+        # (where from, its own op's cases or the others', this mode only, the fewest cases it takes)
+        choices = ((f"other ops ({others}) in {mode}", False, True, MIN_CASES),
+                   (f"other ops ({others}) in every mode (fewer than {MIN_CASES} in {mode})", False, False, 1),
+                   (f"this op's own cases in {mode} (the run has no other op)", True, True, MIN_CASES),
+                   ("this op's own cases in every mode (the run has no other op)", True, False, 1))
+        for source, own_op, this_mode, fewest in choices:
+            values = [v for (o, m), vs in samples.items() if (o == op) == own_op and (m == mode or not this_mode)
+                      for v in vs]
+            if len(values) >= fewest:
+                low, high = median_ci(values)
+                speeds[op, mode] = (statistics.median(values), low, high,
+                                    f"the median over {len(values)} cases of {source}")
+                break
     return speeds
 
 
@@ -110,10 +126,10 @@ def with_time(document: Mapping[str, Any], timed: Iterable[Mapping[str, Any]],
         if delta is None:
             out["time_missing"] = f"the native run paired it with {own.get('baseline')}, not its floor"
             continue
-        if row["op"] not in speeds:
+        if (row["op"], row["mode"]) not in speeds:
             out["time_missing"] = "no case of the run had a measured overhead to take the boundary's speed from"
             continue
-        per_us, low, high, speed_from = speeds[row["op"]]
+        per_us, low, high, speed_from = speeds[row["op"], row["mode"]]
         out["instructions_per_us"], out["speed_from"] = round(per_us, 1), speed_from
         ends = sorted((row["delta_instructions"] / high, row["delta_instructions"] / low))
         out["delta_us"], out["delta_us_ci_low"], out["delta_us_ci_high"] = _rounded(
