@@ -341,6 +341,35 @@ def test_an_interrupt_marks_a_reserved_running_file_and_leaves_a_final_one(tmp_p
     interrupts.RESERVED.clear()
 
 
+def test_a_signal_while_the_result_is_reserved_is_handled_once_it_is_remembered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C between the reserved file's creation and its being remembered left it `running`, and
+    mark_interrupted made a second file beside it (a probe campaign under load saw two)."""
+    import signal
+
+    from dbench.bench.harness import interrupts
+    from dbench.bench.io import results
+
+    made = tmp_path / "boundary-cpu-reserved.json"
+
+    def made_then_signalled(folder: Path, scenario: str, device: str) -> Path:
+        made.write_text("{}")
+        os.kill(os.getpid(), signal.SIGINT)  # the file exists; reserve has not remembered it yet
+        return made
+
+    monkeypatch.setattr(results, "reserve_result_path", made_then_signalled)
+    monkeypatch.setattr(interrupts, "RESERVED", [])
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        interrupts.GracefulStop(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.reserve(tmp_path, "boundary", "cpu")
+        assert interrupts.RESERVED == [made]  # so mark_interrupted marks this file, and makes none
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # nothing left blocked
+
+
 def test_plot_without_matplotlib_is_refused_before_the_run(capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import importlib.util

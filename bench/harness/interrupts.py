@@ -21,12 +21,19 @@ RESERVED: list[Path] = []  # the result files this process reserved (one left `r
 
 
 def reserve(folder: Path, scenario: str, label: str) -> Path:
-    """A new result file (bench/io/results.py), remembered so an interrupt can always mark it."""
+    """A new result file (bench/io/results.py), remembered so an interrupt can always mark it.
+    SIGINT and SIGTERM wait while the file is made and remembered: one that came between the two
+    left the reserved file `running` and a second, interrupted one beside it (seen under load)."""
     from dbench.bench.io.results import reserve_result_path
 
-    path = reserve_result_path(folder, scenario, label)
-    RESERVED.append(path)
-    tell_reserved(path)  # the command's supervisor marks it should this process be killed
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        path = reserve_result_path(folder, scenario, label)
+        RESERVED.append(path)
+        tell_reserved(path)  # the command's supervisor marks it should this process be killed
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a signal that waited is handled now
     return path
 
 
