@@ -257,7 +257,7 @@ def time_summary(document: dict[str, Any]) -> list[str]:
                      for mode, ops in per_mode.items())
     sources = [c.get("speed_from") or "" for c in cases(document)]
     fallback = sorted({f for f in sources if "every mode" in f})
-    whose = ("the run's other ops' cases of the same mode" if any("other ops" in f for f in sources) else
+    whose = ("the run's other ops' cases of the same mode" if len({c["op"] for c in cases(document)}) > 1 else
              "the op's own cases of the same mode (the run has one op: each mode's median case agrees by construction)")
     return [f"µs: each layer's instructions over the floor at the speed of the boundary's code, in "
             f"instructions per µs: a case's extra instructions over its extra µs in a native run of the same "

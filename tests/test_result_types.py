@@ -55,11 +55,10 @@ def _failed_document() -> dict[str, Any]:
 
 def test_to_json_lists_failed_rows_then_failed_children_and_leaves_out_absent_parts() -> None:
     out = _failed_document()
-    child = _CHILD
     assert list(out) == ["schema_version", "scenario", "status", "config", "env", "error", "rows", "failures"]
     assert out["schema_version"] == result_types.SCHEMA_VERSION
     assert out["failures"] == [{"row": "noop/raw/inference", "driver": "python", "metric": "cpu_us",
-                                "reason": "opcheck test_schema: boom"}, child]
+                                "reason": "opcheck test_schema: boom"}, _CHILD]
     document.check_result(json.loads(json.dumps(out)), "made")
 
 

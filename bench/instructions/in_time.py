@@ -8,8 +8,8 @@ in instructions per µs; in one mode the boundary's code (interpreter, bindings,
 about one speed on a machine whatever the op (a mode that records a graph runs slower per
 instruction), so the median of those speeds over the run's *other* ops' cases of the same mode is
 the speed each op's layers are converted at (over its own cases where the run has one op: then the
-median case agrees by construction, and the rows say so). A layer's µs is its instructions over the floor at that
-speed, with the interval the median's own 95 % CI gives. `explained`, the layers' µs over the
+median case agrees by construction, and the rows say so). A layer's µs is its instructions over
+the floor at that speed, with the interval the median's own 95 % CI gives. `explained`, the layers' µs over the
 measured overhead, then says how far each case's extra code runs from the boundary's usual speed:
 below 1 where it stalls more per instruction (cache misses, allocation, atomics), above where it
 stalls less. Cases outside AGREEMENT of 1 are flagged, not adjusted.
