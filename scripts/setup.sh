@@ -10,12 +10,17 @@ BUILD_DIR=${BUILD_DIR:-build}
 
 log() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
-if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-  log "installing ${TORCH_SPEC:-torch==2.13.0}"
-  "$PY" -m pip install --quiet "${TORCH_SPEC:-torch==2.13.0}"
-fi
-missing=$("$PY" - <<'PY'
+# What is installed, found without importing anything (torch's import alone takes over a second, and
+# a set-up with nothing to do should cost next to nothing): the build's stamp (interpreter, torch's
+# version and location) on the first line, the missing modules on the second.
+probe() {
+  "$PY" - <<'PY'
+import importlib.metadata
 import importlib.util
+import sys
+
+torch = importlib.util.find_spec("torch")
+print(sys.executable, importlib.metadata.version("torch"), torch.origin) if torch else print()
 mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", "pytest": "pytest",
         "tabulate": "tabulate", "matplotlib": "matplotlib", "nbformat": "nbformat", "nbclient": "nbclient",
         "ipykernel": "ipykernel", "pynvml": "nvidia-ml-py", "yaml": "pyyaml", "ruptures": "ruptures",
@@ -23,7 +28,15 @@ mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", 
         "importlinter": "import-linter"}
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))
 PY
-)
+}
+found=$(probe)
+if [ -z "$(head -n1 <<< "$found")" ]; then
+  log "installing ${TORCH_SPEC:-torch==2.13.0}"
+  "$PY" -m pip install --quiet "${TORCH_SPEC:-torch==2.13.0}"
+  found=$(probe)
+fi
+stamp=$(head -n1 <<< "$found")
+missing=$(sed -n 2p <<< "$found")
 if [ -n "$missing" ]; then
   log "installing Python packages: $missing"
   if ! "$PY" -m pip install --quiet -r requirements.txt; then
@@ -62,7 +75,7 @@ command -v ninja >/dev/null || need_apt+=(ninja-build)
 want_apt=()
 command -v valgrind >/dev/null || want_apt+=(valgrind)
 # jemalloc: the instruction counts are taken under it (bench/instructions/environment.py).
-ls /usr/lib/*/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 >/dev/null 2>&1 || want_apt+=(libjemalloc2)
+{ ls /usr/lib/*/libjemalloc.so.2 || ls /usr/lib64/libjemalloc.so.2; } >/dev/null 2>&1 || want_apt+=(libjemalloc2)  # either place
 command -v shellcheck >/dev/null || want_apt+=(shellcheck)
 if [ $((${#need_apt[@]} + ${#want_apt[@]})) -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
@@ -81,8 +94,7 @@ fi
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-# A build folder configured for another interpreter or torch would link the wrong libraries.
-stamp=$("$PY" -c 'import sys, torch; print(sys.executable, torch.__version__, torch.__file__)')
+# A build folder configured for another interpreter or torch would link the wrong libraries ($stamp).
 if [ -f "$BUILD_DIR/CMakeCache.txt" ] && [ "$(cat "$BUILD_DIR/.torch-stamp" 2>/dev/null)" != "$stamp" ]; then
   log "$BUILD_DIR was configured for another Python/torch: reconfiguring"
   rm -rf "$BUILD_DIR/CMakeCache.txt" "$BUILD_DIR/CMakeFiles"
@@ -96,4 +108,4 @@ fi
 echo "$stamp" > "$BUILD_DIR/.torch-stamp"
 log "building (first build takes a few minutes on 2 cores)"
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"
-log "ready: torch $("$PY" -c 'import torch; print(torch.__version__)')"
+log "ready: torch $(cut -d' ' -f2 <<< "$stamp")"

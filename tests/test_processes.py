@@ -456,10 +456,10 @@ def test_one_merge_pairs_the_rows_as_it_is_told() -> None:
 
 
 # ---------------------------------------------------------------------------
-# --duet on CUDA: a pair's GPU passes take turns (bench/harness/gpu_turn.py).
+# --duet on CUDA: the processes' GPU passes take turns (bench/harness/gpu_turn.py).
 
 
-def test_each_duet_pair_on_cuda_shares_one_gpu_turn_and_no_other_run_has_one(tmp_path: Path) -> None:
+def test_a_duet_run_on_cuda_shares_one_gpu_turn_and_no_other_run_has_one(tmp_path: Path) -> None:
     import dataclasses
 
     from dbench.bench.children.processes import _children
@@ -467,14 +467,34 @@ def test_each_duet_pair_on_cuda_shares_one_gpu_turn_and_no_other_run_has_one(tmp
     ab = ["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "3"]
     duet = dataclasses.replace(_options(ab, "cuda:0"), duet=True)
     children, _ = _children(slots(None, 3), None, duet, per_side=3, work=tmp_path)
-    turns = [c.options.gpu_turn for c in children]
-    assert turns == [tmp_path / f"pair-{i // 2}.gpu-turn" for i in range(6)]  # ABBA: the pair's two slots together
+    assert [c.options.gpu_turn for c in children] == [tmp_path / "gpu.turn"] * 6  # every pair's, one at a time
+    assert [c.options.pin_offset for c in children] == [0, 1] * 3  # a pair's two sides on cores side by side
+    assert {c.options.cpu_done for c in children} == {None}  # pairs one after another: no one waits on it
     from dbench.bench.harness.options import RunOptions
 
-    assert RunOptions.from_json(children[0].options.to_json()).gpu_turn == tmp_path / "pair-0.gpu-turn"
+    assert RunOptions.from_json(children[0].options.to_json()).gpu_turn == tmp_path / "gpu.turn"
     for options in (_options(ab, "cuda:0"), dataclasses.replace(_options(ab, "cpu"), duet=True)):
         children, _ = _children(slots(None, 3), None, options, per_side=3, work=tmp_path)
         assert {c.options.gpu_turn for c in children} == {None}  # one at a time, or no GPU pass to share
+
+
+def test_overlapping_pairs_alternate_between_two_sets_of_cores_and_each_process_says_when_its_cpu_passes_end(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    from dbench.bench.children.processes import _children
+    from dbench.bench.harness.options import RunOptions
+
+    ab = ["--scenario", "boundary", "--ab", "env:", "env:X=1", "--pairs", "3", "--pin-offset", "1"]
+    overlapping = dataclasses.replace(_options(ab, "cuda:0"), duet=True, overlap_pairs=True)
+    assert overlapping.pin_slots == 4
+    children, _ = _children(slots(None, 3), None, overlapping, per_side=3, work=tmp_path)
+    # pair 0 on slots 1 and 2, pair 1 on 3 and 4 (beside pair 0, which may still take its GPU turns), pair 2 on 1, 2
+    assert [c.options.pin_offset for c in children] == [1, 2, 3, 4, 1, 2]
+    assert [c.options.cpu_done for c in children] == [tmp_path / f"process-{i}.cpu-done" for i in range(6)]
+    assert [c.options.gpu_turn for c in children] == [tmp_path / "gpu.turn"] * 6
+    child = RunOptions.from_json(children[3].options.to_json())
+    assert child.cpu_done == tmp_path / "process-3.cpu-done" and not child.overlap_pairs and child.pin_slots == 1
 
 
 def test_a_gpu_turn_waits_for_the_partner_and_says_how_long(tmp_path: Path) -> None:
@@ -483,7 +503,7 @@ def test_a_gpu_turn_waits_for_the_partner_and_says_how_long(tmp_path: Path) -> N
 
     from dbench.bench.harness.gpu_turn import gpu_turn
 
-    lock = tmp_path / "pair-0.gpu-turn"
+    lock = tmp_path / "gpu.turn"
     holding, release = threading.Event(), threading.Event()
 
     def partner() -> None:
@@ -513,9 +533,9 @@ def test_a_gpu_turn_refuses_a_planted_link(tmp_path: Path) -> None:
 
     target = tmp_path / "victim"
     target.write_text("kept")
-    (tmp_path / "pair-0.gpu-turn").symlink_to(target)
+    (tmp_path / "gpu.turn").symlink_to(target)
     with pytest.raises(OSError):
-        with gpu_turn(tmp_path / "pair-0.gpu-turn"):
+        with gpu_turn(tmp_path / "gpu.turn"):
             pass
     assert target.read_text() == "kept"
 
@@ -543,6 +563,27 @@ def test_a_duet_process_makes_its_cpu_passes_first_and_its_gpu_passes_last() -> 
 
     plain = _options(["--scenario", "boundary"], "cuda:0")
     assert steps(plain) == ["cpu_rounds", "gpu_pass", "cpp_pass"]
-    turns = dataclasses.replace(plain, gpu_turn=Path("pair-0.gpu-turn"))
+    turns = dataclasses.replace(plain, gpu_turn=Path("gpu.turn"))
     assert steps(turns) == ["cpu_rounds", "cpp_cpu_pass", "gpu_pass", "cpp_gpu_pass"]
     assert steps(dataclasses.replace(turns, no_cpp=True)) == ["cpu_rounds", "gpu_pass"]
+    # --overlap-pairs: the parent is told between the two, and may start the next pair
+    told = dataclasses.replace(turns, cpu_done=Path("process-0.cpu-done"))
+    assert steps(told) == ["cpu_rounds", "cpp_cpu_pass", "cpu_passes_done", "gpu_pass", "cpp_gpu_pass"]
+
+
+def test_the_cpu_passes_marker_is_made_new_and_never_through_a_link(tmp_path: Path) -> None:
+    import dataclasses
+
+    from dbench.bench.harness.rounds import Run
+
+    run = object.__new__(Run)
+    run.options = dataclasses.replace(_options(["--scenario", "boundary"], "cuda:0"), cpu_done=tmp_path / "p.cpu-done")
+    run.cpu_passes_done()
+    assert (tmp_path / "p.cpu-done").is_file()
+    target = tmp_path / "victim"
+    target.write_text("kept")
+    (tmp_path / "q.cpu-done").symlink_to(target)
+    run.options = dataclasses.replace(run.options, cpu_done=tmp_path / "q.cpu-done")
+    with pytest.raises(OSError):
+        run.cpu_passes_done()
+    assert target.read_text() == "kept"

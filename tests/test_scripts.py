@@ -141,3 +141,27 @@ def test_detached_refuses_bad_use(tmp_path: Path, args: list[str]) -> None:
     args = [str(tmp_path / a) if a in ("never-started", "x") else a for a in args]
     got = _detached(*args)
     assert got.returncode == 2 and ("usage" in got.stderr or "no run was started" in got.stderr)
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "build" / ".torch-stamp").is_file(), reason="needs a build made by setup.sh")
+def test_setup_with_nothing_to_do_never_imports_torch(tmp_path: Path) -> None:
+    """The README's commands start with setup.sh: once everything is there, it checks what is
+    installed without importing torch (over a second each time), and keeps the build's stamp."""
+    import sys
+
+    calls = tmp_path / "calls"
+    shim = tmp_path / "python"  # the interpreter setup.sh is told to use: logs what it is asked, then runs it
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{calls}"\n'
+                    f'if [ "$1" = - ]; then tee -a "{calls}" | exec "{sys.executable}" "$@"; fi\n'
+                    f'exec "{sys.executable}" "$@"\n')
+    shim.chmod(0o755)
+    stamp = (REPO_ROOT / "build" / ".torch-stamp").read_text()
+    proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO_ROOT, env={**os.environ, "PYTHON": str(shim)},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    asked = calls.read_text()
+    import re
+
+    assert not re.search(r"(^|[;\s])(import|from) torch\b", asked), asked  # find_spec("torch") only
+    assert (REPO_ROOT / "build" / ".torch-stamp").read_text() == stamp  # no reconfigure: the same stamp
+    assert "ready: torch " in proc.stdout and "installing" not in proc.stdout

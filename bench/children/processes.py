@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,19 +39,15 @@ from dbench.bench.harness.options import RunOptions
 from dbench.bench.children.shard.command import REPO_ROOT
 from dbench.bench.harness.placement import shard_cores
 from dbench.bench.io.shard_merge import empty_merge
+from dbench.bench.children.schedule import batches, run_groups
 from dbench.bench.children.shard.process import (
     Show,
     Child,
     exit_code,
-    kill_children,
     latest_result,
     new_folder,
     read_doc,
-    reap,
     rel,
-    start_child,
-    stop_children,
-    wait_children,
     write_merged,
 )
 from dbench.bench.harness.sides import Side
@@ -90,7 +85,7 @@ def _parent_cores(options: RunOptions) -> tuple[set[int], set[int]] | None:
     if pin <= 0 or not hasattr(os, "sched_getaffinity"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
-    offsets = range(options.pin_offset, options.pin_offset + (2 if options.duet else 1))
+    offsets = range(options.pin_offset, options.pin_offset + options.pin_slots)
     try:
         cores = {core for offset in offsets
                  for core in shard_cores(allowed, offset, min(pin, len(allowed)) if offset == 0 else pin)}
@@ -100,54 +95,13 @@ def _parent_cores(options: RunOptions) -> tuple[set[int], set[int]] | None:
     return (set(allowed), spare) if spare else None
 
 
-def batches(children: Sequence[Child], duet: bool) -> list[list[Child]]:
-    """The children that run at the same time, in time order: one at a time, or (--duet) a pair's
-    two sides together (children 2p and 2p+1 are pair p: bench/io/ab.py abba)."""
-    step = 2 if duet else 1
-    return [list(children[i:i + step]) for i in range(0, len(children), step)]
-
-
-def _run_in_turn(groups: Sequence[Sequence[Child]], rounds: int, console: Any, repo_root: Path,
-                 cores: tuple[set[int], set[int]] | None, on_done: Callable[[], object]) -> bool:
-    """Run each group of children at once, the groups one after another, with a progress bar per
-    child and on_done() after each group; True when interrupted."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    interrupted = False
-    every = [child for group in groups for child in group]
-    previous_sigterm = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=console, auto_refresh=False, transient=True) as progress:
-            for group in groups:
-                if cores:
-                    os.sched_setaffinity(0, cores[0])
-                for child in group:
-                    start_child(child, repo_root)
-                if cores:
-                    os.sched_setaffinity(0, cores[1])
-                tasks = {c.index: progress.add_task(f"{c.label()} starting", total=rounds) for c in group}
-                try:
-                    wait_children(group, progress, tasks, console)
-                except KeyboardInterrupt:
-                    interrupted = True
-                    names = " and ".join(c.label() for c in group)
-                    console.print(f"[yellow]interrupted: stopping {names} and starting no other "
-                                  "(Ctrl-C again to kill it)[/yellow]")
-                    stop_children(group, console)
-                    wait_children(group, progress, tasks, console, interrupted=True)
-                for task in tasks.values():
-                    progress.remove_task(task)
-                on_done()
-                if interrupted or any(c.status == "failed" for c in group):
-                    break
-    except KeyboardInterrupt:  # a second Ctrl-C
-        interrupted = True
-        kill_children(every, console)
-    finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
-        reap(every)  # whatever ends the sequence (a failed checkpoint write too), no child runs on
-    return interrupted
+def wall_seconds(children: Sequence[Child]) -> float:
+    """From the first child's start to the last one's end (now, for one still running): the run's
+    wall-clock whether its children ran one after another, in pairs or overlapping."""
+    started = [c for c in children if c.start]
+    if not started:
+        return 0.0
+    return max(c.start + c.seconds for c in started) - min(c.start for c in started)
 
 
 def _meta(child: Child, slot: Slot, seed: int, sides: Mapping[str, Side] | None, root: Path,
@@ -205,7 +159,9 @@ def run_repeated(
     rounds = share(options.rounds, per_side)
     what = (f"A/B, {options.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
             if sides else f"{len(plan)} processes")
-    when = "each pair's two sides at once (duet), the pairs one after another" if options.duet else "one after another"
+    when = ("one after another" if not options.duet else "each pair's two sides at once (duet), "
+            + ("each pair from the end of the previous one's CPU passes" if options.overlap_pairs
+               else "the pairs one after another"))
     console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, {when}, {rounds} rounds each; "
                   f"logs and each process's result in {rel(work, repo_root)}")
     merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, options, repo_root)
@@ -213,8 +169,9 @@ def run_repeated(
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
         new_folder(work)  # never one that is there: its logs could be planted links (ResultWriteError)
-        interrupted = _run_in_turn(batches(children, options.duet), rounds, console, repo_root, _parent_cores(options),
-                                   on_done=lambda: write_result(json_path, document(final=False)))
+        interrupted = run_groups(batches(children, options.duet), rounds, console, repo_root, _parent_cores(options),
+                                 on_done=lambda: write_result(json_path, document(final=False)),
+                                 overlap=options.overlap_pairs)
     except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
         return _stop_on_write_error(exc, json_path, document, fallback, console)
     except BaseException as exc:  # an interrupt outside a child's wait, or a bug: the file still ends
@@ -265,11 +222,11 @@ class _Merger:
         if all(d is None for d in docs):
             merged = self._empty(metas)
         else:
-            groups = batches(self.children, self.options.duet)
             merged = merge(docs, metas, Pairing.AB if ab else Pairing.PROCESSES,
                            config={"rounds": self.options.rounds, "seed": self.options.seed,
                                    **({"duet": True} if self.options.duet else {}),
-                                   "wall_seconds": round(sum(max(c.seconds for c in g) for g in groups), 2)},
+                                   **({"overlap_pairs": True} if self.options.overlap_pairs else {}),
+                                   "wall_seconds": round(wall_seconds(self.children), 2)},
                            env={"command": self.command}, ab=ab)
         if not final:
             merged["status"] = "running"
@@ -291,10 +248,14 @@ def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options:
         side = by_side[slot.side] if by_side and slot.side else None
         out_dir = work / f"process-{slot.index}"
         mine = child_options(options, per_side=per_side, seed=seed, out_dir=out_dir)
-        if options.duet:  # the pair's second process pins to the cores next to the first's
-            mine = dataclasses.replace(mine, pin_offset=options.pin_offset + slot.index % 2)
-            if options.on_cuda:  # and times its GPU passes while the first does not (bench/harness/gpu_turn.py)
-                mine = dataclasses.replace(mine, gpu_turn=work / f"pair-{slot.pair}.gpu-turn")
+        if options.duet:  # the pair's second process pins to the cores next to the first's; overlapping
+            # pairs, every other pair to the two slots after those (bench/children/schedule.py)
+            slot_of_pair = 2 * (slot.pair % 2) if options.overlap_pairs else 0
+            mine = dataclasses.replace(mine, pin_offset=options.pin_offset + slot_of_pair + slot.index % 2,
+                                       cpu_done=work / f"process-{slot.index}.cpu-done" if options.overlap_pairs
+                                       else None)
+            if options.on_cuda:  # and times its GPU passes while no other process does (bench/harness/gpu_turn.py)
+                mine = dataclasses.replace(mine, gpu_turn=work / "gpu.turn")
         children.append(Child(slot.index, _name(slot, len(plan)), side.python if side else sys.executable, out_dir,
                               work / f"process-{slot.index}.log", options=mine, env=side.env if side else None,
                               device=options.device, describe=f"side {side.spec}" if side else ""))

@@ -282,6 +282,10 @@ def _process_options(p: Parser) -> None:
                    help="--ab: run each pair's two processes at the same time, each pinned to its own cores "
                         "(duet benchmarking), so a slowdown of the host lands on both sides of the pair at once; "
                         "the pairs still run one after another")
+    p.add_argument("--overlap-pairs", action="store_true",
+                   help="--duet: start each pair as soon as the pair before it has finished its CPU passes, on "
+                        "the next cores, while that pair takes its GPU turns (no two GPU passes overlap); "
+                        "needs 4 x --pin-cores cores")
     # Set by run.py on a sharded run's children: each times the share of the selection it was given,
     # which may hold nothing this device can time; the parent checked the whole selection.
     p.add_argument("--shard-child", action="store_true", help=argparse.SUPPRESS)
@@ -432,15 +436,24 @@ def check_pinning(args: argparse.Namespace) -> None:
     if args.no_pin or args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or sharded:
         return
     allowed = len(os.sched_getaffinity(0))
-    slots = args.pin_offset + (2 if args.duet else 1)  # --duet: side B one slot further
+    # --duet: side B one slot further; --overlap-pairs: every other pair two slots further still
+    slots = args.pin_offset + (4 if args.overlap_pairs else 2 if args.duet else 1)
     need = args.pin_cores * slots
     if need > allowed:
         most = allowed // slots
         asked = f"{args.pin_cores} with --pin-offset {args.pin_offset}" if args.pin_offset else str(args.pin_cores)
-        asked += " for each side of --duet" if args.duet else ""
-        hint = f"give at most {most}" if most else f"--pin-offset {args.pin_offset} leaves no core to pin to"
+        asked += (" for each side of two overlapping pairs" if args.overlap_pairs
+                  else " for each side of --duet" if args.duet else "")
+        together = "--overlap-pairs" if args.overlap_pairs else "--duet" if args.duet else None
+        if most:
+            hint = f"give at most {most}"
+        elif args.pin_offset:
+            hint = f"--pin-offset {args.pin_offset} leaves no core to pin to"
+        else:
+            hint = f"{together} needs {slots} cores or more: run without it"
+        # --duet cannot do without pinning (check_repeats): no --no-pin to suggest there
         raise UsageError(f"argument --pin-cores: {asked} needs {need} cores, but this process may run on {allowed}; "
-                         f"{hint} (or --no-pin)")
+                         f"{hint}{'' if together else ' (or --no-pin)'}")
 
 
 def absolute_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -470,6 +483,9 @@ def check_repeats(args: argparse.Namespace) -> None:
         raise UsageError("argument --pairs: only with --ab")
     if args.duet and args.ab is None:
         raise UsageError("argument --duet: only with --ab (it runs the two sides of each pair at once)")
+    if args.overlap_pairs and not args.duet:
+        raise UsageError("argument --overlap-pairs: only with --duet (it overlaps a pair's GPU turns with the "
+                         "next pair's CPU passes)")
     if args.duet and (args.no_pin or args.pin_cores <= 0):
         raise UsageError("argument --duet: each side needs its own cores; give --pin-cores 1 or more, not --no-pin")
     if args.ab is not None:

@@ -70,10 +70,12 @@ class RunOptions:
     ab: tuple[str, str] | None = None
     pairs: int | None = None  # --ab only: ABBA pairs
     duet: bool = False  # --ab only: a pair's two processes at once, each on its own cores
+    overlap_pairs: bool = False  # --duet only: a pair starts when the one before has done its CPU passes
     # --ab's sides, checked (bench/harness/sides.py Side); the parent's alone: not sent to children
     ab_sides: tuple[Any, ...] = field(default=(), metadata={"json": False})
     shard_child: bool = False  # a sharded run's child: times its share as given
-    gpu_turn: Path | None = None  # a duet pair's lock file: its GPU passes take turns (bench/harness/gpu_turn.py)
+    gpu_turn: Path | None = None  # a duet run's lock file: its GPU passes take turns (bench/harness/gpu_turn.py)
+    cpu_done: Path | None = None  # made once this child's CPU passes are over (bench/children/schedule.py)
     # what is done with the result
     out: Path | None = None
     default_out: Path = field(default_factory=lambda: Path("dbench-results").absolute())
@@ -87,14 +89,20 @@ class RunOptions:
         return self.ab is not None or self.processes is not None
 
     @property
+    def pin_slots(self) -> int:
+        """How many children's worth of cores (--pin-cores each) from --pin-offset on the children pin
+        to: one at a time; a duet pair's two; two overlapping pairs' four."""
+        return 4 if self.overlap_pairs else 2 if self.duet else 1
+
+    @property
     def on_cuda(self) -> bool:
         return self.device.startswith("cuda")
 
     def for_child(self, **changes: Any) -> RunOptions:
         """A child process's options: these with `changes`, and none of what only the parent does
         (repeat, pair, shard, gate, plot)."""
-        parent_only = dict(processes=None, ab=None, pairs=None, duet=False, ab_sides=(), gpus=None, shards=None,
-                           baseline=None, baseline_files=(), plot=False)
+        parent_only = dict(processes=None, ab=None, pairs=None, duet=False, overlap_pairs=False, ab_sides=(), gpus=None,
+                           shards=None, baseline=None, baseline_files=(), plot=False)
         return dataclasses.replace(self, **{**parent_only, **changes})
 
     def to_json(self) -> str:
@@ -175,6 +183,7 @@ def resolve(args: argparse.Namespace, declared: Any, device: str, user_ops: tupl
         pin_cores=0 if args.no_pin else args.pin_cores, pin_offset=args.pin_offset, gpus=args.gpus,
         shards=args.shards, processes=args.processes, ab=_pair(args.ab),
         pairs=args.pairs if args.ab is not None else None, duet=args.duet,
+        overlap_pairs=args.overlap_pairs,
         ab_sides=tuple(getattr(args, "ab_sides", ()) or ()),
         shard_child=args.shard_child, out=args.out, default_out=args.default_out, baseline=args.baseline,
         baseline_files=tuple(getattr(args, "baseline_files", ()) or ()), plot=args.plot)

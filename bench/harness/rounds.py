@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import signal
 import sys
 import time
@@ -219,7 +220,8 @@ class Run:
         gpu = made(Pass.GPU) and self.cuda and self.options.gpu_timer != "off"
         cpp = made(Pass.CPP_DRIVER) and not self.options.no_cpp
         if self.options.gpu_turn is not None:
-            steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds), (cpp, self.cpp_cpu_pass), (gpu, self.gpu_pass),
+            steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds), (cpp, self.cpp_cpu_pass),
+                     (self.options.cpu_done is not None, self.cpu_passes_done), (gpu, self.gpu_pass),
                      (cpp and made(Pass.GPU), self.cpp_gpu_pass)]
         else:
             steps = [(made(Pass.CPU_ROUNDS), self.cpu_rounds), (made(Pass.ROOFS) and not self.cuda, self.cpu_roofs),
@@ -244,6 +246,12 @@ class Run:
         self.phase("cpu_rounds")
         if outcome.stop_reason == "interrupted":
             raise KeyboardInterrupt
+
+    def cpu_passes_done(self) -> None:
+        """Say so to the parent (--overlap-pairs: it may start the next pair on other cores now), by
+        making the marker file it named; made new, never through a link (the folder is the run's own)."""
+        assert self.options.cpu_done is not None
+        os.close(os.open(self.options.cpu_done, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
 
     def cpu_roofs(self) -> None:
         from dbench.bench.harness.roofline import measure_roofs
