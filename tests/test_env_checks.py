@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -145,3 +146,33 @@ def test_warnings_name_what_makes_figures_move() -> None:
     unknown = envmod.warnings({"device": "cuda:0", "gpu_state_source": "unknown"})
     assert unknown and "unknown" in unknown[0]
     assert envmod.warnings({"device": "cpu"}) == []
+
+
+def test_modules_imported_without_a_bytecode_cache_are_counted_and_warned_of(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that cannot write its modules' bytecode compiles them at every start: the env says
+    how many, and the console warns with the fix once there are many."""
+    import importlib
+    import sys
+
+    from dbench.bench.io import env as envmod
+
+    (tmp_path / "uncached_probe_mod.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    before = envmod.bytecode_uncached()
+    importlib.import_module("uncached_probe_mod")
+    try:
+        after = envmod.bytecode_uncached()
+    finally:
+        sys.modules.pop("uncached_probe_mod", None)
+    assert after["modules"] == before["modules"] + 1 and after["of"] == before["of"] + 1
+    assert after["writes_disabled"] is True and not (tmp_path / "__pycache__").exists()
+    many = {"bytecode_uncached": {"modules": 1773, "of": 2691, "writes_disabled": False, "prefix": None}}
+    (line,) = envmod.warnings(many)
+    assert line.startswith("1773 of 2691 imported modules have no bytecode cache on disk (their folders are not "
+                           "writable here)") and "PYTHONPYCACHEPREFIX" in line
+    assert envmod.warnings({"bytecode_uncached": {"modules": 3, "of": 2691}}) == []
+    many["bytecode_uncached"]["writes_disabled"] = True
+    (line,) = envmod.warnings(many)
+    assert "(PYTHONDONTWRITEBYTECODE is set)" in line and "unset it" in line

@@ -165,3 +165,36 @@ def test_setup_with_nothing_to_do_never_imports_torch(tmp_path: Path) -> None:
     assert not re.search(r"(^|[;\s])(import|from) torch\b", asked), asked  # find_spec("torch") only
     assert (REPO_ROOT / "build" / ".torch-stamp").read_text() == stamp  # no reconfigure: the same stamp
     assert "ready: torch " in proc.stdout and "installing" not in proc.stdout
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "build" / ".torch-stamp").is_file(), reason="needs a build made by setup.sh")
+def test_setup_does_not_retry_what_this_host_could_not_install(tmp_path: Path) -> None:
+    """A host without a package index: the first set-up tries pip, fails, goes on without the
+    optional package and remembers it; the next one says so and does not try again."""
+    import sys
+
+    calls, record = tmp_path / "calls", REPO_ROOT / "build" / ".setup-unavailable"
+    stamp = (REPO_ROOT / "build" / ".torch-stamp").read_text().strip()
+    shim = tmp_path / "python"  # says `ruptures` is missing, and has no package index
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{calls}"\n'
+                    f'if [ "$1" = - ]; then cat > /dev/null; printf "%s\\nruptures\\n" "{stamp}"; exit 0; fi\n'
+                    'if [ "$1" = -m ] && [ "$2" = pip ]; then echo "no index" >&2; exit 1; fi\n'
+                    f'exec "{sys.executable}" "$@"\n')
+    shim.chmod(0o755)
+    kept = record.read_bytes() if record.exists() else None
+    record.unlink(missing_ok=True)
+    try:
+        runs = [subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO_ROOT, env={**os.environ, "PYTHON": str(shim)},
+                               capture_output=True, text=True, timeout=600) for _ in range(2)]
+        assert [r.returncode for r in runs] == [0, 0], runs[0].stdout + runs[0].stderr
+        assert "installing Python packages: ruptures" in runs[0].stdout
+        assert "optional packages not installed (ruptures)" in runs[0].stdout
+        assert "pip: ruptures" in record.read_text().splitlines()
+        assert "installing Python packages" not in runs[1].stdout
+        assert "optional packages still missing (ruptures): not installable here last time" in runs[1].stdout
+        asked = calls.read_text().splitlines()
+        assert sum(line.startswith("-m pip install --quiet -r") for line in asked) == 1  # the first run only
+    finally:
+        record.unlink(missing_ok=True)
+        if kept is not None:
+            record.write_bytes(kept)

@@ -263,6 +263,22 @@ def cpu_load() -> dict[str, Any]:
     return {"load_average": load, "cpu_busy": load[0] > (os.cpu_count() or 1) / 2}
 
 
+# A process that finds this many of its imported modules without bytecode on disk spent seconds
+# compiling them as it started (a few ms each: a GPU host's child processes compiled 1773 of their
+# 2691 modules, 4.8 s of compile() under cProfile); a checkout's own ~100 modules cost a fraction of one.
+UNCACHED_WARN = 500
+
+
+def bytecode_uncached() -> dict[str, Any]:
+    """How many of the modules imported so far have no bytecode cache on disk: each was compiled from
+    source as this process started, and every later process compiles it again (Python could not write
+    the cache: PYTHONDONTWRITEBYTECODE, or a site-packages this user cannot write)."""
+    cached = [m.__spec__.cached for m in list(sys.modules.values())
+              if getattr(m, "__spec__", None) is not None and getattr(m.__spec__, "cached", None)]
+    return {"modules": sum(not os.path.exists(c) for c in cached), "of": len(cached),
+            "writes_disabled": sys.dont_write_bytecode, "prefix": sys.pycache_prefix}
+
+
 def warnings(env: dict[str, Any]) -> list[str]:
     """What in the environment makes this run's figures less likely to repeat (printed on the console)."""
     out = []
@@ -278,6 +294,15 @@ def warnings(env: dict[str, Any]) -> list[str]:
     if others:
         names = ", ".join(f"{p.get('name') or '?'} (pid {p.get('pid')})" for p in others[:4])
         out.append(f"{len(others)} other process(es) on the GPU: {names}{' ...' if len(others) > 4 else ''}")
+    uncached = env.get("bytecode_uncached") or {}
+    if (uncached.get("modules") or 0) >= UNCACHED_WARN:
+        why, fix = (("PYTHONDONTWRITEBYTECODE is set", "unset it (and, where site-packages is read-only, set "
+                     "PYTHONPYCACHEPREFIX to a folder of your own) to keep them")
+                    if uncached.get("writes_disabled") else
+                    ("their folders are not writable here",
+                     "PYTHONPYCACHEPREFIX set to a folder of your own keeps them"))
+        out.append(f"{uncached['modules']} of {uncached['of']} imported modules have no bytecode cache on disk "
+                   f"({why}): every process compiles them again as it starts; {fix}")
     errors = env.get("gpu_ecc_errors") or {}
     if errors.get("uncorrected_volatile"):
         out.append(f"the GPU reports {errors['uncorrected_volatile']} uncorrected ECC error(s) since the driver loaded")
@@ -346,6 +371,7 @@ def capture(device: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "device": device,
         "knobs": knobs(),
+        "bytecode_uncached": bytecode_uncached(),
         "gpu_name": None,  # identity keys every run has (a gate refuses to compare across them)
         "nvidia_driver": None,
     }
