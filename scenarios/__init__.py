@@ -37,11 +37,13 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         # within 0.1 %.
         cuda_defaults={"rounds": (30, 6), "block_ms": (2.5, 2.0), "warmup_ms": (5.0, 5.0), "gpu_rounds": (5, 3),
                        "cpp_repetitions": (30, 3), "cpp_min_time": (0.0025, 0.01)},
-        # The nightly's design (--ab and --processes on CUDA): the single run's grouped schedule, its
-        # rounds shared among the processes; 90 rounds and 90 C++ rounds give each of the 12 processes
-        # of 6 pairs 15 of each. Two real nights of it on the H200 (results/h200/gate/grouped-nights):
-        # the C++ driver's ratio rows' spread a pair fell from 11-18 % (12 shuffled repetitions of
-        # 0.03 s) to 1.8-2.2 %, the Python ratio rows' from 3.6-4.6 % to 3.2-3.5 %; 6.2 min a night.
+        # --ab and --processes on CUDA: the single run's grouped schedule, its rounds shared among the
+        # processes; 90 rounds and 90 C++ rounds give each of the 12 processes of 6 pairs 15 of each.
+        # Two real nights of it on the H200 (results/h200/gate/grouped-nights): the C++ driver's ratio
+        # rows' spread a pair fell from 11-18 % (12 shuffled repetitions of 0.03 s) to 1.8-2.2 %, the
+        # Python ratio rows' from 3.6-4.6 % to 3.2-3.5 %; 6.2 min a night. The nightly workflow now
+        # gives its own design (--duet --pairs 16 --rounds 192 --cpp-repetitions 192: results/h100/gate/
+        # duet-nights), which these defaults do not change for a user's own --ab.
         repeated_cuda_defaults={"rounds": (90, 6), "cpp_repetitions": (90, 3)},
         table_note="Δ = median of per-round paired differences vs raw (inference, no_grad, inference_mode) or "
                    "function_raw (fwd_requires_grad, fwd_bwd), in the same mode.",

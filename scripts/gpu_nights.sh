@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real nights of the nightly's default design on one GPU host: the boundary table as an A/B run
-# (--pairs 6 and the A/B run's own defaults on CUDA: 90 rounds, 90 C++ rounds, the grouped order)
-# gated with the gate's defaults, exactly as the nightly workflow gates it.
+# (the workflow's defaults: --duet --pairs 16 --rounds 192 --cpp-repetitions 192, each pair's two
+# processes at once and their GPU passes in turns) gated with the gate's defaults, exactly as the
+# nightly workflow gates it.
 #   bash scripts/gpu_nights.sh OUTDIR NIGHT[,NIGHT...]
 # NIGHT is `aa` (identical code on both sides: every row should pass), `injectNNN` (side B's
 # `cpp` CUDA kernels wait NNN ns inside the kernel: DBENCH_INJECT_GPU_NS; the injected GPU rows
@@ -11,9 +12,9 @@
 # DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B
 # result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
 # and 0 otherwise, whatever the gate said (its verdicts are the data). NIGHT_ARGS adds run.py options
-# to every night (another design to try, e.g. NIGHT_ARGS="--duet --pairs 16 --rounds 192"). A night
-# takes 6 to 8 minutes: where each command has a shorter limit, start it with scripts/detached.sh and
-# wait for it there.
+# to every night, after the design's (a later value wins: e.g. NIGHT_ARGS="--pairs 20 --rounds 240").
+# A night takes about 9.5 minutes on an H100 host: where each command has a shorter limit, start it
+# with scripts/detached.sh and wait for it there.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}
@@ -33,10 +34,11 @@ for night in "${NIGHTS[@]}"; do
   esac
   name="$night-$n"
   work=$(mktemp -d)
-  echo "== $name: run.py --scenario boundary --ab env: $side_b --pairs 6 ${NIGHT_ARGS:-}"
+  design="--duet --pairs 16 --rounds 192 --cpp-repetitions 192"  # .github/workflows/nightly.yml's defaults
+  echo "== $name: run.py --scenario boundary --ab env: $side_b $design ${NIGHT_ARGS:-}"
   start=$SECONDS
-  # shellcheck disable=SC2086  # NIGHT_ARGS is a list of options, split on purpose
-  if python3 run.py --scenario boundary --ab env: "$side_b" --pairs 6 ${NIGHT_ARGS:-} --out "$work" \
+  # shellcheck disable=SC2086  # the design and NIGHT_ARGS are lists of options, split on purpose
+  if python3 run.py --scenario boundary --ab env: "$side_b" $design ${NIGHT_ARGS:-} --out "$work" \
       > "$OUT/$name.log" 2>&1; then
     for f in "$work"/*.json; do  # the result, not its Google Benchmark companions
       case $f in *.gbench.json | *.gbench-gpu.json) ;; *) cp "$f" "$OUT/$name.json" ;; esac

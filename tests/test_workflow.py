@@ -3,6 +3,7 @@ and the steps the nightly job must have."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -121,3 +122,50 @@ def test_ci_runs_the_readme_command_then_the_instruction_check() -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def _defaults() -> dict[str, str]:
+    """The workflow's env defaults, as a night with no inputs and no repository variables has them."""
+    import re
+
+    env = _nightly()["env"]
+    out = {}
+    for name, value in env.items():
+        last = re.findall(r"'([^']*)' \}\}$", str(value))
+        out[name] = last[0] if last else str(value)
+    return out
+
+
+@pytest.mark.parametrize(("design", "expected"), [
+    ("duet", ["--pairs", "16", "--duet", "--rounds", "192", "--cpp-repetitions", "192"]),
+    ("grouped", ["--pairs", "16", "--rounds", "192", "--cpp-repetitions", "192"]),
+])
+def test_the_nightly_ab_step_runs_the_design_it_is_given(tmp_path: Path, design: str, expected: list[str]) -> None:
+    """The A/B step's own script, run with a stand-in python3: the duet design by default (16 pairs of 12
+    rounds, the C++ driver's too), the grouped one when asked, and an unknown design refused."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path / "argv"}"\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, **_defaults(), "PATH": f"{bin_dir}:{os.environ['PATH']}", "SIDE_A": "build:/x",
+           "GITHUB_OUTPUT": str(tmp_path / "output"), "DESIGN": design}
+    assert _defaults()["DESIGN"] == "duet"
+    proc = subprocess.run(["bash", "-c", _step("--ab")["run"]], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    argv = (tmp_path / "argv").read_text().split("\n")[:-1]
+    assert argv[:6] == ["run.py", "--scenario", "boundary", "--ab", "build:/x", "env:"]
+    assert argv[6:-2] == expected and argv[-2:] == ["--out", "results/nightly/ab"]
+    assert (tmp_path / "output").read_text() == "rc=0\n"
+    refused = subprocess.run(["bash", "-c", _step("--ab")["run"]], env={**env, "DESIGN": "fast"}, cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert refused.returncode == 1 and "design must be duet or grouped, not 'fast'" in refused.stdout
+
+
+def test_the_gpu_nights_script_runs_the_nightly_design() -> None:
+    """scripts/gpu_nights.sh is how real nights of the nightly's design are made: the same counts."""
+    import re
+
+    (line,) = re.findall(r'^\s*design="([^"]*)"', (REPO_ROOT / "scripts" / "gpu_nights.sh").read_text(), re.M)
+    d = _defaults()
+    assert line.split() == ["--duet", "--pairs", d["PAIRS"], "--rounds", d["ROUNDS"],
+                            "--cpp-repetitions", d["CPP_REPETITIONS"]] and d["DESIGN"] == "duet"

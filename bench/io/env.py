@@ -273,8 +273,8 @@ def bytecode_uncached() -> dict[str, Any]:
     """How many of the modules imported so far have no bytecode cache on disk: each was compiled from
     source as this process started, and every later process compiles it again (Python could not write
     the cache: PYTHONDONTWRITEBYTECODE, or a site-packages this user cannot write)."""
-    cached = [m.__spec__.cached for m in list(sys.modules.values())
-              if getattr(m, "__spec__", None) is not None and getattr(m.__spec__, "cached", None)]
+    specs = [getattr(m, "__spec__", None) for m in list(sys.modules.values())]
+    cached = [str(spec.cached) for spec in specs if spec is not None and getattr(spec, "cached", None)]
     return {"modules": sum(not os.path.exists(c) for c in cached), "of": len(cached),
             "writes_disabled": sys.dont_write_bytecode, "prefix": sys.pycache_prefix}
 
