@@ -52,7 +52,14 @@ missing=$(sed -n 2p <<< "$found")
 # which cost a GPU host 31 s a set-up; delete the file to try again.
 UNAVAILABLE="$BUILD_DIR/.setup-unavailable"
 tried() { grep -qxF "$1" "$UNAVAILABLE" 2>/dev/null; }
-remember() { mkdir -p "$BUILD_DIR" && echo "$1" >> "$UNAVAILABLE"; }
+# The build folder's own notes are written as whoever runs this (root, in CI): never through a link
+# or into another user's file, which a planted one would turn into root's write elsewhere.
+own_file() {
+  if [ -L "$1" ] || { [ -e "$1" ] && [ ! -O "$1" ]; }; then
+    log "error: $1 is a link or another user's file: not written; remove it and run again"; exit 1
+  fi
+}
+remember() { mkdir -p "$BUILD_DIR" && own_file "$UNAVAILABLE" && echo "$1" >> "$UNAVAILABLE"; }
 if [ -n "$missing" ] && tried "pip: $missing"; then
   log "optional packages still missing ($missing): not installable here last time (rm $UNAVAILABLE to retry)"
 elif [ -n "$missing" ]; then
@@ -129,6 +136,7 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   # shellcheck disable=SC2086
   cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DPython3_EXECUTABLE="$(command -v "$PY")" ${CMAKE_ARGS:-}
 fi
+own_file "$BUILD_DIR/.torch-stamp"
 echo "$stamp" > "$BUILD_DIR/.torch-stamp"
 log "building (first build takes a few minutes on 2 cores)"
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"

@@ -198,3 +198,38 @@ def test_setup_does_not_retry_what_this_host_could_not_install(tmp_path: Path) -
         record.unlink(missing_ok=True)
         if kept is not None:
             record.write_bytes(kept)
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "build" / ".torch-stamp").is_file(), reason="needs a build made by setup.sh")
+@pytest.mark.parametrize("name", [".setup-unavailable", ".torch-stamp"])
+def test_setup_never_writes_its_notes_through_a_planted_link(tmp_path: Path, name: str) -> None:
+    """setup.sh runs as root in CI: a link planted at one of the build folder's notes must not turn its
+    write into a write elsewhere. It stops, names the file, and the link's target is untouched."""
+    import sys
+
+    note = REPO_ROOT / "build" / name
+    notes = [REPO_ROOT / "build" / n for n in (".setup-unavailable", ".torch-stamp")]
+    kept = {n: n.read_bytes() if n.exists() else None for n in notes}  # both put back as they were
+    stamp = (REPO_ROOT / "build" / ".torch-stamp").read_text().strip()
+    victim = tmp_path / "victim"
+    victim.write_text(stamp + "\n" if name == ".torch-stamp" else "kept\n")  # the stamp read through it matches
+    before = victim.read_text()
+    shim = tmp_path / "python"  # ruptures missing and no package index: setup.sh notes it in .setup-unavailable
+    shim.write_text('#!/bin/sh\n'
+                    f'if [ "$1" = - ]; then cat > /dev/null; printf "%s\\nruptures\\n" "{stamp}"; exit 0; fi\n'
+                    'if [ "$1" = -m ] && [ "$2" = pip ]; then exit 1; fi\n'
+                    f'exec "{sys.executable}" "$@"\n')
+    shim.chmod(0o755)
+    note.unlink(missing_ok=True)
+    note.symlink_to(victim)
+    try:
+        proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=REPO_ROOT, env={**os.environ, "PYTHON": str(shim)},
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        for n, content in kept.items():
+            n.unlink(missing_ok=True)
+            if content is not None:
+                n.write_bytes(content)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"error: build/{name} is a link or another user's file: not written" in proc.stdout
+    assert victim.read_text() == before

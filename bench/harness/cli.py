@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, NoReturn, Sequence
 from dbench.bench.io.atomic import folder_output_problem
 from dbench.bench.core.defaults import ORDERS
 from dbench.bench.harness import common  # the command's name (run.py, dbench run): its messages' prefix
+from dbench.bench.harness.placement import pin_slots
 from dbench.bench.core.trust import UntrustedPathError, make_output_folder, trusted_code_path
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
@@ -436,8 +437,7 @@ def check_pinning(args: argparse.Namespace) -> None:
     if args.no_pin or args.pin_cores <= 0 or not hasattr(os, "sched_getaffinity") or sharded:
         return
     allowed = len(os.sched_getaffinity(0))
-    # --duet: side B one slot further; --overlap-pairs: every other pair two slots further still
-    slots = args.pin_offset + (4 if args.overlap_pairs else 2 if args.duet else 1)
+    slots = args.pin_offset + pin_slots(args.duet, args.overlap_pairs)
     need = args.pin_cores * slots
     if need > allowed:
         most = allowed // slots

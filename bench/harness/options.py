@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dbench.bench.core.defaults import DEFAULTS
+from dbench.bench.harness.placement import pin_slots
 
 Layer = Mapping[str, tuple[Any, Any]]  # option -> (full run, --quick)
 
@@ -90,9 +91,7 @@ class RunOptions:
 
     @property
     def pin_slots(self) -> int:
-        """How many children's worth of cores (--pin-cores each) from --pin-offset on the children pin
-        to: one at a time; a duet pair's two; two overlapping pairs' four."""
-        return 4 if self.overlap_pairs else 2 if self.duet else 1
+        return pin_slots(self.duet, self.overlap_pairs)
 
     @property
     def on_cuda(self) -> bool:

@@ -12,6 +12,13 @@ class ShardUsageError(ValueError):
     """A --gpus / --shards request that cannot be honoured (run.py exits 2 with the message)."""
 
 
+def pin_slots(duet: bool, overlap_pairs: bool) -> int:
+    """How many children's worth of cores (--pin-cores each), from --pin-offset on, a run's children
+    pin to: one at a time; a duet pair's two (side B one slot further); two overlapping pairs' four
+    (every other pair two slots further still)."""
+    return 4 if overlap_pairs else 2 if duet else 1
+
+
 def resolve_shards(gpus: str | None, shards: int | None, device: str | None, cuda_count: int) -> list[str]:
     """The device of every shard ([] when neither --gpus nor --shards was given)."""
     if gpus is not None and shards is not None:
