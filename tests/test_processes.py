@@ -587,3 +587,56 @@ def test_the_cpu_passes_marker_is_made_new_and_never_through_a_link(tmp_path: Pa
     with pytest.raises(OSError):
         run.cpu_passes_done()
     assert target.read_text() == "kept"
+
+
+# ---------------------------------------------------------------------------
+# One bytecode cache for the children where the parent found its modules without one
+# (bench/children/bytecode.py).
+
+
+def test_children_share_a_private_bytecode_cache_only_where_the_modules_have_none(tmp_path: Path) -> None:
+    from dbench.bench.children import bytecode
+    from dbench.bench.children.processes import _children
+    from dbench.bench.io.env import UNCACHED_WARN
+
+    many = {"modules": UNCACHED_WARN, "of": 2691, "writes_disabled": True, "prefix": None}
+    cache = bytecode.shared_cache(tmp_path, {"PYTHONDONTWRITEBYTECODE": "1"}, many)
+    assert cache == {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    assert bytecode.folder(cache) == tmp_path / "pycache"
+    few = {**many, "modules": UNCACHED_WARN - 1}
+    assert bytecode.shared_cache(tmp_path, {}, few) == {} and bytecode.folder({}) is None
+    # a prefix of the user's is theirs: the children inherit it
+    assert bytecode.shared_cache(tmp_path, {"PYTHONPYCACHEPREFIX": "/theirs"}, many) == {}
+    ab = ["--scenario", "boundary", "--ab", "env:", "env:PYTHONDONTWRITEBYTECODE=1", "--pairs", "2"]
+    options = _options(ab)
+    by_side = {"a": options.ab_sides[0], "b": options.ab_sides[1]}
+    children, _ = _children(slots(None, 2), by_side, options, per_side=2, work=tmp_path, cache=cache)
+    # every child gets the cache; a side's own variables win over it
+    assert {c.env["PYTHONPYCACHEPREFIX"] for c in children} == {str(tmp_path / "pycache")}
+    assert sorted(c.env["PYTHONDONTWRITEBYTECODE"] for c in children) == ["", "", "1", "1"]
+
+
+@pytest.mark.slow
+def test_the_second_process_loads_the_bytecode_the_first_compiled(tmp_path: Path) -> None:
+    """With the threshold lowered to 0 and bytecode writes disabled, as on a read-only image: the run's
+    folder gets a private cache (mode 0700); the first child writes every module's bytecode there, and
+    the second finds all of its modules there and writes none."""
+    script = ("import runpy, sys; import dbench.bench.io.env as e; e.UNCACHED_WARN = 0; "
+              f"sys.argv = ['run.py', *sys.argv[1:]]; runpy.run_path({str(ROOT / 'run.py')!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", script, *SMALL, "--quick", "--rounds", "2", "--processes", "2",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=180, cwd=ROOT,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the processes share one cache" in proc.stdout
+    (path,) = tmp_path.glob("*.json")
+    work = tmp_path / f"{path.stem}.processes"
+    cache = work / "pycache"
+    assert load_result(path)["env"]["bytecode_shared"].endswith(f"{path.stem}.processes/pycache")
+    assert (cache.stat().st_mode & 0o777) == 0o700
+    written = [p.stat().st_mtime_ns for p in cache.rglob("*.pyc")]
+    assert len(written) > 1000  # torch's modules too, not only this checkout's
+    for i in range(2):
+        uncached = load_result(next((work / f"process-{i}").glob("*.json")))["env"]["bytecode_uncached"]
+        assert uncached["modules"] == 0 and uncached["prefix"].endswith(f"{path.stem}.processes/pycache")
+    # none written after the second process started (its options file is written as it starts)
+    assert max(written) < (work / "process-1.options").stat().st_mtime_ns

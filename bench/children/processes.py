@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dbench.bench.children import bytecode
 from dbench.bench.io.ab import Slot, abba, order_text
 from dbench.bench.harness.cli import MAX_SEED
 from dbench.bench.harness import common
@@ -148,28 +149,25 @@ def run_repeated(
     show(document, note) prints a --processes run's tables (run.py: the scenario's own report or the table)."""
     from dbench.bench.io.results import ResultWriteError, write_result
 
-    device = options.device
     sides: tuple[Side, Side] | None = (options.ab_sides[0], options.ab_sides[1]) if options.ab is not None else None
     plan = slots(None if sides else options.processes, options.pairs if sides else None)
     per_side = (options.pairs if sides else options.processes) or 1
     by_side = {"a": sides[0], "b": sides[1]} if sides else None
     json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.processes"
-    children, seeds = _children(plan, by_side, options, per_side, work)
-    rounds = share(options.rounds, per_side)
-    what = (f"A/B, {options.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
-            if sides else f"{len(plan)} processes")
-    when = ("one after another" if not options.duet else "each pair's two sides at once (duet), "
-            + ("each pair from the end of the previous one's CPU passes" if options.overlap_pairs
-               else "the pairs one after another"))
-    console.print(f"[bold]{scenario.name}[/bold] on {device}: {what}, {when}, {rounds} rounds each; "
-                  f"logs and each process's result in {rel(work, repo_root)}")
-    merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, options, repo_root)
+    cache = bytecode.shared_cache(work)
+    children, seeds = _children(plan, by_side, options, per_side, work, cache)
+    _announce(scenario.name, options, plan, sides, work, cache, console, repo_root)
+    merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, options, repo_root,
+                     cache)
     document, fallback = merger.document, merger.fallback
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
         new_folder(work)  # never one that is there: its logs could be planted links (ResultWriteError)
-        interrupted = run_groups(batches(children, options.duet), rounds, console, repo_root, _parent_cores(options),
+        if (cache_folder := bytecode.folder(cache)) is not None:
+            new_folder(cache_folder, mode=0o700)  # bytecode the children load: no one else writes in it
+        interrupted = run_groups(batches(children, options.duet), share(options.rounds, per_side), console,
+                                 repo_root, _parent_cores(options),
                                  on_done=lambda: write_result(json_path, document(final=False)),
                                  overlap=options.overlap_pairs)
     except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
@@ -193,14 +191,34 @@ def run_repeated(
     return exit_code(children, interrupted, merged["rows"])
 
 
+def _announce(name: str, options: RunOptions, plan: Sequence[Slot], sides: tuple[Side, Side] | None, work: Path,
+              cache: Mapping[str, str], console: Any, repo_root: Path) -> None:
+    """The run's first lines: its processes, in which order, where they write, and their shared bytecode."""
+    what = (f"A/B, {options.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
+            if sides else f"{len(plan)} processes")
+    when = ("one after another" if not options.duet else "each pair's two sides at once (duet), "
+            + ("each pair from the end of the previous one's CPU passes" if options.overlap_pairs
+               else "the pairs one after another"))
+    rounds = share(options.rounds, (options.pairs if sides else options.processes) or 1)
+    console.print(f"[bold]{name}[/bold] on {options.device}: {what}, {when}, {rounds} rounds each; "
+                  f"logs and each process's result in {rel(work, repo_root)}")
+    if (cache_folder := bytecode.folder(cache)) is not None:
+        console.print(f"most modules this process imported have no bytecode on disk: the processes share one cache "
+                      f"in {rel(cache_folder, repo_root)} (the first compiles, the others load)")
+
+
 class _Merger:
     """The one document of a run in processes: the merge of what its children wrote so far."""
 
     def __init__(self, scenario: str, command: str, children: Sequence[Child], plan: Sequence[Slot],
                  seeds: Sequence[int], sides: tuple[Side, Side] | None, options: RunOptions,
-                 repo_root: Path) -> None:
+                 repo_root: Path, cache: Mapping[str, str]) -> None:
         self.scenario, self.command, self.children, self.plan, self.seeds = scenario, command, children, plan, seeds
         self.sides, self.options, self.repo_root = sides, options, repo_root
+        cache_folder = bytecode.folder(cache)
+        # The run's own env entries (each child's result keeps its own env, bytecode_uncached included).
+        self.env = {"command": command,
+                    **({"bytecode_shared": rel(cache_folder, repo_root)} if cache_folder is not None else {})}
         self.by_side = {"a": sides[0], "b": sides[1]} if sides else None
 
     def _metas(self, final: bool) -> list[dict[str, Any]]:
@@ -209,7 +227,7 @@ class _Merger:
 
     def _empty(self, metas: list[dict[str, Any]]) -> dict[str, Any]:
         return empty_merge(self.scenario, "process", metas, {"processes": len(self.plan)},
-                           {"command": self.command, "processes": metas})
+                           {**self.env, "processes": metas})
 
     def document(self, final: bool) -> dict[str, Any]:
         """The merge so far: status running until the end (the A/B merge with sides, else the processes')."""
@@ -227,7 +245,7 @@ class _Merger:
                                    **({"duet": True} if self.options.duet else {}),
                                    **({"overlap_pairs": True} if self.options.overlap_pairs else {}),
                                    "wall_seconds": round(wall_seconds(self.children), 2)},
-                           env={"command": self.command}, ab=ab)
+                           env=dict(self.env), ab=ab)
         if not final:
             merged["status"] = "running"
             merged.pop("error", None)
@@ -239,9 +257,10 @@ class _Merger:
 
 
 def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options: RunOptions, per_side: int,
-              work: Path) -> tuple[list[Child], list[int]]:
-    """One child process of run.py per slot (its side's Python and environment in an A/B run), and
-    each one's seed: both sides of a pair visit the cases in the same orders."""
+              work: Path, cache: Mapping[str, str] | None = None) -> tuple[list[Child], list[int]]:
+    """One child process of run.py per slot (its side's Python and environment in an A/B run, over
+    `cache`: the run's shared bytecode, bench/children/bytecode.py), and each one's seed: both sides of
+    a pair visit the cases in the same orders."""
     children, seeds = [], []
     for slot in plan:
         seed = (options.seed + slot.pair) % (MAX_SEED + 1)  # a seed near the top wraps, within --seed's range
@@ -257,7 +276,8 @@ def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options:
             if options.on_cuda:  # and times its GPU passes while no other process does (bench/harness/gpu_turn.py)
                 mine = dataclasses.replace(mine, gpu_turn=work / "gpu.turn")
         children.append(Child(slot.index, _name(slot, len(plan)), side.python if side else sys.executable, out_dir,
-                              work / f"process-{slot.index}.log", options=mine, env=side.env if side else None,
+                              work / f"process-{slot.index}.log", options=mine,
+                              env={**(cache or {}), **(side.env if side else {})},
                               device=options.device, describe=f"side {side.spec}" if side else ""))
         seeds.append(seed)
     return children, seeds

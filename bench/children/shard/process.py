@@ -139,10 +139,10 @@ def _made_fresh(path: Path, make: Callable[[], T]) -> T:
         raise ResultWriteError(path, exc) from None
 
 
-def new_folder(path: Path) -> None:
+def new_folder(path: Path, mode: int = 0o755) -> None:
     """Make the folder `path`, never using one that is there (no exist_ok): what the run writes in
     its children's folders must not land in a folder someone else made, through their links."""
-    _made_fresh(path, lambda: os.mkdir(path, 0o755))
+    _made_fresh(path, lambda: os.mkdir(path, mode))
 
 
 def start_child(child: Child, repo_root: Path = REPO_ROOT) -> None:
