@@ -1,6 +1,6 @@
 """The op contract: everything the variant factory needs to know about one op.
 
-A shipped op is declared once (ops/catalog.py): its schema lives in C++
+A shipped op is declared once (ops/shipped/<op>.py): its schema lives in C++
 (ops/native/<op>.h) and is read back from the dispatcher, its kernels are the
 shared CPU/CUDA kernels behind the pybind launchers, and this contract adds the
 Python half: fake, saved tensors, backward formula, fp64 reference and inputs.
@@ -72,6 +72,29 @@ class Work:
 
 def elementwise_work(n: int, itemsize: int, inputs: int, outputs: int, flops_per_element: int) -> Work:
     return Work(n * itemsize * inputs, n * itemsize * outputs, n * flops_per_element)
+
+
+def same_shape_work(inputs: int, outputs: int, flops_per_element: int) -> Callable[[Args], Work]:
+    """Work of an op over same-shaped tensors, from its first tensor argument."""
+    def work(args: Args) -> Work:
+        x = args[0]
+        return elementwise_work(x.numel(), x.element_size(), inputs, outputs, flops_per_element)
+
+    return work
+
+
+def save_x_and_scalar(ctx: Any, inputs: Args, output: Tensor) -> None:
+    """For ops f(x, scalar) whose gradient is one call of a backward kernel (l2norm, chain)."""
+    x, scalar = inputs
+    ctx.save_for_backward(x)
+    ctx.scalar = scalar
+
+
+def backward_kernel(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None, ...]:
+    """grad_x = backward_kernel(grad, x, scalar) after save_x_and_scalar; no gradient for the scalar."""
+    assert kernels.bwd is not None, "this op's backward needs its backward kernel"
+    (x,) = ctx.saved_tensors
+    return kernels.bwd(grad, x, ctx.scalar), None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ import torch
 
 from conftest import DEVICES, TOLERANCES, dtype_params, requires_cuda
 from dbench.ops import libraries
-from dbench.ops.catalog import L2NORM, L2NORM_EPS
+from dbench.ops.shipped.l2norm import CONTRACT as L2NORM
+from dbench.ops.shipped.l2norm import EPS as L2NORM_EPS
 
 DTYPES = dtype_params()
 WARP_ROW_PACKS = 8  # kernels.h kWarpRowPacks: accesses per lane of the warp schedule
