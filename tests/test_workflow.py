@@ -137,11 +137,11 @@ def _defaults() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("design", "expected"), [
-    ("duet", ["--pairs", "16", "--duet", "--rounds", "192", "--cpp-repetitions", "192"]),
-    ("grouped", ["--pairs", "16", "--rounds", "192", "--cpp-repetitions", "192"]),
+    ("duet", ["--pairs", "18", "--duet", "--rounds", "216", "--cpp-repetitions", "216"]),
+    ("grouped", ["--pairs", "18", "--rounds", "216", "--cpp-repetitions", "216"]),
 ])
 def test_the_nightly_ab_step_runs_the_design_it_is_given(tmp_path: Path, design: str, expected: list[str]) -> None:
-    """The A/B step's own script, run with a stand-in python3: the duet design by default (16 pairs of 12
+    """The A/B step's own script, run with a stand-in python3: the duet design by default (18 pairs of 12
     rounds, the C++ driver's too), the grouped one when asked, and an unknown design refused."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
