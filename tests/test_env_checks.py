@@ -176,3 +176,4 @@ def test_modules_imported_without_a_bytecode_cache_are_counted_and_warned_of(tmp
     many["bytecode_uncached"]["writes_disabled"] = True
     (line,) = envmod.warnings(many)
     assert "(PYTHONDONTWRITEBYTECODE is set)" in line and "unset it" in line
+    assert "the processes of one --processes or --ab run share one cache" in line  # bench/children/bytecode.py
