@@ -600,17 +600,19 @@ def test_children_share_a_private_bytecode_cache_only_where_the_modules_have_non
     from dbench.bench.io.env import UNCACHED_WARN
 
     many = {"modules": UNCACHED_WARN, "of": 2691, "writes_disabled": True, "prefix": None}
-    cache = bytecode.shared_cache(tmp_path, {"PYTHONDONTWRITEBYTECODE": "1"}, many)
-    assert cache == {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
-    assert bytecode.folder(cache) == tmp_path / "pycache"
+    cache = bytecode.shared_folder(tmp_path, {"PYTHONDONTWRITEBYTECODE": "1"}, many)
+    assert cache == tmp_path / "pycache"
+    assert bytecode.child_env(cache) == {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"),
+                                         "PYTHONDONTWRITEBYTECODE": ""}
     few = {**many, "modules": UNCACHED_WARN - 1}
-    assert bytecode.shared_cache(tmp_path, {}, few) == {} and bytecode.folder({}) is None
+    assert bytecode.shared_folder(tmp_path, {}, few) is None and bytecode.child_env(None) == {}
     # a prefix of the user's is theirs: the children inherit it
-    assert bytecode.shared_cache(tmp_path, {"PYTHONPYCACHEPREFIX": "/theirs"}, many) == {}
+    assert bytecode.shared_folder(tmp_path, {"PYTHONPYCACHEPREFIX": "/theirs"}, many) is None
     ab = ["--scenario", "boundary", "--ab", "env:", "env:PYTHONDONTWRITEBYTECODE=1", "--pairs", "2"]
     options = _options(ab)
     by_side = {"a": options.ab_sides[0], "b": options.ab_sides[1]}
-    children, _ = _children(slots(None, 2), by_side, options, per_side=2, work=tmp_path, cache=cache)
+    children, _ = _children(slots(None, 2), by_side, options, per_side=2, work=tmp_path,
+                            cache_env=bytecode.child_env(cache))
     # every child gets the cache; a side's own variables win over it
     assert {c.env["PYTHONPYCACHEPREFIX"] for c in children} == {str(tmp_path / "pycache")}
     assert sorted(c.env["PYTHONDONTWRITEBYTECODE"] for c in children) == ["", "", "1", "1"]

@@ -21,23 +21,22 @@ from dbench.bench.io import env as envmod
 FOLDER = "pycache"
 
 
-def shared_cache(work: Path, environ: Mapping[str, str] | None = None,
-                 uncached: Mapping[str, object] | None = None) -> dict[str, str]:
-    """The variables that give the children of the run in `work` one private bytecode cache, or {}
-    where this process found its modules' bytecode on disk (fewer than UNCACHED_WARN without) or the
-    user set a prefix. `uncached`: this process's bytecode_uncached() (taken here when not given)."""
+def shared_folder(work: Path, environ: Mapping[str, str] | None = None,
+                  uncached: Mapping[str, object] | None = None) -> Path | None:
+    """The one bytecode cache of the children of the run in `work`, or None where this process found
+    its modules' bytecode on disk (fewer than UNCACHED_WARN without) or the user set a prefix.
+    `uncached`: this process's bytecode_uncached() (taken here when not given)."""
     environ = os.environ if environ is None else environ
     if environ.get("PYTHONPYCACHEPREFIX"):
-        return {}
+        return None
     uncached = envmod.bytecode_uncached() if uncached is None else uncached
     modules = uncached.get("modules")
     if not isinstance(modules, int) or modules < envmod.UNCACHED_WARN:
-        return {}
-    # An empty PYTHONDONTWRITEBYTECODE is unset for Python: the children may write, but only there.
-    return {"PYTHONPYCACHEPREFIX": str(work / FOLDER), "PYTHONDONTWRITEBYTECODE": ""}
+        return None
+    return work / FOLDER
 
 
-def folder(cache_env: Mapping[str, str]) -> Path | None:
-    """The cache folder shared_cache() chose, or None."""
-    prefix = cache_env.get("PYTHONPYCACHEPREFIX")
-    return Path(prefix) if prefix else None
+def child_env(folder: Path | None) -> dict[str, str]:
+    """The variables that point a child at `folder` ({} for None). An empty PYTHONDONTWRITEBYTECODE
+    is unset for Python: the children may write bytecode, but only there."""
+    return {} if folder is None else {"PYTHONPYCACHEPREFIX": str(folder), "PYTHONDONTWRITEBYTECODE": ""}

@@ -155,19 +155,19 @@ def run_repeated(
     by_side = {"a": sides[0], "b": sides[1]} if sides else None
     json_path = Path(json_path).absolute()  # the children run elsewhere: every path they get is absolute
     work = json_path.parent / f"{json_path.stem}.processes"
-    cache = bytecode.shared_cache(work)
-    children, seeds = _children(plan, by_side, options, per_side, work, cache)
-    _announce(scenario.name, options, plan, sides, work, cache, console, repo_root)
+    rounds = share(options.rounds, per_side)
+    cache = bytecode.shared_folder(work)
+    children, seeds = _children(plan, by_side, options, per_side, work, bytecode.child_env(cache))
+    _announce(scenario.name, options, plan, sides, rounds, work, cache, console, repo_root)
     merger = _Merger(scenario.name, " ".join(["run.py", *argv]), children, plan, seeds, sides, options, repo_root,
                      cache)
     document, fallback = merger.document, merger.fallback
     try:
         write_result(json_path, document(final=False))  # valid from the start, rewritten after each process
         new_folder(work)  # never one that is there: its logs could be planted links (ResultWriteError)
-        if (cache_folder := bytecode.folder(cache)) is not None:
-            new_folder(cache_folder, mode=0o700)  # bytecode the children load: no one else writes in it
-        interrupted = run_groups(batches(children, options.duet), share(options.rounds, per_side), console,
-                                 repo_root, _parent_cores(options),
+        if cache is not None:
+            new_folder(cache, mode=0o700)  # bytecode the children load: no one else writes in it
+        interrupted = run_groups(batches(children, options.duet), rounds, console, repo_root, _parent_cores(options),
                                  on_done=lambda: write_result(json_path, document(final=False)),
                                  overlap=options.overlap_pairs)
     except ResultWriteError as exc:  # a full disk, a folder made read-only or removed: stop cleanly
@@ -191,20 +191,19 @@ def run_repeated(
     return exit_code(children, interrupted, merged["rows"])
 
 
-def _announce(name: str, options: RunOptions, plan: Sequence[Slot], sides: tuple[Side, Side] | None, work: Path,
-              cache: Mapping[str, str], console: Any, repo_root: Path) -> None:
+def _announce(name: str, options: RunOptions, plan: Sequence[Slot], sides: tuple[Side, Side] | None, rounds: int,
+              work: Path, cache: Path | None, console: Any, repo_root: Path) -> None:
     """The run's first lines: its processes, in which order, where they write, and their shared bytecode."""
     what = (f"A/B, {options.pairs} pairs in the order {order_text(plan)}: A = {sides[0].spec}, B = {sides[1].spec}"
             if sides else f"{len(plan)} processes")
     when = ("one after another" if not options.duet else "each pair's two sides at once (duet), "
             + ("each pair from the end of the previous one's CPU passes" if options.overlap_pairs
                else "the pairs one after another"))
-    rounds = share(options.rounds, (options.pairs if sides else options.processes) or 1)
     console.print(f"[bold]{name}[/bold] on {options.device}: {what}, {when}, {rounds} rounds each; "
                   f"logs and each process's result in {rel(work, repo_root)}")
-    if (cache_folder := bytecode.folder(cache)) is not None:
+    if cache is not None:
         console.print(f"most modules this process imported have no bytecode on disk: the processes share one cache "
-                      f"in {rel(cache_folder, repo_root)} (the first compiles, the others load)")
+                      f"in {rel(cache, repo_root)} (the first compiles, the others load)")
 
 
 class _Merger:
@@ -212,13 +211,11 @@ class _Merger:
 
     def __init__(self, scenario: str, command: str, children: Sequence[Child], plan: Sequence[Slot],
                  seeds: Sequence[int], sides: tuple[Side, Side] | None, options: RunOptions,
-                 repo_root: Path, cache: Mapping[str, str]) -> None:
+                 repo_root: Path, cache: Path | None) -> None:
         self.scenario, self.command, self.children, self.plan, self.seeds = scenario, command, children, plan, seeds
         self.sides, self.options, self.repo_root = sides, options, repo_root
-        cache_folder = bytecode.folder(cache)
         # The run's own env entries (each child's result keeps its own env, bytecode_uncached included).
-        self.env = {"command": command,
-                    **({"bytecode_shared": rel(cache_folder, repo_root)} if cache_folder is not None else {})}
+        self.env = {"command": command, **({"bytecode_shared": rel(cache, repo_root)} if cache is not None else {})}
         self.by_side = {"a": sides[0], "b": sides[1]} if sides else None
 
     def _metas(self, final: bool) -> list[dict[str, Any]]:
@@ -257,10 +254,10 @@ class _Merger:
 
 
 def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options: RunOptions, per_side: int,
-              work: Path, cache: Mapping[str, str] | None = None) -> tuple[list[Child], list[int]]:
+              work: Path, cache_env: Mapping[str, str] | None = None) -> tuple[list[Child], list[int]]:
     """One child process of run.py per slot (its side's Python and environment in an A/B run, over
-    `cache`: the run's shared bytecode, bench/children/bytecode.py), and each one's seed: both sides of
-    a pair visit the cases in the same orders."""
+    `cache_env`: the run's shared bytecode, bench/children/bytecode.py), and each one's seed: both
+    sides of a pair visit the cases in the same orders."""
     children, seeds = [], []
     for slot in plan:
         seed = (options.seed + slot.pair) % (MAX_SEED + 1)  # a seed near the top wraps, within --seed's range
@@ -277,7 +274,7 @@ def _children(plan: Sequence[Slot], by_side: Mapping[str, Side] | None, options:
                 mine = dataclasses.replace(mine, gpu_turn=work / "gpu.turn")
         children.append(Child(slot.index, _name(slot, len(plan)), side.python if side else sys.executable, out_dir,
                               work / f"process-{slot.index}.log", options=mine,
-                              env={**(cache or {}), **(side.env if side else {})},
+                              env={**(cache_env or {}), **(side.env if side else {})},
                               device=options.device, describe=f"side {side.spec}" if side else ""))
         seeds.append(seed)
     return children, seeds
