@@ -38,6 +38,11 @@ def _failing_test(exc: BaseException) -> str | None:
 
 # What test_schema says when the schema hides a write or an alias (its hint applies only then).
 _SCHEMA_FINDINGS = ("mutated", "mutable", "alias")
+# What torch.library's custom ops raise when a kernel (the forward or the backward) returns one of its
+# own inputs, wherever a check meets it (opcheck's tests, a compiled graph): the kernel is at fault.
+_RETURNS_INPUT = "must not also be an input"
+_RETURNS_INPUT_HINT = (" (the kernel named returns one of its inputs as an output; a registered op's outputs "
+                       "must be new tensors: return a copy, e.g. g.clone())")
 
 
 def _opcheck_reason(exc: BaseException, contract: OpContract, registered: bool) -> str:
@@ -46,7 +51,9 @@ def _opcheck_reason(exc: BaseException, contract: OpContract, registered: bool) 
     hint = f" ({HINTS[test]})" if test else ""
     if test == "test_schema" and not any(word in str(cause) for word in _SCHEMA_FINDINGS):
         hint = ""  # another error inside the schema test: its message is the cause
-    if registered and test:  # the library's own op: its registration, not the declaration, is at fault
+    if _RETURNS_INPUT in str(cause) and not registered:
+        hint = _RETURNS_INPUT_HINT  # torch named the cause: not the fake (test_aot_dispatch_dynamic's usual one)
+    elif registered and test:  # the library's own op: its registration, not the declaration, is at fault
         op = contract.registered.op if isinstance(contract.registered, AdaptedOp) else contract.registered
         what = _untraceable(op) if test != "test_schema" else None
         hint = (f" (the registered op's own registration is at fault, not this declaration: "
@@ -171,7 +178,8 @@ def _compiles(op: str, variant: str, device: str, dtype: torch.dtype, grad: bool
             outs = v.op.differentiable_outputs(out)
             torch.autograd.grad(outs, v.op.grad_inputs(args), [torch.ones_like(o) for o in outs])
     except CASE_ERRORS as exc:
-        return f"torch.compile(fullgraph=True): {first_line(exc, 240)}"
+        hint = _RETURNS_INPUT_HINT if _RETURNS_INPUT in str(exc) else ""
+        return f"torch.compile(fullgraph=True): {first_line(exc, 240)}{hint}"
     return None
 
 

@@ -760,3 +760,32 @@ def test_a_derived_fake_takes_dtypes_and_strides_from_the_launcher(tmp_path: Pat
     (out,) = launcher_outputs(contract.launcher(op), (x,)) or [None]
     assert out is not None and out.dtype == torch.float32
     assert launcher_outputs(lambda x: 1 / 0, (x,)) is None  # a launcher that raises: the reference's metadata stands
+
+
+RETURNS_ITS_INPUT = """
+import torch
+from dbench import Op
+
+def scale_add(x, y, alpha):
+    return x * alpha + y
+
+def scale_add_bwd(g, alpha):
+    return g * alpha, g  # the second gradient is the incoming one itself: an output that is an input
+
+op = Op(name="scale_add_aliasing", forward=scale_add, inputs=("x", "y"), scalars={"alpha": 0.5},
+        backward=scale_add_bwd, backward_fake=lambda g, alpha: (torch.empty_like(g), torch.empty_like(g)),
+        reference=lambda x, y, alpha: x * alpha + y, shape=(8, 64))
+"""
+
+
+def test_a_backward_that_returns_its_input_is_named_not_blamed_on_the_fake(tmp_path: Path) -> None:
+    """torch says which kernel returns one of its inputs; the reason keeps that and says to return a
+    copy, in the opcheck check and in the compiled one, instead of guessing at the forward's fake."""
+    (name,) = load_all([f"{_write(tmp_path, 'aliasing.py', RETURNS_ITS_INPUT)}:op"])
+    spec = InputSpec(OPS[name].boundary_shape)
+    assert preflight(get_variant("custom_op_autograd", name), OPS[name], "inference", spec) is None
+    for variant in ("custom_op_autograd", "function_custom_op"):
+        reason = preflight(get_variant(variant, name), OPS[name], "fwd_bwd", spec)
+        assert reason is not None and "scale_add_aliasing_backward" in reason, reason
+        assert "must not also be" in reason and "return a copy, e.g. g.clone()" in reason, reason  # torch's, cut at 240
+        assert "fake" not in reason, reason
