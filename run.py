@@ -18,15 +18,16 @@ from typing import Any, Sequence
 
 STARTED = time.monotonic()  # the phase timings count from here (interpreter start-up excluded)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dbench.bench.harness.supervisor import ready, supervise  # noqa: E402  (standard library only)
+from dbench.bench.harness import pycache, supervisor  # noqa: E402  (standard library only)
 if __name__ == "__main__":  # the command, not the library: a supervisor ends the result of a run that crashes
-    supervise()  # returns in the worker process that runs the command; the supervisor exits with its status
+    pycache.build_cache()  # before torch: where Python may not write bytecode, the build folder keeps it
+    supervisor.supervise()  # returns in the worker process that runs the command; the supervisor exits with its status
 
 from dbench.bench.harness.cli import UsageError  # noqa: E402  (torch-free)
 from dbench.bench.harness import common  # noqa: E402
 from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Outcome  # noqa: E402
 from dbench.bench.harness.interrupts import RESERVED, GracefulStop, interrupted  # noqa: E402
-from dbench.bench.harness.options import RunOptions  # noqa: E402  (standard library only)
+from dbench.bench.harness.options import RunOptions, child_options_file  # noqa: E402  (standard library only)
 from dbench.bench.core.passes import Pass  # noqa: E402  (torch-free)
 from dbench.bench.harness.guard import exit_with  # noqa: E402  (torch-free)
 
@@ -94,7 +95,6 @@ def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Out
     from dbench.bench.harness import cli
     from dbench.bench.harness.start import child_options
     from dbench.scenarios.select import resolved
-    from dbench.bench.harness.options import child_options_file
     from dbench.ops.specs import OP_NAMES, USER_OP_NAMES, VARIANT_NAMES
     from dbench.scenarios import DECLARATIONS
 
@@ -108,7 +108,7 @@ def run_for_library(argv: Sequence[str] | None = None, given: Any = None) -> Out
         if child_file is None and given is None:
             args = cli.parse(words, tuple(DECLARATIONS), (*OP_NAMES, *USER_OP_NAMES), VARIANT_NAMES,
                              declarations=DECLARATIONS)
-        ready()  # a signal held since start-up (supervised) stops the run now, its command line known
+        supervisor.ready()  # a signal held since start-up (supervised) stops the run now, its command line known
         from rich.console import Console
 
         # A log keeps each message on one line; no emoji codes (a lazy import a signal could cut short).

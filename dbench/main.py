@@ -70,9 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> None:
     """The console script (and python3 -m dbench)."""
     if sys.argv[1:2] == ["run"]:  # as run.py: a supervisor process ends the result of a run that crashed
-        from dbench.bench.harness import common
+        from dbench.bench.harness import common, pycache
         from dbench.bench.harness.supervisor import supervise
 
+        pycache.build_cache()  # before torch: where Python may not write bytecode, the build folder keeps it
         common.PROG = "dbench run"  # the supervisor's own messages (a crashed worker) name the command too
         supervise()
     exit_with("dbench", main)

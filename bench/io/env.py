@@ -303,7 +303,8 @@ def warnings(env: dict[str, Any]) -> list[str]:
                      "PYTHONPYCACHEPREFIX set to a folder of your own keeps them"))
         out.append(f"{uncached['modules']} of {uncached['of']} imported modules have no bytecode cache on disk "
                    f"({why}): every new process compiles them again as it starts (the processes of one "
-                   f"--processes or --ab run share one cache in its folder); {fix}")
+                   f"--processes or --ab run share one cache in its folder; a run keeps one in the build folder "
+                   f"where that folder is there and only yours); {fix}")
     errors = env.get("gpu_ecc_errors") or {}
     if errors.get("uncorrected_volatile"):
         out.append(f"the GPU reports {errors['uncorrected_volatile']} uncorrected ECC error(s) since the driver loaded")
