@@ -57,6 +57,25 @@ def test_a_missing_or_shared_build_folder_is_not_used(tmp_path: Path, no_writes:
     assert sys.pycache_prefix is None and sys.dont_write_bytecode is True
 
 
+def test_a_planted_cache_folder_is_not_used(tmp_path: Path, no_writes: None) -> None:
+    """What another local user could leave at build/pycache before a root run: a link to a folder
+    everyone can write, or a folder of their own (owner uid 65534, as root can make it)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "pycache").symlink_to(shared)
+    assert pycache.build_cache({"DBENCH_BUILD_DIR": str(build)}) is None
+    (build / "pycache").unlink()
+    (build / "pycache").mkdir(mode=0o700)
+    if os.geteuid() != 0:
+        pytest.skip("making a folder owned by another user needs root")
+    os.chown(build / "pycache", 65534, 65534)
+    assert pycache.build_cache({"DBENCH_BUILD_DIR": str(build)}) is None
+    assert sys.pycache_prefix is None and sys.dont_write_bytecode is True
+
+
 _IMPORT = textwrap.dedent("""
     import importlib.util, json, os, subprocess, sys
     from dbench.bench.harness import pycache

@@ -16,7 +16,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from dbench.bench.harness.pycache import child_env
 from dbench.bench.io import env as envmod
+
+__all__ = ["child_env", "shared_folder"]  # child_env: one definition, beside the build folder's cache
 
 FOLDER = "pycache"
 
@@ -34,9 +37,3 @@ def shared_folder(work: Path, environ: Mapping[str, str] | None = None,
     if not isinstance(modules, int) or modules < envmod.UNCACHED_WARN:
         return None
     return work / FOLDER
-
-
-def child_env(folder: Path | None) -> dict[str, str]:
-    """The variables that point a child at `folder` ({} for None). An empty PYTHONDONTWRITEBYTECODE
-    is unset for Python: the children may write bytecode, but only there."""
-    return {} if folder is None else {"PYTHONPYCACHEPREFIX": str(folder), "PYTHONDONTWRITEBYTECODE": ""}

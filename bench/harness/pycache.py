@@ -29,6 +29,12 @@ from dbench.bench.core.trust import UntrustedPathError, trusted_code_path
 FOLDER = "pycache"
 
 
+def child_env(folder: Path | None) -> dict[str, str]:
+    """The variables that point a child process at the bytecode cache `folder` ({} for None). An
+    empty PYTHONDONTWRITEBYTECODE is unset for Python: the child may write bytecode, but only there."""
+    return {} if folder is None else {"PYTHONPYCACHEPREFIX": str(folder), "PYTHONDONTWRITEBYTECODE": ""}
+
+
 def wanted(environ: MutableMapping[str, str]) -> bool:
     """Python may not write bytecode here and the user named no cache folder of their own."""
     return sys.dont_write_bytecode and not environ.get("PYTHONPYCACHEPREFIX") and sys.pycache_prefix is None
@@ -54,8 +60,5 @@ def build_cache(environ: MutableMapping[str, str] | None = None) -> Path | None:
         return None
     sys.pycache_prefix = str(folder)
     sys.dont_write_bytecode = False
-    # Children (--processes, --ab, the breakdown's native run) start with the same cache; an empty
-    # PYTHONDONTWRITEBYTECODE is unset for Python.
-    environ["PYTHONPYCACHEPREFIX"] = str(folder)
-    environ["PYTHONDONTWRITEBYTECODE"] = ""
+    environ.update(child_env(folder))  # children (--processes, --ab, ...) start with the same cache
     return folder
