@@ -53,6 +53,9 @@ the headline with the rows decided per class and the count of each verdict, and 
   out of range, --delta or --target outside (0, 1), --alpha or --alpha-night outside (0, 0.5), an
   unknown class to --require, or runs of different
   scenario, device, GPU, driver, torch build or dtype (unless --allow-different-env).
+
+A folder's files are its runs, except the file the gate's own output is redirected to
+(`gate DIR > DIR/verdicts.md` reads DIR's results, not the empty verdicts.md).
 """
 
 from __future__ import annotations

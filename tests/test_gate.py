@@ -610,3 +610,26 @@ def test_each_class_gates_at_its_own_target_unless_one_is_given() -> None:
     assert "more than the +10% target" in states["cpu-python"].why and states["cpu-cpp"].why.endswith("95% power")
     assert all(s.gating for s in gate.class_states(rows(0.13), 0.2, ()).values())
     assert not any(s.gating for s in gate.class_states(rows(0.16), None, ()).values())
+
+
+def test_the_gate_does_not_read_its_own_output_in_the_folder_it_gates(tmp_path: Path) -> None:
+    """`gate DIR --format json > DIR/verdicts.json`: the shell makes the file empty before the gate
+    starts; the gate reads the A/B run beside it, not that file (else "empty file", exit 2)."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "night"
+    folder.mkdir()
+    write(folder / "ab.json", ab_doc(np.random.default_rng(6), 1.10))
+    out = folder / "verdicts.json"
+    with out.open("w") as stdout:
+        done = subprocess.run([sys.executable, "-m", "dbench.analysis.gate", str(folder), "--format", "json"],
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr  # FAIL: the +10 % row, and nothing about an empty file
+    assert json.loads(out.read_text())["rows"][0]["verdict"] == "regression"
+    # Another empty file in the folder is still an error that names it.
+    (folder / "other.json").write_text("")
+    with (tmp_path / "elsewhere.json").open("w") as stdout:
+        done = subprocess.run([sys.executable, "-m", "dbench.analysis.gate", str(folder)],
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 2 and "other.json: empty file" in done.stderr

@@ -312,9 +312,10 @@ WORK_FOLDER_SUFFIXES = (".processes", ".shards")
 
 def result_files(path: Path | str, recursive: bool = False) -> list[Path]:
     """A file as itself; a folder as its *.json and *.json.gz files (without the other documents of
-    NOT_RESULT_SUFFIXES), sorted. Only the folder itself, unless `recursive`: then also every folder
-    below it (dbench-results/<machine>/...), except hidden ones, links (no loop) and the work
-    folders of WORK_FOLDER_SUFFIXES (counted once, in the merged result)."""
+    NOT_RESULT_SUFFIXES, or the file this process's output goes to), sorted. Only the folder itself,
+    unless `recursive`: then also every folder below it (dbench-results/<machine>/...), except hidden
+    ones, links (no loop) and the work folders of WORK_FOLDER_SUFFIXES (counted once, in the merged
+    result)."""
     path = Path(path)
     if is_folder(path):
         files = sorted(_listed(path, recursive))
@@ -325,15 +326,40 @@ def result_files(path: Path | str, recursive: bool = False) -> list[Path]:
     return [path]
 
 
+def _own_output() -> set[tuple[int, int]]:
+    """The files this process writes its standard output and error to (device, inode): a reader
+    asked for `DIR` while its output goes to `DIR/verdicts.json` must not read that file, which the
+    shell made empty before the reader started."""
+    own = set()
+    for fd in (1, 2):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode):
+            own.add((info.st_dev, info.st_ino))
+    return own
+
+
 def _listed(folder: Path, recursive: bool) -> list[Path]:
+    own = _own_output()
     files = [p for pattern in RESULT_PATTERNS for p in folder.glob(pattern)
-             if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(NOT_RESULT_SUFFIXES)]
+             if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(NOT_RESULT_SUFFIXES)
+             and _identity(p) not in own]
     if recursive:
         for sub in sorted(folder.iterdir()):
             if (not sub.name.startswith(".") and not sub.name.endswith(WORK_FOLDER_SUFFIXES)
                     and not sub.is_symlink() and is_folder(sub)):
                 files += _listed(sub, True)
     return files
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None  # read_result names what is wrong with it
+    return (info.st_dev, info.st_ino)
 
 
 def read_results(paths: Sequence[Path | str], note: Any = None) -> list[tuple[Path, dict[str, Any]]]:
