@@ -341,20 +341,35 @@ def test_an_interrupt_marks_a_reserved_running_file_and_leaves_a_final_one(tmp_p
     interrupts.RESERVED.clear()
 
 
+@pytest.mark.parametrize("receiver", ["process", "another thread"])
 def test_a_signal_while_the_result_is_reserved_is_handled_once_it_is_remembered(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, receiver: str) -> None:
     """A Ctrl-C between the reserved file's creation and its being remembered left it `running`, and
-    mark_interrupted made a second file beside it (a probe campaign under load saw two)."""
+    mark_interrupted made a second file beside it (a probe campaign under load saw two). The kernel
+    may hand a signal sent to the process to any thread (torch starts several; the main thread's
+    signal mask then held nothing back, and this test failed on some runs): `another thread` sends it
+    to one on purpose."""
     import signal
+    import threading
+    import time
 
     from dbench.bench.harness import interrupts
     from dbench.bench.io import results
 
     made = tmp_path / "boundary-cpu-reserved.json"
+    done = threading.Event()
+    other = threading.Thread(target=done.wait, daemon=True)
+    other.start()
 
     def made_then_signalled(folder: Path, scenario: str, device: str) -> Path:
         made.write_text("{}")
-        os.kill(os.getpid(), signal.SIGINT)  # the file exists; reserve has not remembered it yet
+        # the file exists; reserve has not remembered it yet
+        if receiver == "process":
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            assert other.ident is not None
+            signal.pthread_kill(other.ident, signal.SIGINT)
+        time.sleep(0.2)  # delivery to another thread is asynchronous: let it land while reserve runs
         return made
 
     monkeypatch.setattr(results, "reserve_result_path", made_then_signalled)
@@ -367,6 +382,7 @@ def test_a_signal_while_the_result_is_reserved_is_handled_once_it_is_remembered(
         assert interrupts.RESERVED == [made]  # so mark_interrupted marks this file, and makes none
     finally:
         signal.signal(signal.SIGINT, before)
+        done.set()
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == set()  # nothing left blocked
 
 

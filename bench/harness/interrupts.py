@@ -23,17 +23,26 @@ RESERVED: list[Path] = []  # the result files this process reserved (one left `r
 def reserve(folder: Path, scenario: str, label: str) -> Path:
     """A new result file (bench/io/results.py), remembered so an interrupt can always mark it.
     SIGINT and SIGTERM wait while the file is made and remembered: one that came between the two
-    left the reserved file `running` and a second, interrupted one beside it (seen under load)."""
+    left the reserved file `running` and a second, interrupted one beside it (seen under load).
+    They wait in Python, not in the thread's signal mask: the kernel gives a signal sent to the
+    process to any thread that does not block it (torch starts several), and Python then runs the
+    handler in the main thread whatever its mask."""
     from dbench.bench.io.results import reserve_result_path
 
-    held = {signal.SIGINT, signal.SIGTERM}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    came: list[int] = []
+    held = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    held = {sig: handler for sig, handler in held.items() if handler is not None}  # None: not Python's to swap
+    for sig in held:
+        signal.signal(sig, lambda signum, _frame: came.append(signum))
     try:
         path = reserve_result_path(folder, scenario, label)
         RESERVED.append(path)
         tell_reserved(path)  # the command's supervisor marks it should this process be killed
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)  # a signal that waited is handled now
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(came):
+            signal.raise_signal(sig)  # what waited is handled now, by the command's own handler
     return path
 
 
