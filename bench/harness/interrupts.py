@@ -20,29 +20,36 @@ from dbench.bench.harness.supervisor import end_running, tell_reserved  # standa
 RESERVED: list[Path] = []  # the result files this process reserved (one left `running` is marked interrupted)
 
 
-def reserve(folder: Path, scenario: str, label: str) -> Path:
-    """A new result file (bench/io/results.py), remembered so an interrupt can always mark it.
-    SIGINT and SIGTERM wait while the file is made and remembered: one that came between the two
-    left the reserved file `running` and a second, interrupted one beside it (seen under load).
-    They wait in Python, not in the thread's signal mask: the kernel gives a signal sent to the
-    process to any thread that does not block it (torch starts several), and Python then runs the
-    handler in the main thread whatever its mask."""
-    from dbench.bench.io.results import reserve_result_path
-
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM noted inside the block and handled once it is done, by the handlers it
+    found. They wait in Python, not in the thread's signal mask: the kernel gives a signal sent to
+    the process to any thread that does not block it (torch starts several), and Python then runs
+    the handler in the main thread whatever that thread's mask. Main thread only (signal.signal)."""
     came: list[int] = []
-    held = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    held = {sig: handler for sig, handler in held.items() if handler is not None}  # None: not Python's to swap
+    found = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    held = {sig: handler for sig, handler in found.items() if handler is not None}  # None: not Python's
     for sig in held:
         signal.signal(sig, lambda signum, _frame: came.append(signum))
     try:
-        path = reserve_result_path(folder, scenario, label)
-        RESERVED.append(path)
-        tell_reserved(path)  # the command's supervisor marks it should this process be killed
+        yield
     finally:
         for sig, handler in held.items():
             signal.signal(sig, handler)
         for sig in dict.fromkeys(came):
-            signal.raise_signal(sig)  # what waited is handled now, by the command's own handler
+            signal.raise_signal(sig)  # handled now, by the handler the block found
+
+
+def reserve(folder: Path, scenario: str, label: str) -> Path:
+    """A new result file (bench/io/results.py), remembered so an interrupt can always mark it.
+    SIGINT and SIGTERM wait while the file is made and remembered: one that came between the two
+    left the reserved file `running` and a second, interrupted one beside it (seen under load)."""
+    from dbench.bench.io.results import reserve_result_path
+
+    with stop_signals_held():
+        path = reserve_result_path(folder, scenario, label)
+        RESERVED.append(path)
+        tell_reserved(path)  # the command's supervisor marks it should this process be killed
     return path
 
 

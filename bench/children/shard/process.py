@@ -18,6 +18,7 @@ from typing import Any, Callable, TypeVar
 
 from dbench.bench.io.document import COMPANION_SUFFIXES
 from dbench.bench.harness import common
+from dbench.bench.harness.interrupts import stop_signals_held
 from dbench.bench.harness.supervisor import die_with_parent  # no child outlives the run (also the command's own worker)
 from dbench.bench.core.passes import Pass
 from dbench.bench.core.trust import open_new_file
@@ -161,22 +162,12 @@ def start_child(child: Child, repo_root: Path = REPO_ROOT) -> None:
         # which forwards exactly one SIGTERM to each child (one graceful stop each), and the group
         # (the child and what it starts) can be killed as one.
         # A stop signal is held while the child is forked: raised inside the fork's hooks it would be
-        # swallowed ("Exception ignored"), and the run would go on; the child starts with the mask as it was.
-        stops = {signal.SIGINT, signal.SIGTERM}
-        mask = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-        bind = die_with_parent()
-
-        def preexec() -> None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            if bind is not None:
-                bind()
-
-        try:
+        # swallowed ("Exception ignored"), and the run would go on. One that came meanwhile is handled
+        # once the child is started (and known, so it is stopped with the others).
+        with stop_signals_held():
             child.proc = subprocess.Popen(child.command, stdout=log, stderr=subprocess.STDOUT, cwd=repo_root,
                                           env={**os.environ, "PYTHONUNBUFFERED": "1", **child.env},
-                                          start_new_session=True, preexec_fn=preexec)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that came meanwhile: delivered now
+                                          start_new_session=True, preexec_fn=die_with_parent())
 
 
 def kill_group(child: Child) -> None:
