@@ -2,9 +2,10 @@
 # The nightly's duet design, calibrated on its real nights (results/h100/gate/duet-nights): synthetic
 # nights judged by the gate exactly as the nightly is (python -m dbench.analysis.nights).
 #   bash scripts/duet_calibration.sh [OUTDIR]        (default: results/h100/gate/duet-nights/calibration)
-# 1. design: the 18 pairs of the default design's own A/A night (aa18cache), each night's sides
-#    swapped at random pair by pair (a sign-flip randomisation: under A/A the labels are
-#    exchangeable), plus the +500 ns nights' 30 pairs drawn 18 at a time for what is caught;
+# 1. design: the 54 pairs of the default design's three A/A nights (aa18cache, and the two aa18
+#    nights of 2026-12-06 19:07 and 19:17), 18 drawn at a time and each pair's sides swapped at
+#    random (a sign-flip randomisation: under A/A the labels are exchangeable), plus the +500 ns
+#    nights' 30 pairs drawn 18 at a time for what is caught;
 #    design16: the same for the design before it (16 pairs, aa16turns);
 # 2. every-duet: all 64 pairs of the five 2026-12-05/06 duet A/A nights before the shared bytecode
 #    cache, 16 drawn at a time: nights of four designs mixed, so a stress test of the gate's false
@@ -24,7 +25,8 @@ run() {  # run NAME PAIRS ARGS...
   cat "$OUT/$name.txt"
 }
 INJECTED=("$NIGHTS"/injectcpu500-20261205T163102Z.json.gz "$NIGHTS"/injectcpu500overlap-20261206T094130Z.json.gz)
-run design 18 "$NIGHTS"/aa18cache-20261206T130630Z.json.gz --injected "${INJECTED[@]}" \
+run design 18 "$NIGHTS"/aa18cache-20261206T130630Z.json.gz "$NIGHTS"/aa18-20261206T190730Z.json.gz \
+  "$NIGHTS"/aa18-20261206T191655Z.json.gz --injected "${INJECTED[@]}" \
   --injected-row '/(cpp|function_cpp|cpp_typed|cpp_boxed)/' --injected-metric cpu_us
 run design16 16 "$NIGHTS"/aa16turns-20261206T055715Z.json.gz --injected "${INJECTED[@]}" \
   --injected-row '/(cpp|function_cpp|cpp_typed|cpp_boxed)/' --injected-metric cpu_us

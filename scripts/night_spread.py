@@ -8,7 +8,7 @@ B's ratio-to-floor over A's (each the process's median of per-round ratios): the
 size, with the number of pairs, decides what the gate can detect. The table gives per night and
 driver the rows' median and 90th percentile. With --injected, the figure's second panel shows that
 night's ratio rows of the C++ driver with their 95 % t-intervals (not the gate's: its α is far
-smaller), injected rows apart from the others, and the gate's ±5 % band.
+smaller), injected rows apart from the others, and the band an A/B night holds CPU rows to.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from dbench.analysis.gate import DEFAULT_DELTA
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -110,7 +113,8 @@ def main(argv: list[str]) -> int:
             centre = np.exp(mean)
             ax2.errorbar(centre, i, xerr=[[centre - np.exp(mean - half)], [np.exp(mean + half) - centre]],
                          fmt="o", ms=3, color="tab:red" if hit else "tab:gray", elinewidth=1)
-        ax2.axvspan(1 / 1.05, 1.05, color="tab:green", alpha=0.12, label="the gate's ±5 % band")
+        band = 1 + DEFAULT_DELTA["paired"]["cpu_us"]
+        ax2.axvspan(1 / band, band, color="tab:green", alpha=0.12, label=f"the gate's ±{band - 1:.0%} band")
         ax2.axvline(1.0, color="k", lw=0.6)
         ax2.set_yticks(range(len(rows)), [label(r) for r, _ in rows], fontsize=5)
         ax2.invert_yaxis()

@@ -633,3 +633,22 @@ def test_the_gate_does_not_read_its_own_output_in_the_folder_it_gates(tmp_path: 
         done = subprocess.run([sys.executable, "-m", "dbench.analysis.gate", str(folder)],
                               stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == 2 and "other.json: empty file" in done.stderr
+
+
+def test_an_ab_night_holds_cpu_rows_to_a_narrower_band_than_two_runs() -> None:
+    """δ by design: +4 % on a CPU row is a regression in an A/B run (band 3 %, its sides share the
+    hour) and `same` between two independent runs (band 5 %, the hosts' hour-to-hour shift)."""
+    rng = np.random.default_rng(11)
+    night = ab_doc(rng, 1.04, pairs=12)
+    row = gate.gate([night]).rows[0]
+    assert row.verdict == "regression" and row.delta == pytest.approx(0.03)
+    assert row.ci_low > 1.03
+    header = gate.render(gate.gate([night]), "md").splitlines()
+    assert any("δ default of an A/B run 3.0% (cpu_us), 5.0% (gpu_us)" in line for line in header)
+    a = list(np.exp(rng.normal(0, 0.002, 12)) * 5.0)
+    b = [v * 1.04 for v in a]
+    base, new = make_doc([make_row("o", "cpp", absolute=a)]), make_doc([make_row("o", "cpp", absolute=b)])
+    between = gate.gate([new], [base]).rows[0]
+    assert between.delta == pytest.approx(0.05) and between.verdict == "same"
+    # A given --delta wins over both defaults.
+    assert gate.gate([night], delta=0.05).rows[0].verdict != "regression"
