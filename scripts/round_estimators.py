@@ -6,7 +6,11 @@ An A/B night judges each CPU row on its per-pair log ratio B/A of one number per
 median over the process's rounds of the row's time over its floor's in the same round. Each row's
 samples hold every round of every process in order (process by process), so the per-round ratios
 can be rebuilt and summarised another way. Per night and driver this prints the median over rows of
-the per-pair SD of log(B/A) under each statistic: the smaller, the less the gate's CI needs.
+the per-pair SD of log(B/A) under each statistic: the smaller, the less the gate's CI needs. The
+last column is what the rounds alone would make of the median's: the SD a pair's difference would
+have if each process's median varied only by its own rounds' scatter (a seeded bootstrap of each
+process's rounds, both sides). Close to the median's column, more rounds a process would narrow the
+night; far below it, the processes differ among themselves and only more pairs would.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
 }
 
 
+ROUNDS_ONLY = "median: rounds"
+
+
 def load(path: Path) -> dict[str, Any]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
@@ -50,12 +57,21 @@ def round_logs(row: dict[str, Any], floor: dict[str, Any], side: str) -> np.ndar
     return np.log(np.asarray(values, float) / np.asarray(floors, float)).reshape(len(counts), counts[0])
 
 
+def rounds_only(b: np.ndarray, a: np.ndarray, rng: np.random.Generator, draws: int = 300) -> float:
+    """The SD of a pair's median difference from each process's rounds alone (bootstrap)."""
+    def se(x: np.ndarray) -> float:
+        return float(np.median(x[rng.integers(0, len(x), (draws, len(x)))], axis=1).std())
+
+    return float(np.sqrt(np.mean([se(b[p]) ** 2 + se(a[p]) ** 2 for p in range(b.shape[0])])))
+
+
 def spreads(doc: dict[str, Any], driver: str) -> dict[str, list[float]]:
     def label(r: dict[str, Any]) -> str:
         return f"{r['op']}/{r['variant']}/{r['mode']}"
 
     floors = {(label(r), r["driver"]): r for r in doc["rows"] if r.get("metric") == "cpu_us"}
-    out: dict[str, list[float]] = {name: [] for name in STATISTICS}
+    out: dict[str, list[float]] = {name: [] for name in (*STATISTICS, ROUNDS_ONLY)}
+    rng = np.random.default_rng(0)
     for row in doc["rows"]:
         floor = floors.get((row.get("baseline"), driver))
         if row.get("driver") != driver or row.get("metric") != "cpu_us" or floor is None:
@@ -66,6 +82,7 @@ def spreads(doc: dict[str, Any], driver: str) -> dict[str, list[float]]:
         for name, statistic in STATISTICS.items():
             pairs = [statistic(b[p]) - statistic(a[p]) for p in range(b.shape[0])]
             out[name].append(float(np.std(pairs, ddof=1)))
+        out[ROUNDS_ONLY].append(rounds_only(b, a, rng))
     return out
 
 
@@ -73,7 +90,7 @@ def main(paths: list[str]) -> int:
     if not paths:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    print(f"{'night':<34} {'driver':<7} {'rows':>5}  " + "  ".join(f"{n:>14}" for n in STATISTICS))
+    print(f"{'night':<34} {'driver':<7} {'rows':>5}  " + "  ".join(f"{n:>14}" for n in (*STATISTICS, ROUNDS_ONLY)))
     for path in map(Path, paths):
         doc = load(path)
         for driver in ("python", "cpp"):
