@@ -911,7 +911,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a table as markdown or text, or the verdicts as JSON (outcome, classes, rows)")
     p.add_argument("--calibration", type=path_value,
                    help="per-row noise and δ from python -m dbench.analysis.calibrate")
-    p.add_argument("--delta", type=float, help="the band ±δ of rows the calibration does not cover (default 0.05)")
+    p.add_argument("--delta", type=float,
+                   help="the band ±δ of rows no calibration covers (default 0.05; in an A/B run 0.03 for CPU rows)")
     p.add_argument("--alpha", type=float,
                    help="one-sided level of each CI bound (default: calibrated, else --alpha-night / rows judged)")
     p.add_argument("--alpha-night", type=float,
