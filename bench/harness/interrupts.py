@@ -36,8 +36,8 @@ def stop_signals_held() -> Iterator[None]:
     finally:
         for sig, handler in held.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(came):
-            signal.raise_signal(sig)  # handled now, by the handler the block found
+        for signum in dict.fromkeys(came):
+            signal.raise_signal(signum)  # handled now, by the handler the block found
 
 
 def reserve(folder: Path, scenario: str, label: str) -> Path:
