@@ -17,14 +17,17 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dbench.analysis import gate
 
 
-def judged(path: Path, delta: float | None) -> list[tuple[str, gate.RowVerdict]]:
-    docs = [d for _, d in gate.load_run(path)]
-    result = gate.gate(docs, delta=delta)
+Night = tuple[Path, list[dict[str, Any]]]  # a night's file and its documents
+
+
+def judged(night: Night, delta: float | None) -> list[tuple[str, gate.RowVerdict]]:
+    result = gate.gate(night[1], delta=delta)
     return [(gate.row_class(r.metric.split("/")[0], r.label), r) for r in result.rows if r.ci_low is not None]
 
 
@@ -32,7 +35,7 @@ def name(path: Path) -> str:
     return path.name.split(".json")[0]
 
 
-def aa_table(nights: list[Path], deltas: list[float]) -> None:
+def aa_table(nights: list[Night], deltas: list[float]) -> None:
     print("A/A nights: per class, the largest CI lower bound and the smallest upper bound of any row, "
           "and the rows called at each δ")
     print(f"{'night':<40} {'class':<11} {'rows':>5} {'max low':>8} {'min high':>9}  "
@@ -45,11 +48,11 @@ def aa_table(nights: list[Path], deltas: list[float]) -> None:
             if not mine:
                 continue
             called = [sum(c == key and r.verdict in ("regression", "improvement") for c, r in calls[d]) for d in deltas]
-            print(f"{name(night):<40} {key:<11} {len(mine):>5} {max(r.ci_low for r in mine):>8.3f} "
+            print(f"{name(night[0]):<40} {key:<11} {len(mine):>5} {max(r.ci_low for r in mine):>8.3f} "
                   f"{min(r.ci_high for r in mine):>9.3f}  " + " ".join(f"{n:>5}" for n in called))
 
 
-def injected_table(nights: list[Path], pattern: re.Pattern[str], deltas: list[float]) -> None:
+def injected_table(nights: list[Night], pattern: re.Pattern[str], deltas: list[float]) -> None:
     print("\ninjected nights: per δ and class, injected rows called / judged, and other rows called")
     for night in nights:
         for d in deltas:
@@ -61,7 +64,7 @@ def injected_table(nights: list[Path], pattern: re.Pattern[str], deltas: list[fl
                 caught = sum(r.verdict == "regression" for r in hit)
                 wrong = sum(r.verdict == "regression" for r in other)
                 cells.append(f"{key} {caught}/{len(hit)} (+{wrong} other)")
-            print(f"{name(night):<40} δ{d:.0%}: " + "; ".join(cells))
+            print(f"{name(night[0]):<40} δ{d:.0%}: " + "; ".join(cells))
 
 
 def main() -> int:
@@ -76,9 +79,16 @@ def main() -> int:
         pattern = re.compile(args.injected_row)
     except (ValueError, re.error) as exc:
         p.error(str(exc))
-    aa_table(args.aa, deltas)
-    if args.injected:
-        injected_table(args.injected, pattern, deltas)
+    try:  # every input checked before any table is printed
+        for d in deltas:
+            gate.check_delta(d, "--deltas")
+        aa = [(path, [d for _, d in gate.load_run(path)]) for path in args.aa]
+        injected = [(path, [d for _, d in gate.load_run(path)]) for path in args.injected]
+    except (gate.ResultFileError, gate.GateInputError) as exc:
+        p.error(str(exc))
+    aa_table(aa, deltas)
+    if injected:
+        injected_table(injected, pattern, deltas)
     return 0
 
 

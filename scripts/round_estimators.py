@@ -15,14 +15,16 @@ night; far below it, the processes differ among themselves and only more pairs w
 
 from __future__ import annotations
 
-import gzip
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from dbench.bench.core.identity import case_label
+from dbench.bench.io.document import ResultFileError, read_result
 
 
 def hodges_lehmann(x: np.ndarray) -> float:
@@ -40,12 +42,6 @@ STATISTICS: dict[str, Callable[[np.ndarray], float]] = {
 
 
 ROUNDS_ONLY = "median: rounds"
-
-
-def load(path: Path) -> dict[str, Any]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def round_logs(row: dict[str, Any], floor: dict[str, Any], side: str) -> np.ndarray | None:
@@ -66,10 +62,7 @@ def rounds_only(b: np.ndarray, a: np.ndarray, rng: np.random.Generator, draws: i
 
 
 def spreads(doc: dict[str, Any], driver: str) -> dict[str, list[float]]:
-    def label(r: dict[str, Any]) -> str:
-        return f"{r['op']}/{r['variant']}/{r['mode']}"
-
-    floors = {(label(r), r["driver"]): r for r in doc["rows"] if r.get("metric") == "cpu_us"}
+    floors = {(case_label(r), r["driver"]): r for r in doc["rows"] if r.get("metric") == "cpu_us"}
     out: dict[str, list[float]] = {name: [] for name in (*STATISTICS, ROUNDS_ONLY)}
     rng = np.random.default_rng(0)
     for row in doc["rows"]:
@@ -90,9 +83,13 @@ def main(paths: list[str]) -> int:
     if not paths:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
+    try:  # every file read before any line is printed
+        docs = [(path, read_result(path)) for path in map(Path, paths)]
+    except ResultFileError as exc:
+        print(f"round_estimators.py: error: {exc}", file=sys.stderr)
+        return 2
     print(f"{'night':<34} {'driver':<7} {'rows':>5}  " + "  ".join(f"{n:>14}" for n in (*STATISTICS, ROUNDS_ONLY)))
-    for path in map(Path, paths):
-        doc = load(path)
+    for path, doc in docs:
         for driver in ("python", "cpp"):
             found = spreads(doc, driver)
             cells = "  ".join(f"{np.median(v) * 100:>13.2f}%" for v in found.values())

@@ -318,7 +318,7 @@ def result_files(path: Path | str, recursive: bool = False) -> list[Path]:
     result)."""
     path = Path(path)
     if is_folder(path):
-        files = sorted(_listed(path, recursive))
+        files = sorted(_listed(path, recursive, _own_output()))
         if not files:
             below = " in it or below it" if recursive else ""
             raise ResultFileError(f"{path}: holds no result files (*.json, *.json.gz){below}")
@@ -341,8 +341,7 @@ def _own_output() -> set[tuple[int, int]]:
     return own
 
 
-def _listed(folder: Path, recursive: bool) -> list[Path]:
-    own = _own_output()
+def _listed(folder: Path, recursive: bool, own: set[tuple[int, int]]) -> list[Path]:
     files = [p for pattern in RESULT_PATTERNS for p in folder.glob(pattern)
              if not p.name.startswith(".") and not p.name.removesuffix(".gz").endswith(NOT_RESULT_SUFFIXES)
              and _identity(p) not in own]
@@ -350,7 +349,7 @@ def _listed(folder: Path, recursive: bool) -> list[Path]:
         for sub in sorted(folder.iterdir()):
             if (not sub.name.startswith(".") and not sub.name.endswith(WORK_FOLDER_SUFFIXES)
                     and not sub.is_symlink() and is_folder(sub)):
-                files += _listed(sub, True)
+                files += _listed(sub, True, own)
     return files
 
 
