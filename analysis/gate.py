@@ -1,6 +1,7 @@
 """The regression gate: one verdict per row of a new run against a baseline, judged across processes.
 
     python -m dbench.analysis.gate NEW BASELINE... [--format md|txt|json] [--calibration FILE] [--delta 0.05]
+                            [--same-delta 0.05]
                             [--alpha-night 0.01 | --alpha A] [--target T] [--require CLASS[,CLASS]]
                             [--metric auto|absolute|ratio] [--allow-different-env]
 
@@ -21,7 +22,9 @@ test at level α: --alpha, else the calibration's per-row α, else the night's -
 
 * ``regression``: the whole CI lies above 1+δ (the slowdown exceeds δ at level α);
 * ``improvement``: the whole CI lies below 1/(1+δ);
-* ``same``: the whole CI lies inside the band (equivalence by two one-sided tests);
+* ``same``: the whole CI lies inside the equivalence band (two one-sided tests): ±DEFAULT_SAME_DELTA
+  (5 %, --same-delta), or ±δ where that is wider, so an A/B night's narrower band for calls does not
+  turn rows that reproduce within 5 % into inconclusive ones;
 * ``inconclusive``: anything else; the note says how many processes (pairs) per side would
   decide it if the estimate and spread stayed as observed;
 * ``failed``: FAILED in the new run; ``missing``: timed in the baseline, not in the new run;
@@ -90,6 +93,11 @@ JUDGED_METRICS = ("cpu_us", "gpu_us")
 # rows are held to 3 %: the slowdown a class detects is δ plus its noise's reach, 2 points less
 # (results/h100/gate/duet-nights/README.md, "The band of a paired night"). GPU rows keep 5 %.
 DEFAULT_DELTA = {"independent": {"cpu_us": 0.05, "gpu_us": 0.05}, "paired": {"cpu_us": 0.03, "gpu_us": 0.05}}
+# `same` claims equivalence, which a reader carries from one night to the next: it keeps the band of
+# independent runs (or a row's δ where wider) whatever the design. A paired night's narrower band is
+# for calling slowdowns: held to ±3 %, 40 of the 198 Python rows of a quiet A/A night were `same`,
+# 192 at ±5 % (aa18cache in results/h100/gate/duet-nights). --same-delta sets it.
+DEFAULT_SAME_DELTA = 0.05
 # The false alarms a night may raise, shared by the rows judged (Bonferroni: each CI bound at
 # α_night / rows). Shared, not per row: 246 rows at 0.05 each raised 5 false regressions on
 # identical code on the H200 (results/h200/README.md). analysis.calibrate uses the same default.
@@ -316,6 +324,7 @@ class RowVerdict:
     ci_low: float | None = None
     ci_high: float | None = None
     delta: float | None = None
+    same_delta: float | None = None  # the equivalence band of `same` (the row's δ or wider)
     n_baseline: int = 0
     n_new: int = 0
     note: str = ""
@@ -517,6 +526,12 @@ def row_delta(metric: str, quantity: str, cal: Mapping[str, Any] | None, delta: 
     return _cal_number(cal, "delta", quantity) or delta or DEFAULT_DELTA[design][metric]
 
 
+def row_same_delta(delta: float, same_delta: float | None) -> float:
+    """The band a row's CI must lie inside to be `same`: --same-delta (else DEFAULT_SAME_DELTA), or the
+    row's δ where that is wider (a row is never `same` outside the band it is called a regression beyond)."""
+    return max(delta, DEFAULT_SAME_DELTA if same_delta is None else same_delta)
+
+
 def effect_of(new: RowRun, base: RowRun | None, quantity: str, cal: Mapping[str, Any] | None) -> gs.Effect | None:
     if base is None:  # A/B: side A of the same rows
         return gs.paired_effect([b for b, _ in new.pairs[quantity]], [a for _, a in new.pairs[quantity]])
@@ -527,8 +542,8 @@ def effect_of(new: RowRun, base: RowRun | None, quantity: str, cal: Mapping[str,
                                  run_df=_cal_number(cal, "run_df", q) or math.inf)
 
 
-def needed_note(effect: gs.Effect, delta: float, alpha: float) -> str:
-    n = gs.processes_needed(effect, delta, alpha)
+def needed_note(effect: gs.Effect, delta: float, alpha: float, same_delta: float | None = None) -> str:
+    n = gs.processes_needed(effect, delta, alpha, same_delta)
     unit = "pairs" if effect.paired else "processes per side"
     if n is None:
         return f"more {unit} would not decide it (estimate at the band edge, or run-to-run shifts)"
@@ -594,15 +609,16 @@ def own_tests(rows: Sequence[RowVerdict], test: str, why: str = "") -> dict[Pool
 
 def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metric_mode: str,
               cal: Mapping[str, Any] | None, delta: float | None, alpha: float,
-              priors: Mapping[PoolKey, gs.Prior] | None = None) -> RowVerdict:
+              priors: Mapping[PoolKey, gs.Prior] | None = None, same_delta: float | None = None) -> RowVerdict:
     """One row's verdict; an A/B row of MIN_POOL_PAIRS pairs or more in a pool of `priors` on the
     moderated t."""
     metric = new.row["metric"]
     other = base
     q = judged_quantity(new, other, metric_mode, cal)
     d = row_delta(metric, q, cal, delta, "paired" if other is None else "independent")
+    d_same = row_same_delta(d, same_delta)
     base_values = other.values[q] if other is not None else [a for _, a in new.pairs[q]]
-    common: dict[str, Any] = dict(label=label, row_id=row_id, metric=metric_name(metric, q), delta=d,
+    common: dict[str, Any] = dict(label=label, row_id=row_id, metric=metric_name(metric, q), delta=d, same_delta=d_same,
                   baseline=geomean(base_values), new=geomean(new.values[q]),
                   n_baseline=int(gs.log_values(base_values).size), n_new=int(gs.log_values(new.values[q]).size))
     effect = effect_of(new, other, q, cal)
@@ -616,8 +632,8 @@ def judge_row(label: str, row_id: str, new: RowRun, base: RowRun | None, *, metr
     if prior is not None and effect.paired and effect.n >= MIN_POOL_PAIRS:
         effect = gs.moderate(effect, prior)
     low, high = effect.ci(alpha)
-    verdict = gs.decide(low, high, d)
-    note = needed_note(effect, d, alpha) if verdict == gs.INCONCLUSIVE else ""
+    verdict = gs.decide(low, high, d, d_same)
+    note = needed_note(effect, d, alpha, d_same) if verdict == gs.INCONCLUSIVE else ""
     return RowVerdict(verdict=verdict, ratio=effect.ratio, ci_low=low, ci_high=high, note=note,
                       detectable=gs.detectable(d, effect.se, effect.df, alpha, POWER), df=effect.df, **common)
 
@@ -740,12 +756,18 @@ def row_verdicts(new_rows: Mapping[tuple[Any, ...], RowRun], base_rows: Mapping[
     return sorted(out, key=lambda r: VERDICTS.index(r.verdict))  # stable: run order within a verdict
 
 
-def delta_origin(delta: float | None, calibration: Mapping[str, Any] | None, design: str) -> str:
-    """Where each row's δ comes from, for the header."""
+def delta_origin(delta: float | None, calibration: Mapping[str, Any] | None, design: str,
+                 same_delta: float | None = None) -> str:
+    """Where each row's δ comes from, and the band of `same`, for the header."""
     fallback = (f"{delta:.1%}" if delta is not None else
                 ("default of an A/B run " if design == "paired" else "default ")
                 + ", ".join(f"{v:.1%} ({m})" for m, v in DEFAULT_DELTA[design].items()))
-    return f"per row from the calibration, else {fallback}" if calibration is not None else fallback
+    origin = f"per row from the calibration, else {fallback}" if calibration is not None else fallback
+    same = DEFAULT_SAME_DELTA if same_delta is None else same_delta
+    deltas = [delta] if delta is not None else list(DEFAULT_DELTA[design].values())
+    if calibration is None and min(deltas) >= same:  # `same` keeps each row's own band: nothing to say
+        return origin
+    return f"{origin}; `same` within ±{same:.1%}, or ±δ where wider"
 
 
 def row_alpha(alpha: float | None, calibration: Mapping[str, Any] | None, alpha_night: float | None,
@@ -766,15 +788,18 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
          calibration: Mapping[str, Any] | None = None, delta: float | None = None, metric: str = "auto",
          alpha: float | None = None, alpha_night: float | None = None, target: float | None = None,
          require: Iterable[str] = (), allow_different_env: bool = False, pool: bool = True,
-         new_sources: Sequence[str] | None = None, baseline_sources: Sequence[str] | None = None) -> GateResult:
+         same_delta: float | None = None, new_sources: Sequence[str] | None = None,
+         baseline_sources: Sequence[str] | None = None) -> GateResult:
     """Judge every cpu_us / gpu_us row of `new_docs` (one run: its files pooled as processes) against
     `baseline_docs` (pooled), or, when the new documents are A/B runs, side B against side A.
 
     δ per row comes from `calibration` (a document written by analysis.calibrate), else `delta`,
-    else DEFAULT_DELTA. The one-sided level of each CI bound: `alpha` when given, else the
-    calibration's per-row α, else `alpha_night` (default DEFAULT_ALPHA_NIGHT) divided by the rows
-    judged (Bonferroni). A class of rows (CLASSES) gates the outcome when it is in `require` or its
-    median row flags a `target` slowdown (default: its class's DEFAULT_TARGETS) with POWER; else it is advisory.
+    else DEFAULT_DELTA; a row is `same` when its CI lies inside ±`same_delta` (default
+    DEFAULT_SAME_DELTA) or inside ±δ where that is wider. The one-sided level of each CI bound:
+    `alpha` when given, else the calibration's per-row α, else `alpha_night` (default
+    DEFAULT_ALPHA_NIGHT) divided by the rows judged (Bonferroni). A class of rows (CLASSES) gates
+    the outcome when it is in `require` or its median row flags a `target` slowdown (default: its
+    class's DEFAULT_TARGETS) with POWER; else it is advisory.
     A/B rows are judged on the moderated t of their class and metric (fit_pools) unless `pool` is
     False (each row on its own pairs only).
     Raises GateInputError for input it cannot judge, ResultFileError (a ValueError too) for a
@@ -783,6 +808,7 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
     if metric not in ("auto", RATIO, ABSOLUTE):
         raise GateInputError(f"metric must be auto, ratio or absolute, not {metric!r}")
     check_delta(delta, "delta")
+    check_delta(same_delta, "same_delta")
     check_alpha(alpha, "alpha")
     check_alpha(alpha_night, "alpha_night")
     check_delta(target, "target")
@@ -807,7 +833,7 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
     alpha, alpha_source = row_alpha(alpha, calibration, alpha_night, len(keys))
     priors, tests = fit_pools(new_rows, keys, metric, cal_rows) if paired and pool else ({}, {})
     verdicts = row_verdicts(new_rows, base_rows, paired, cal_rows, metric_mode=metric, delta=delta, alpha=alpha,
-                            priors=priors)
+                            priors=priors, same_delta=same_delta)
     if not paired:
         tests = own_tests(verdicts, WELCH)
     elif not pool:
@@ -816,7 +842,7 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
     for (key, _), test in tests.items():
         by_class.setdefault(key, []).append(test)
     header = header_lines(new_docs, baseline_docs, verdicts, design, alpha, alpha_source,
-                          delta_origin(delta, calibration, design))
+                          delta_origin(delta, calibration, design, same_delta))
     classes = class_states(verdicts, target, require, by_class)
     header += [c.line() for c in classes.values()]
     unfinished = [f"{s} is {d.get('status')!r}" for s, d in zip(new_sources, new_docs)
@@ -832,6 +858,14 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "" if x is None else f"{x:.{digits}f}"
 
 
+def _band_text(r: RowVerdict) -> str:
+    """The row's band ±δ, and its equivalence band where that is wider (`±3.0% (same ±5.0%)`)."""
+    if r.delta is None:
+        return ""
+    wider = r.same_delta is not None and r.same_delta > r.delta
+    return f"±{r.delta:.1%}" + (f" (same ±{r.same_delta:.1%})" if wider else "")
+
+
 def table_rows(result: GateResult, hide_same: bool = False) -> list[list[str]]:
     out = []
     for r in result.rows:
@@ -841,7 +875,7 @@ def table_rows(result: GateResult, hide_same: bool = False) -> list[list[str]]:
         digits = 3 if r.metric.endswith("/floor") else 2
         n = f"{r.n_baseline}/{r.n_new}" if r.n_baseline or r.n_new else ""
         out.append([r.label, r.metric, _num(r.baseline, digits), _num(r.new, digits), _num(r.ratio), ci,
-                    "" if r.delta is None else f"±{r.delta:.1%}", r.verdict, n, r.note])
+                    _band_text(r), r.verdict, n, r.note])
     return out
 
 
@@ -913,6 +947,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="per-row noise and δ from python -m dbench.analysis.calibrate")
     p.add_argument("--delta", type=float,
                    help="the band ±δ of rows no calibration covers (default 0.05; in an A/B run 0.03 for CPU rows)")
+    p.add_argument("--same-delta", type=float,
+                   help=f"a row is `same` when its CI lies inside ±this, or ±δ where wider "
+                        f"(default {DEFAULT_SAME_DELTA})")
     p.add_argument("--alpha", type=float,
                    help="one-sided level of each CI bound (default: calibrated, else --alpha-night / rows judged)")
     p.add_argument("--alpha-night", type=float,
@@ -932,6 +969,7 @@ def main(argv: list[str] | None = None) -> int:
     require = [c for names in args.require for c in names]
     try:
         check_delta(args.delta)
+        check_delta(args.same_delta, "--same-delta")
         check_alpha(args.alpha)
         check_alpha(args.alpha_night, "--alpha-night")
         check_delta(args.target, "--target")
@@ -942,7 +980,8 @@ def main(argv: list[str] | None = None) -> int:
         result = gate([d for _, d in new], [d for _, d in base], calibration=calibration, delta=args.delta,
                       metric=args.metric, alpha=args.alpha, alpha_night=args.alpha_night, target=args.target,
                       require=require, allow_different_env=args.allow_different_env, pool=not args.per_row,
-                      new_sources=[s for s, _ in new], baseline_sources=[s for s, _ in base])
+                      same_delta=args.same_delta, new_sources=[s for s, _ in new],
+                      baseline_sources=[s for s, _ in base])
     except (ResultFileError, GateInputError) as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -214,31 +214,35 @@ def band(delta: float) -> tuple[float, float]:
     return 1 / (1 + delta), 1 + delta
 
 
-def decide(ci_low: float, ci_high: float, delta: float) -> str:
+def decide(ci_low: float, ci_high: float, delta: float, same_delta: float | None = None) -> str:
     """regression: the whole CI above 1+δ (the slowdown is larger than δ, at level α);
-    improvement: the whole CI below 1/(1+δ); same: the whole CI inside the band (two one-sided
-    tests); inconclusive: anything else, including a CI that excludes 1 but reaches into the band."""
+    improvement: the whole CI below 1/(1+δ); same: the whole CI inside the equivalence band
+    ±same_delta (two one-sided tests; the band ±δ when None or narrower); inconclusive: anything
+    else, including a CI that excludes 1 but reaches into the band."""
     low, high = band(delta)
     if ci_low > high:
         return REGRESSION
     if ci_high < low:
         return IMPROVEMENT
-    if low <= ci_low and ci_high <= high:
+    same_low, same_high = band(max(delta, same_delta or delta))
+    if same_low <= ci_low and ci_high <= same_high:
         return SAME
     return INCONCLUSIVE
 
 
-def margin(effect: Effect, delta: float) -> float:
-    """How far the estimate sits from the nearest band edge (log scale): the CI half-width that
-    would decide the row if the estimate stayed where it is."""
-    return abs(abs(effect.log_ratio) - math.log1p(delta))
+def margin(effect: Effect, delta: float, same_delta: float | None = None) -> float:
+    """The CI half-width (log scale) that would decide the row if the estimate stayed where it is:
+    the wider of its distances past the band edge ±δ (a call) and inside the equivalence edge
+    ±same_delta (same); 0 on an edge of both."""
+    size = abs(effect.log_ratio)
+    return max(size - math.log1p(delta), math.log1p(max(delta, same_delta or delta)) - size, 0.0)
 
 
-def processes_needed(effect: Effect, delta: float, alpha: float) -> int | None:
+def processes_needed(effect: Effect, delta: float, alpha: float, same_delta: float | None = None) -> int | None:
     """Processes per side (pairs) at which the CI would decide the row, assuming the estimate and
     the spread stay as observed; None when no number would (estimate on a band edge, or a
     run-to-run shift as large as the margin)."""
-    m = margin(effect, delta)
+    m = margin(effect, delta, same_delta)
     if m <= 0 or effect.per_process_var <= 0:
         return None
     factor = 1 if effect.paired else 2  # the variance of a difference of two means of n each

@@ -296,6 +296,7 @@ def test_values_of_failed_and_na_rows_are_not_judged(tmp_path: Path, capsys: pyt
 @pytest.mark.parametrize(("option", "value"), [
     ("--delta", "inf"), ("--delta", "nan"), ("--delta", "0"), ("--delta", "-0.05"), ("--delta", "1"),
     ("--delta", "1e9"), ("--alpha", "0"), ("--alpha", "0.5"), ("--alpha", "nan"), ("--alpha", "-1"),
+    ("--same-delta", "0"), ("--same-delta", "nan"), ("--same-delta", "1"),
 ])
 def test_delta_and_alpha_out_of_range_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   option: str, value: str) -> None:
@@ -304,7 +305,7 @@ def test_delta_and_alpha_out_of_range_are_refused(tmp_path: Path, capsys: pytest
     assert gate.main(args) == gate.EXIT_BAD_INPUT
     one_line_error(capsys.readouterr().err, option, "must lie in")
     with pytest.raises(gate.GateInputError):
-        gate.gate([new], [base], **{option.lstrip("-"): float(value)})
+        gate.gate([new], [base], **{option.lstrip("-").replace("-", "_"): float(value)})
 
 
 @pytest.mark.parametrize(("entry", "message"), [

@@ -82,6 +82,58 @@ def test_decide_against_the_band(low: float, high: float, expected: str) -> None
     assert gs.decide(low, high, 0.05) == expected
 
 
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (0.97, 1.04, "same"),  # inside ±5 %, though it reaches past +3 %
+    (1.035, 1.045, "regression"),  # above +3 %: a call wins over equivalence
+    (0.955, 0.965, "improvement"),
+    (0.96, 1.06, "inconclusive"),  # past the equivalence band
+    (1 / 1.05, 1.05, "same"),
+])
+def test_same_has_its_own_band_and_a_call_wins(low: float, high: float, expected: str) -> None:
+    assert gs.decide(low, high, 0.03, 0.05) == expected
+    assert gs.decide(low, high, 0.03, 0.01) == gs.decide(low, high, 0.03)  # never narrower than ±δ
+
+
+def test_processes_needed_takes_the_nearer_decision() -> None:
+    # Estimate +4 %, between a 3 % call and a 5 % equivalence edge: the CI half-width that decides is
+    # the wider room, log(1.05) - log(1.04) vs log(1.04) - log(1.03), both about 1 %: either will do.
+    effect = gs.Effect(math.log(1.04), 0.0, 4.0, True, per_process_var=0.02 ** 2, n=5)
+    room = max(math.log(1.05) - math.log(1.04), math.log(1.04) - math.log(1.03))
+    assert gs.margin(effect, 0.03, 0.05) == pytest.approx(room)
+    # At +1 %, `same` within ±5 % is four points away, within ±3 % two.
+    near_one = gs.Effect(math.log(1.01), 0.0, 4.0, True, per_process_var=0.02 ** 2, n=5)
+    assert gs.margin(near_one, 0.03, 0.05) == pytest.approx(math.log(1.05) - math.log(1.01))
+    assert gs.margin(near_one, 0.03) == pytest.approx(math.log(1.03) - math.log(1.01))
+    wide, narrow = gs.processes_needed(near_one, 0.03, 1e-4, 0.05), gs.processes_needed(near_one, 0.03, 1e-4)
+    assert wide is not None and narrow is not None and wide < narrow
+
+
+def test_a_paired_night_calls_beyond_3_percent_and_says_same_within_5() -> None:
+    rng = np.random.default_rng(11)
+    rows = []
+    for name, slowdown in (("flat", 1.0), ("four", 1.04), ("ten", 1.10)):
+        a = list(5.0 * np.exp(rng.normal(0, 0.2, 12)))
+        b = [x * slowdown * math.exp(e) for x, e in zip(a, rng.normal(0, 0.002, 12))]
+        rows.append(make_row(name, "cpp", absolute=b, a_absolute=a))
+    doc = make_doc(rows, ab={"a": "", "b": "x", "pairs": 12, "order": "AB" * 12})
+    result = gate.gate([doc])
+    by_op = {r.label.split("/")[0]: r for r in result.rows}
+    assert {k: r.verdict for k, r in by_op.items()} == {"flat": "same", "four": "regression", "ten": "regression"}
+    assert by_op["flat"].delta == 0.03 and by_op["flat"].same_delta == gate.DEFAULT_SAME_DELTA
+    assert "±3.0% (same ±5.0%)" in gate.render(result, "txt")
+    assert "`same` within ±5.0%" in result.header[1]
+    # --same-delta 0.03: one band for both; 0.001 is narrower than δ, so ±δ holds.
+    assert gate.gate([doc], same_delta=0.03).rows[-1].same_delta == 0.03
+    assert gate.gate([doc], same_delta=0.001).rows[-1].same_delta == 0.03
+
+
+def test_independent_runs_keep_one_band() -> None:
+    base, new = two_runs()
+    result = gate.gate([new], [base])
+    assert all(r.same_delta == r.delta for r in result.rows if r.delta is not None)
+    assert "`same` within" not in result.header[1]
+
+
 def test_welch_ci_is_scipys() -> None:
     rng = np.random.default_rng(1)
     new, base = noisy(rng, 1.1, 0.02, 5), noisy(rng, 1.0, 0.04, 7)
