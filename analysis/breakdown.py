@@ -356,8 +356,8 @@ def write_outputs(document: dict[str, Any], out: Path, stem: str = STEM) -> list
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.breakdown", description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analysis.breakdown") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("--out", type=path_value, required=True, help="the folder for the JSON, table and figures")
     p.add_argument("--from", dest="source", type=path_value, help="render this breakdown document; no collection")
     p.add_argument("--ops", type=name_list, help="ops to break down (default: the boundary scenario's)")
@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in write_outputs(document, out):
             print(f"[breakdown] wrote {path}", file=sys.stderr)
     except (OutputPathError, BreakdownInputError) as exc:
-        print(f"breakdown: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

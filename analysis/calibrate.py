@@ -421,8 +421,8 @@ def check_options(args: argparse.Namespace) -> None:
             from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.calibrate", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.calibrate") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("runs", type=path_value, nargs="+", help="A/A runs: files or folders (one run each)")
     p.add_argument("--out", type=path_value, required=True, help="the calibration file to write")
     p.add_argument("--alpha-nightly", type=float, default=0.01,
@@ -451,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                         alpha_row=args.alpha_row, target=args.target_effect)
         write_output(args.out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
     except (ResultFileError, gatemod.GateInputError, OutputPathError) as exc:
-        print(f"calibrate: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     deltas = sorted(r["delta"] for r in doc["rows"].values())
     print(f"{args.out}: {len(deltas)} rows from {len(runs)} runs ({doc['design']}); per-row α "
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ev = evaluate([d for _, d in runs], [d for _, d in injected], doc, args.injected_row, args.injected_metric)
         except (ResultFileError, gatemod.GateInputError) as exc:
-            print(f"calibrate: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         for line in ev.lines(doc["params"]["alpha_row"], doc["params"]["alpha_nightly"]):
             print(line)

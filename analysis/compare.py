@@ -139,8 +139,8 @@ def _print_comparison(merged: Any, problems: Any, max_spread: float) -> None:
                            f"{f' — {reason}' if isinstance(reason, str) else ''}"))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.compare", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.compare") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("a", type=path_value)
     p.add_argument("b", type=path_value)
     p.add_argument("--max-spread", type=float, default=0.03)
@@ -157,11 +157,11 @@ def main(argv: list[str] | None = None) -> int:
             check_output_file(args.csv, "--csv")
         docs = [read_result(path) for path in (args.a, args.b)]
     except ValueError as exc:  # ResultFileError, OutputPathError and the checks above
-        print(f"compare: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     differences = env_differences(*docs)
     if differences and not args.allow_different_env:
-        print(f"compare: error: the runs are not comparable ({terminal('; '.join(differences))}); "
+        print(f"{prog}: error: the runs are not comparable ({terminal('; '.join(differences))}); "
               "pass --allow-different-env to compare them anyway", file=sys.stderr)
         return EXIT_BAD_INPUT
     for d in differences:
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             write_output(args.csv, merged.to_csv(index=False))
         except OutputPathError as exc:
-            print(f"compare: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
     return EXIT_OK if worst <= args.max_spread and problems.empty else EXIT_DIFFERENT
 

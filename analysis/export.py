@@ -30,8 +30,8 @@ from dbench.analysis.sinks.github_action_benchmark import entries as github_acti
 FORMATS = ("bencher", "github-action-benchmark")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.export", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.export") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("results", type=path_value, nargs="+", help="result files or folders")
     p.add_argument("--format", choices=FORMATS, required=True)
     p.add_argument("--out", type=path_value, help="write here instead of stdout")
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
             check_output_file(args.out, "--out")
         docs = [doc for _, doc in read_results(args.results, note=lambda text: print(text, file=sys.stderr))]
     except (ResultFileError, OutputPathError) as exc:
-        print(f"export: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     text = render(args.format, [(doc, "") for doc in docs])
     if not args.out:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write_output(args.out, text)
     except OutputPathError as exc:  # checked above, then failed: a full disk, the folder gone
-        print(f"export: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -756,8 +756,8 @@ def check_kinds(kinds: Sequence[str]) -> list[str]:
     return list(kinds)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.figures", description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analysis.figures") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", type=path_value, help="result files or folders")
     p.add_argument("--out", type=path_value, required=True, help="folder for the PNGs")
     p.add_argument("--kinds", type=name_list, default=KINDS, help=f"comma-separated subset of {','.join(KINDS)}")
@@ -771,7 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         docs = read_results(args.results, note=_note)
         check_output_dir(args.out, "--out")  # made here, once the inputs are known to be good
     except ValueError as exc:  # ResultFileError, OutputPathError, the checks above
-        print(f"figures: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     import pandas as pd
 
@@ -785,7 +785,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "history" in kinds and timed:
             written += history_figures(pd.concat(timed, ignore_index=True), args.out, args.history_mode, _note)
     except OutputPathError as exc:
-        print(f"figures: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     for path in written:
         print(path)

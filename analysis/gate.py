@@ -936,8 +936,8 @@ def render(result: GateResult, fmt: str = "md", hide_same: bool = False) -> str:
 # Command line
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.gate", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.gate") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("new", type=path_value, help="the new run: a result file or a folder of them")
     p.add_argument("baseline", type=path_value, nargs="*",
                    help="baseline files or folders (pooled); none for an A/B file")
@@ -983,7 +983,7 @@ def main(argv: list[str] | None = None) -> int:
                       same_delta=args.same_delta, new_sources=[s for s, _ in new],
                       baseline_sources=[s for s, _ in base])
     except (ResultFileError, GateInputError) as exc:
-        print(f"gate: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(render(result, args.format, args.hide_same))
     return result.exit_code

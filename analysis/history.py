@@ -241,8 +241,8 @@ def plot_target(path: Path) -> Path:
     return check_output_file(Path(path) / PLOT_NAME if is_folder(path) else Path(path), "--plot")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.history", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.history") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("folder", type=path_value, help="a folder of nightly result files")
     p.add_argument("--row", default="", help="only rows whose label contains this")
     p.add_argument("--format", choices=("md", "txt"), default="txt")
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         items = load_history(args.folder)
         _ruptures()
     except (ValueError, MissingLibrary) as exc:  # ResultFileError, OutputPathError, the checks above
-        print(f"history: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if plot_path is not None and importlib.util.find_spec("matplotlib") is None:
         print("history: warning: --plot needs matplotlib (pip install matplotlib): no figure", file=sys.stderr)
@@ -266,14 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = history([d for _, d in items], args.row, args.penalty)
     if not rows:
         why = f"no row matches {args.row!r}" if args.row else "no cpu_us or gpu_us row in these files"
-        print(f"history: error: {why}", file=sys.stderr)
+        print(f"{prog}: error: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     sys.stdout.write(render(rows, nights, args.format))
     if plot_path is not None:
         try:
             plot(rows, nights, plot_path)
         except OutputPathError as exc:
-            print(f"history: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT
         print(f"wrote {plot_path}")
     return EXIT_OK

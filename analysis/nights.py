@@ -358,9 +358,9 @@ def figure(studies: Sequence[Mapping[str, Any]]) -> Any:
     return fig
 
 
-def plot_main(argv: list[str]) -> int:
+def plot_main(argv: list[str], prog: str = "python -m dbench.analysis.nights plot") -> int:
     """`nights plot STUDY.json... --out PNG`: the figure of studies written by --out."""
-    p = Parser(prog="python -m dbench.analysis.nights plot", description=(figure.__doc__ or "").split("\n")[0])
+    p = Parser(prog=prog, description=(figure.__doc__ or "").split("\n")[0])
     p.add_argument("studies", type=path_value, nargs="+")
     p.add_argument("--out", type=path_value, required=True)
     args = p.parse_args(argv)
@@ -374,7 +374,7 @@ def plot_main(argv: list[str]) -> int:
             studies.append(doc)
         fig = figure(studies)
     except (NightsInputError, ResultFileError, OutputPathError) as exc:
-        print(f"nights: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     from dbench.analysis.figures import save
 
@@ -404,11 +404,11 @@ def _check(args: Any) -> None:
         check_output_file(args.out, "--out")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.nights") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plot"]:
-        return plot_main(argv[1:])
-    p = Parser(prog="python -m dbench.analysis.nights", description=__doc__.splitlines()[0])
+        return plot_main(argv[1:], f"{prog} plot")
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("aa", type=path_value, nargs="+", help="A/A A/B result files or folders")
     p.add_argument("--pairs", type=pairs_value, default=6,
                    help=f"pairs per night, 2 to {MAX_PROCESSES // 2} (the nightly's --pairs; default 6)")
@@ -449,14 +449,14 @@ def main(argv: list[str] | None = None) -> int:
                                "outcomes": dict(tally_i.outcomes),
                                **injected_summary(results, args.injected_row, args.injected_metric)}
     except (NightsInputError, gatemod.GateInputError, ResultFileError, OutputPathError) as exc:
-        print(f"nights: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(lines(doc)))
     if args.out:
         try:
             write_output(args.out, json.dumps(doc, indent=1) + "\n")
         except OutputPathError as exc:  # checked above, then failed: a full disk, the folder gone
-            print(f"nights: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             return 2
     return 0
 

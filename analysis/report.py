@@ -50,8 +50,8 @@ def text(document: Mapping[str, Any], name: str = "") -> str:
     return txt.document(document, name)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = Parser(prog="python -m dbench.analysis.report", description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analysis.report") -> int:
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", type=path_value, help="result files or folders")
     from dbench.analysis.sinks import sinks
 
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         sys.stdout.write(report(args.results, args.format))
     except ResultFileError as exc:
-        print(f"report: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

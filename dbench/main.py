@@ -54,10 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     name, rest = argv[0], argv[1:]
-    if name == "instructions":
-        return int(importlib.import_module(COMMANDS[name][0]).main(rest, prog="dbench instructions") or 0)
-    if name not in ("run", "list"):
-        return int(importlib.import_module(COMMANDS[name][0]).main(rest) or 0)
+    if name not in ("run", "list"):  # its usage and errors name the command typed, not the module
+        return int(importlib.import_module(COMMANDS[name][0]).main(rest, prog=f"dbench {name}") or 0)
     from dbench.bench.harness import common  # torch-free
 
     before, common.PROG = common.PROG, f"dbench {name}"  # run.py's messages name the command typed

@@ -272,7 +272,7 @@ def test_a_bad_document_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Ca
     source.write_text(content)
     assert cli.main(["--from", str(source), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("breakdown: error: ") and message in err and "\n" not in err
+    assert err.startswith("python -m dbench.analysis.breakdown: error: ") and message in err and "\n" not in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 

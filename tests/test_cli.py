@@ -340,7 +340,7 @@ def test_an_analysis_option_out_of_its_range_is_one_line_at_parse_time(
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     err = _refused([command, *COMMAND_LINES[command], *bad], capsys)
-    assert err.startswith(f"python -m dbench.analysis.{command}: error: {expected}"), err
+    assert err.startswith(f"dbench {command}: error: {expected}"), err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -375,7 +375,7 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
     monkeypatch.chdir(tmp_path)
     err = _refused([command, *line], capsys)
     assert ": expected a non-empty path, got '" in err, err
-    assert err.startswith(("python -m dbench.analysis.", "dbench run:")), err
+    assert err.startswith(f"dbench {command}") and "error:" in err, err
     assert list(tmp_path.iterdir()) == []  # figures --out '' wrote its PNGs here
 
 
@@ -481,3 +481,28 @@ def test_list_shows_each_scenarios_axes(tmp_path: Path) -> None:
     assert done.returncode == 0 and "axes (--axis)" in done.stdout
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("roofline"))
     assert "size, cache" in line, line
+
+
+OTHER_COMMANDS = sorted(set(__import__("dbench.main", fromlist=["COMMANDS"]).COMMANDS) - {"run", "list"})
+
+
+@pytest.mark.parametrize("command", OTHER_COMMANDS)
+def test_every_other_command_names_the_command_typed(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`dbench gate --no-such-option`: its usage error and help say `dbench gate`, not the module a pip
+    user never typed."""
+    from dbench.main import main
+
+    assert _status(main, [command, "--no-such-option"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dbench {command}") and "error:" in err and "python -m" not in err, err
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert capsys.readouterr().out.startswith(f"usage: dbench {command}")
+
+
+def test_an_analysis_error_after_parsing_names_the_command_typed(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from dbench.main import main
+
+    assert main(["gate", str(tmp_path / "absent.json")]) == 2
+    assert capsys.readouterr().err.startswith("dbench gate: error: ")

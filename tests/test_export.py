@@ -68,7 +68,8 @@ def test_out_on_a_full_disk_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(outputs, "write_atomic", full)
     out = tmp_path / "bmf.json"
     assert export.main([str(path), "--format", "bencher", "--out", str(out)]) == 2
-    assert capsys.readouterr().err == f"export: error: cannot write {out}: No space left on device\n"
+    err = capsys.readouterr().err
+    assert err == f"python -m dbench.analysis.export: error: cannot write {out}: No space left on device\n"
     assert not out.exists()
 
 

@@ -202,7 +202,8 @@ def test_a_figure_that_cannot_be_written_is_one_line_and_exit_2(tmp_path: Path, 
     monkeypatch.setattr(outputs, "atomic_path", full)
     assert figures.main([str(RUN_A), "--out", str(tmp_path), "--kinds", "cpu"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("figures: error: cannot write ") and "No space left on device" in err, err
+    assert err.startswith("python -m dbench.analysis.figures: error: cannot write "), err
+    assert "No space left on device" in err, err
     assert err.count("\n") == 1
 
 

@@ -565,7 +565,7 @@ def test_bad_class_or_level_options_exit_2(tmp_path: Path, args: list[str], caps
     base, new = classed_runs(5, cpu_sigma=0.01)
     assert gate.main([str(write(tmp_path / "n.json", new)), str(write(tmp_path / "b.json", base)), *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("gate: error:")
+    assert len(err) == 1 and err[0].startswith("python -m dbench.analysis.gate: error:")
 
 
 def test_require_takes_a_comma_list_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

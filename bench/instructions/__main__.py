@@ -22,7 +22,7 @@ from dbench.bench.instructions import power
 from dbench.bench.instructions.staging import STAGE, StageError, private_folder, sibling_stage
 from dbench.bench.core.native_build import build_dir
 from dbench.bench.io.atomic import file_output_problem, write_atomic
-from dbench.bench.harness.cli import op_file, path_value
+from dbench.bench.harness.cli import Parser, op_file, path_value
 from dbench.bench.core.trust import UntrustedPathError
 from dbench.bench.instructions.collect import (DEFAULT_CALLS, DEFAULT_LAYOUTS, DEFAULT_OPS, DEFAULT_WARMUP,
                                                CollectError, Config, check_names, collect, load_op_files)
@@ -93,7 +93,7 @@ PROG = "python3 -m dbench.bench.instructions"  # `dbench instructions` sets its 
 
 
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    p = Parser(prog=prog, description=__doc__.splitlines()[0])  # one-line usage errors, as every command's
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="count instructions per call under callgrind and write them as JSON")
     c.add_argument("--out", type=path_value, help="write the counts here (default: stdout)")
