@@ -784,6 +784,19 @@ def row_alpha(alpha: float | None, calibration: Mapping[str, Any] | None, alpha_
     return night / judged, f"{night:g} a night shared by {judged} rows judged (Bonferroni)"
 
 
+def check_settings(*, metric: str, delta: float | None, same_delta: float | None, alpha: float | None,
+                   alpha_night: float | None, target: float | None, require: Sequence[str]) -> None:
+    """gate()'s settings, each in its range (GateInputError naming the first that is not)."""
+    if metric not in ("auto", RATIO, ABSOLUTE):
+        raise GateInputError(f"metric must be auto, ratio or absolute, not {metric!r}")
+    check_delta(delta, "delta")
+    check_delta(same_delta, "same_delta")
+    check_alpha(alpha, "alpha")
+    check_alpha(alpha_night, "alpha_night")
+    check_delta(target, "target")
+    check_classes(list(require))
+
+
 def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[str, Any]] = (), *,
          calibration: Mapping[str, Any] | None = None, delta: float | None = None, metric: str = "auto",
          alpha: float | None = None, alpha_night: float | None = None, target: float | None = None,
@@ -804,16 +817,9 @@ def gate(new_docs: Sequence[Mapping[str, Any]], baseline_docs: Sequence[Mapping[
     False (each row on its own pairs only).
     Raises GateInputError for input it cannot judge, ResultFileError (a ValueError too) for a
     document or calibration that is not well formed."""
-    new_docs, baseline_docs = list(new_docs), list(baseline_docs)
-    if metric not in ("auto", RATIO, ABSOLUTE):
-        raise GateInputError(f"metric must be auto, ratio or absolute, not {metric!r}")
-    check_delta(delta, "delta")
-    check_delta(same_delta, "same_delta")
-    check_alpha(alpha, "alpha")
-    check_alpha(alpha_night, "alpha_night")
-    check_delta(target, "target")
-    require = list(require)
-    check_classes(require)
+    new_docs, baseline_docs, require = list(new_docs), list(baseline_docs), list(require)
+    check_settings(metric=metric, delta=delta, same_delta=same_delta, alpha=alpha, alpha_night=alpha_night,
+                   target=target, require=require)
     new_sources = list(new_sources or [f"new[{i}]" for i in range(len(new_docs))])
     baseline_sources = list(baseline_sources or [f"baseline[{i}]" for i in range(len(baseline_docs))])
     for source, doc in [*zip(new_sources, new_docs), *zip(baseline_sources, baseline_docs)]:
