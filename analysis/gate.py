@@ -529,7 +529,7 @@ def row_delta(metric: str, quantity: str, cal: Mapping[str, Any] | None, delta: 
 def row_same_delta(delta: float, same_delta: float | None) -> float:
     """The band a row's CI must lie inside to be `same`: --same-delta (else DEFAULT_SAME_DELTA), or the
     row's δ where that is wider (a row is never `same` outside the band it is called a regression beyond)."""
-    return max(delta, DEFAULT_SAME_DELTA if same_delta is None else same_delta)
+    return gs.same_band(delta, DEFAULT_SAME_DELTA if same_delta is None else same_delta)
 
 
 def effect_of(new: RowRun, base: RowRun | None, quantity: str, cal: Mapping[str, Any] | None) -> gs.Effect | None:

@@ -214,6 +214,12 @@ def band(delta: float) -> tuple[float, float]:
     return 1 / (1 + delta), 1 + delta
 
 
+def same_band(delta: float, same_delta: float | None) -> float:
+    """The equivalence band's δ: same_delta, never narrower than the band ±δ a call is made beyond
+    (a row is not `same` where it could be a regression); ±δ itself when None."""
+    return delta if same_delta is None else max(delta, same_delta)
+
+
 def decide(ci_low: float, ci_high: float, delta: float, same_delta: float | None = None) -> str:
     """regression: the whole CI above 1+δ (the slowdown is larger than δ, at level α);
     improvement: the whole CI below 1/(1+δ); same: the whole CI inside the equivalence band
@@ -224,7 +230,7 @@ def decide(ci_low: float, ci_high: float, delta: float, same_delta: float | None
         return REGRESSION
     if ci_high < low:
         return IMPROVEMENT
-    same_low, same_high = band(max(delta, same_delta or delta))
+    same_low, same_high = band(same_band(delta, same_delta))
     if same_low <= ci_low and ci_high <= same_high:
         return SAME
     return INCONCLUSIVE
@@ -235,7 +241,7 @@ def margin(effect: Effect, delta: float, same_delta: float | None = None) -> flo
     the wider of its distances past the band edge ±δ (a call) and inside the equivalence edge
     ±same_delta (same); 0 on an edge of both."""
     size = abs(effect.log_ratio)
-    return max(size - math.log1p(delta), math.log1p(max(delta, same_delta or delta)) - size, 0.0)
+    return max(size - math.log1p(delta), math.log1p(same_band(delta, same_delta)) - size, 0.0)
 
 
 def processes_needed(effect: Effect, delta: float, alpha: float, same_delta: float | None = None) -> int | None:

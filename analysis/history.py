@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m dbench.analysis.h
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if plot_path is not None and importlib.util.find_spec("matplotlib") is None:
-        print("history: warning: --plot needs matplotlib (pip install matplotlib): no figure", file=sys.stderr)
+        print(f"{prog}: warning: --plot needs matplotlib (pip install matplotlib): no figure", file=sys.stderr)
         plot_path = None
     nights = [night_of(s, d) for s, d in items]
     rows = history([d for _, d in items], args.row, args.penalty)
