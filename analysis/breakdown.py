@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from dbench.analysis.outputs import OutputPathError, check_output_dir, write_output
+from dbench.analysis.outputs import OutputPathError, check_output_dir, read_rows_document, write_output
 from dbench.bench.harness.cli import Parser, name_list, op_file, path_value
 from dbench.bench.instructions.breakdown import DEFAULT_CALLS, DEFAULT_TOP, SCHEMA
 from dbench.bench.instructions.layers import LAYERS
@@ -49,17 +49,11 @@ class BreakdownInputError(ValueError):
 
 def read_breakdown(path: Path) -> dict[str, Any]:
     """A breakdown document (gzipped where its name ends in .gz, as the committed ones are)."""
-    import gzip
-
     try:
-        data = gzip.decompress(Path(path).read_bytes()) if str(path).endswith(".gz") else Path(path).read_bytes()
-        document = json.loads(data.decode())
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BreakdownInputError(f"{path}: cannot be read as JSON ({exc})") from None
-    if not isinstance(document, dict) or document.get("schema") != SCHEMA or not isinstance(document.get("rows"), list):
-        raise BreakdownInputError(f"{path}: not a breakdown document (schema {SCHEMA}): "
-                                  "write one with python -m dbench.analysis.breakdown --out DIR")
-    return document
+        return read_rows_document(path, SCHEMA, "a breakdown document: write one with "
+                                  "python -m dbench.analysis.breakdown --out DIR")
+    except ValueError as exc:
+        raise BreakdownInputError(str(exc)) from None
 
 
 def cases(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -457,7 +451,8 @@ def timed(document: dict[str, Any], quick: bool = False) -> dict[str, Any]:
 
 def run_scenario(options: Any, console: Any) -> Any:
     """`run.py --scenario breakdown`: check the run's options (UsageError, before any work), collect,
-    time, and write the document, table and figures in the run's folder (scenarios/breakdown.py)."""
+    time, and write the document, table and figures in the run's folder (scenarios/breakdown.py).
+    On a GPU, torch's Python functions timed in windows instead (analysis/windows.py)."""
     import time
 
     from dbench.bench.harness.cli import UsageError
@@ -470,6 +465,10 @@ def run_scenario(options: Any, console: Any) -> Any:
     why = refused(options)
     if why is not None:
         raise UsageError(f"argument {why}")
+    if options.on_cuda:  # callgrind cannot run the CUDA driver: the functions' windows, timed
+        from dbench.analysis.windows import run_windows
+
+        return run_windows(options, console)
     config = Config(ops=options.ops, op_files=options.op_files, variants=options.variants,
                     calls=QUICK_CALLS if options.quick else DEFAULT_CALLS)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from dbench.bench.io.atomic import atomic_path, file_output_problem, folder_output_problem, write_atomic
 
@@ -54,3 +55,20 @@ def output_path(path: Path | str) -> Iterator[Path]:
             yield tmp
     except OSError as exc:
         raise OutputPathError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def read_rows_document(path: Path | str, schema: str, what: str) -> dict[str, Any]:
+    """A JSON document of `schema` with a list of rows (gzipped where its name ends in .gz, as the
+    committed ones are): a breakdown's, a windows run's. ValueError, one line naming the file, when
+    it cannot be read or is another kind of document (`what` says which kind was expected)."""
+    import gzip
+    import json
+
+    try:
+        data = gzip.decompress(Path(path).read_bytes()) if str(path).endswith(".gz") else Path(path).read_bytes()
+        document = json.loads(data.decode())
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("schema") != schema or not isinstance(document.get("rows"), list):
+        raise ValueError(f"{path}: not {what} (schema {schema})")
+    return document

@@ -3,7 +3,7 @@
     dbench run --scenario boundary --op my_ops.py:my_op     (run.py's options)
     dbench list [--op my_ops.py]                           (scenarios, ops, variants, modes)
     dbench gate NEW [BASELINE ...]                         (dbench.analysis.gate)
-    dbench report | figures | compare | history | calibrate | nights | export | breakdown  (dbench.analysis.*)
+    dbench report | figures | compare | history | calibrate | nights | export | breakdown | windows  (dbench.analysis.*)
     dbench instructions check --op my_ops.py:my_op --expected counts.json   (dbench.bench.instructions)
 """
 
@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("dbench.analysis.export", "result files for Bencher or github-action-benchmark"),
     "breakdown": ("dbench.analysis.breakdown",
                   "where each variant's cost over its floor goes, by layer (CPU tensors, under callgrind)"),
+    "windows": ("dbench.analysis.windows",
+                "torch's Python functions on each variant's path, timed (any device, CUDA too)"),
     "instructions": ("dbench.bench.instructions.__main__",
                      "instructions per call under callgrind (a CPU count CI can gate on): collect, check"),
 }

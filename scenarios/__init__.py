@@ -90,11 +90,13 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         tables="regions", figures=("regions",),
     ),
     Declaration(
-        "breakdown", "where each variant's CPU cost over its floor goes, by layer (callgrind on CPU tensors, in µs)",
-        # It writes its own document (analysis/breakdown.py), not a result: instructions per layer from
-        # one run under callgrind, then µs from a native run of the boundary scenario's same cases.
-        # The args scenario's ops too (on their own): where an argument's cost goes, arity by arity.
-        passes=(Pass.CUSTOM,), cpu_only=True, also_ops=ARGS_OPS,
+        "breakdown", "where each variant's cost over its floor goes (CPU tensors: by layer under callgrind, in µs; "
+        "CUDA: torch's Python functions timed in windows)",
+        # It writes its own document (analysis/breakdown.py, analysis/windows.py), not a result: on CPU
+        # tensors, instructions per layer from one run under callgrind, then µs from a native run of the
+        # boundary scenario's same cases; on a GPU (valgrind cannot run the CUDA driver), the declared
+        # torch Python functions timed in windows. The args scenario's ops too (on their own).
+        passes=(Pass.CUSTOM,), also_ops=ARGS_OPS,
     ),
     Declaration(
         "timer_validation", "CUPTI vs CUDA events vs do_bench on kernels from ~2 µs to 5 ms",

@@ -56,24 +56,28 @@ def test_without_valgrind_the_breakdown_is_one_line_naming_the_install_step(
                            "valgrind (see run.py --help)"), err
 
 
-def test_the_breakdown_runs_on_the_cpu_and_refuses_another_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without --device, cpu even where CUDA is; --device cuda:0 is refused, naming the scenario."""
+def test_the_breakdown_takes_the_device_every_scenario_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where CUDA is, the breakdown runs on it (torch's Python functions timed in windows: callgrind
+    cannot run the CUDA driver); --device cpu keeps callgrind's layers."""
     import types
 
     import torch
 
-    from dbench.bench.harness.cli import UsageError
+    from dbench.analysis import breakdown, windows
     from dbench.bench.harness.device import resolve_device
     from dbench.bench.harness.options import RunOptions
     from dbench.scenarios.select import check_selection
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     args = types.SimpleNamespace(device=None, gpus=None, shards=None)
-    assert resolve_device(args, default_cpu=DECLARATIONS["breakdown"].cpu_only) == ("cpu", [])
-    assert DECLARATIONS["breakdown"].cpu_only and not DECLARATIONS["boundary"].cpu_only
-    with pytest.raises(UsageError, match="scenario breakdown runs on CPU tensors only .* cuda:0 was given"):
-        check_selection(SCENARIOS["breakdown"], RunOptions(scenario="breakdown", device="cuda:0"), None)
+    assert resolve_device(args, in_process=False, default_cpu=DECLARATIONS["breakdown"].cpu_only) == ("cuda:0", [])
+    check_selection(SCENARIOS["breakdown"], RunOptions(scenario="breakdown", device="cuda:0"), None)
+    taken: list[str] = []
+    monkeypatch.setattr(windows, "run_windows", lambda options, console: taken.append(options.device))
+    breakdown.run_scenario(RunOptions(scenario="breakdown", device="cuda:0"), None)
+    assert taken == ["cuda:0"]
 
 
 @pytest.mark.slow

@@ -302,7 +302,7 @@ def is_folder(path: Path | str) -> bool:
 COMPANION_SUFFIXES = (".gbench.json", ".gbench-gpu.json")
 # JSON files in a results folder that are other documents, not results: the breakdown by layer
 # (`--scenario breakdown`, analysis/breakdown.py SUFFIX).
-NOT_RESULT_SUFFIXES = (*COMPANION_SUFFIXES, ".breakdown.json")
+NOT_RESULT_SUFFIXES = (*COMPANION_SUFFIXES, ".breakdown.json", ".windows.json")
 
 
 # Folders a --processes or --shards run keeps beside its result (<stem>.processes/, <stem>.shards/:

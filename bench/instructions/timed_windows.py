@@ -1,0 +1,251 @@
+"""The breakdown where callgrind cannot go (CUDA tensors): torch's Python functions, each timed in a window.
+
+Valgrind cannot run the CUDA driver, so on a GPU the breakdown cannot count instructions. What it
+can do with no hardware counters is time what it can name. For each case, in one process and
+round by round (so a slow minute of the host moves all of a round's figures together):
+
+- the case's floor and the case, `calls` calls each (bench/core/runner.time_block: the GPU queue
+  drained before and after each block, untimed); their difference is the round's overhead;
+- each declared torch Python function the case calls (python_functions.py), in a pass of its own of
+  `calls` calls, with a wall-clock window (perf_counter_ns) around its outermost calls only;
+- the wrapper's own time inside a window, on a function that does nothing called with the same
+  arguments, taken off per call (the remaining error is about +0.05 µs a window: tests).
+
+Per case: the median over rounds with its distribution-free 95 % CI (in_time.median_ci). A window
+is inclusive: it holds the Python frames and all the C++ beneath the function, and the op's own
+launch where it runs inside (the table sets each window beside the floor's). The dispatcher's and
+autograd's C++ outside any declared function are not named by this method: they are what the
+windows leave of the overhead. On CPU tensors callgrind counts the same windows, so the two methods
+meet case by case (analysis/windows.py `agreement`).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from dbench.bench.core.case import Case
+from dbench.bench.core.runner import time_block
+from dbench.bench.instructions.in_time import median_ci
+from dbench.bench.instructions.python_functions import Hook, Window, count_calls, hooks
+
+SCHEMA = "dbench-windows/1"
+DEFAULT_CALLS = 300  # calls per block and window: about 3-30 ms a block at 10-100 µs a call
+DEFAULT_ROUNDS = 15  # the median's 95 % CI then spans the 4th to 12th of the sorted rounds
+QUICK_ROUNDS = 5
+WARMUP_CALLS = 20  # the wrapped path's first calls, outside any window
+
+
+class Stopwatch:
+    """The wall-clock time between toggles, summed: switched on as a window opens and off as it
+    closes. The clock is read last when switching on and first when switching off, so what this
+    object itself costs lies outside the sum except one read (the calibration takes it off)."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self._started: int | None = None
+
+    def toggle(self) -> None:
+        if self._started is None:
+            self._started = time.perf_counter_ns()
+        else:
+            self.total_ns += time.perf_counter_ns() - self._started
+            self._started = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A per-call figure in µs: the median over rounds and its 95 % CI's ends."""
+
+    us: float
+    low: float
+    high: float
+
+    @staticmethod
+    def of(values: Iterable[float]) -> "Estimate":
+        values = list(values)
+        low, high = median_ci(values)
+        return Estimate(round(statistics.median(values), 4), round(low, 4), round(high, 4))
+
+    def fields(self, name: str) -> dict[str, float]:
+        return {name: self.us, f"{name}_ci_low": self.low, f"{name}_ci_high": self.high}
+
+
+def _absorb(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def calibration_ns(calls: int, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> float:
+    """What a window costs inside itself, per outermost call: the wrapper around a function that
+    does nothing, called `calls` times with the arguments a real call passed (passing them on
+    costs the wrapper more than passing none: 100-150 ns on three arguments and a keyword)."""
+    watch = Stopwatch()
+    window = Window(watch.toggle)
+    absorb = window.wrap(_absorb)
+    kwargs = kwargs or {}
+    window.armed = True
+    gc.disable()
+    try:
+        for _ in range(calls):
+            absorb(*args, **kwargs)
+    finally:
+        gc.enable()
+    return watch.total_ns / max(window.calls, 1)
+
+
+def arguments_of(case: Case, hook: Hook) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments of the case's first call into the hooked function (none where it makes none)."""
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def recording(function: Callable[..., Any]) -> Callable[..., Any]:
+        def record(*args: Any, **kwargs: Any) -> Any:
+            if not seen:
+                seen.append((args, dict(kwargs)))
+            return function(*args, **kwargs)
+        return record
+
+    hook.install(recording)
+    assert case.call is not None
+    try:
+        with case.context() if case.context is not None else nullcontext():
+            case.call()
+    finally:
+        hook.restore()
+    return seen[0] if seen else ((), {})
+
+
+def window_ns(case: Case, hook: Hook, calls: int) -> tuple[float, float]:
+    """One pass of `calls` calls of the case with `hook`'s function in a window: its inclusive ns
+    per call of the case (the wrapper's own time inside the window taken off, as calibrated in
+    the same pass on the arguments of a real call), and its outermost calls per call."""
+    args, kwargs = arguments_of(case, hook)
+    wrapper_ns = calibration_ns(calls, args, kwargs)
+    del args, kwargs  # no tensor of the case kept alive through its timed calls
+    watch = Stopwatch()
+    window = Window(watch.toggle)
+    hook.install(window.wrap)
+    call = case.call
+    assert call is not None
+    try:
+        with case.context() if case.context is not None else nullcontext():
+            for _ in range(WARMUP_CALLS):
+                call()
+            case.sync()
+            gc.disable()
+            window.armed = True
+            for _ in range(calls):
+                call()
+            window.armed = False
+            case.sync()
+    finally:
+        gc.enable()
+        hook.restore()
+    return (watch.total_ns - wrapper_ns * window.calls) / calls, window.calls / calls
+
+
+@dataclass
+class CaseWindows:
+    """What the rounds measured of one case: µs per call, one value per round."""
+
+    total: list[float]
+    delta: list[float]  # over the floor, round by round (empty: a floor, or no floor timed)
+    functions: dict[str, list[float]]
+    calls: dict[str, float]  # outermost calls into each function per call of the case
+
+
+def measure(case: Case, floor: Case | None, found: list[Hook], calls: int, rounds: int,
+            progress: Callable[[int], None] = lambda r: None) -> CaseWindows:
+    """`rounds` rounds of: the floor's block and the case's (their order alternating), then each
+    declared function the case calls in its own window."""
+    assert case.call is not None
+    called = count_calls(case.call, case.context, found)
+    measured = [h for h in found if h.name in called]
+    out = CaseWindows([], [], {h.name: [] for h in measured}, dict(called))
+    for r in range(rounds):
+        blocks = [case, floor] if r % 2 else [floor, case]
+        ns = {id(c): time_block(c, calls) / calls for c in blocks if c is not None}
+        out.total.append(ns[id(case)] / 1000)
+        if floor is not None:
+            out.delta.append((ns[id(case)] - ns[id(floor)]) / 1000)
+        for hook in measured:
+            per_call, _ = window_ns(case, hook, calls)
+            out.functions[hook.name].append(per_call / 1000)
+        progress(r + 1)
+    return out
+
+
+def case_row(key: Mapping[str, Any], floor_label: str | None, measured: CaseWindows) -> dict[str, Any]:
+    """A case's row: its µs per call and over its floor (each with a CI), and each declared
+    function's inclusive window (most expensive first)."""
+    row: dict[str, Any] = {**key, "status": None, "floor": floor_label, "rounds": len(measured.total),
+                           **Estimate.of(measured.total).fields("total_us")}
+    if measured.delta:
+        row.update(Estimate.of(measured.delta).fields("delta_us"))
+    functions = [{"function": name, "calls": round(measured.calls[name], 3), **Estimate.of(values).fields("us")}
+                 for name, values in measured.functions.items()]
+    row["python_functions"] = sorted(functions, key=lambda f: (-f["us"], f["function"]))
+    return row
+
+
+def with_floor_windows(rows: list[dict[str, Any]], floor_of: Callable[[Mapping[str, Any]], Any]) -> None:
+    """Each function's window over the floor's window of the same function (0 where the floor
+    does not call it), in place: `delta_us` on each of a row's python_functions."""
+    from dbench.bench.core.identity import case_identity
+
+    by_case = {case_identity(r): r for r in rows if r.get("status") is None}
+    for row in by_case.values():
+        floor_key = floor_of(row)
+        floor = by_case.get(case_identity(floor_key)) if floor_key is not None else None
+        if floor is None:
+            continue
+        below = {f["function"]: f["us"] for f in floor["python_functions"]}
+        for f in row["python_functions"]:
+            f["delta_us"] = round(f["us"] - below.get(f["function"], 0.0), 4)
+
+
+def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str, calls: int = DEFAULT_CALLS,
+                    rounds: int = DEFAULT_ROUNDS, say: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """The windows document of the boundary scenario's cases (the args scenario's, for its ops) of
+    `ops` x `variants` on `device`: a row per case (n/a and failed cases with their reasons)."""
+    import importlib
+
+    import torch
+
+    from dbench.bench.core.identity import case_identity, case_label
+    from dbench.bench.instructions.breakdown import floor_of
+    from dbench.bench.instructions.collect import counted_scenario
+    from dbench.bench.io import env as envmod
+    from dbench.scenarios.base import Selection
+
+    scenario = counted_scenario(ops)
+    build = importlib.import_module(f"dbench.scenarios.{scenario}").build
+    sel = Selection(ops=ops, variants=variants, device=device, dtype=torch.float32, seed=0, explicit_ops=True)
+    cases = build(sel)
+    by_identity = {case_identity(c.key): c for c in cases}
+    found = hooks()
+    rows: list[dict[str, Any]] = []
+    timed = [c for c in cases if c.runnable]
+    for case in cases:
+        key = {k: v for k, v in case.key.items()}
+        if not case.runnable:
+            rows.append({**key, "status": "failed" if case.error else "n/a", "reason": case.error or case.na_reason})
+            continue
+        floor_key = floor_of(key)
+        floor = by_identity.get(case_identity(floor_key)) if floor_key is not None else None
+        if floor is not None and not floor.runnable:
+            floor = None
+        say(f"[{timed.index(case) + 1}/{len(timed)}] {case.label}")
+        measured = measure(case, floor, found, calls, rounds)
+        row = case_row(key, None if floor is None else floor.key["variant"], measured)
+        if floor_key is not None and floor is None:
+            row["floor_missing"] = f"its floor {case_label(floor_key)} was not timed: add it to --variants"
+        rows.append(row)
+    with_floor_windows(rows, floor_of)
+    return {"schema": SCHEMA, "method": "timed windows",
+            "config": {"scenario": scenario, "ops": list(ops), "variants": list(variants), "device": device,
+                       "dtype": "float32", "calls": calls, "rounds": rounds, "warmup_calls": WARMUP_CALLS},
+            "env": envmod.capture(device), "rows": rows}

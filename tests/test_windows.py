@@ -1,0 +1,195 @@
+"""The breakdown's timed windows (bench/instructions/timed_windows.py, analysis/windows.py): a window
+times its function's outermost calls inclusively and takes the wrapper's own cost off; a known
+wait inside a registered op lands in the window that holds it and in the overhead over the floor;
+the comparison with callgrind converts at the case's own speed; bad input is one line, exit 2,
+before any work or folder."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbench.analysis import windows as aw
+from dbench.bench.core.case import Case
+from dbench.bench.instructions import timed_windows as tw
+from dbench.bench.instructions.python_functions import Hook
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _spin(ns: int) -> None:
+    until = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < until:
+        pass
+
+
+def test_the_stopwatch_sums_only_the_time_between_toggles() -> None:
+    watch = tw.Stopwatch()
+    watch.toggle()
+    _spin(200_000)
+    watch.toggle()
+    _spin(1_000_000)  # switched off: not counted
+    watch.toggle()
+    _spin(300_000)
+    watch.toggle()
+    assert 500_000 <= watch.total_ns < 1_000_000
+
+
+def _module_case(wait_ns: int) -> tuple[Case, Hook, types.SimpleNamespace]:
+    """A case whose one call goes through `mod.slow(x, scale=2)`, which waits wait_ns."""
+    mod = types.SimpleNamespace()
+
+    def slow(x: int, scale: int = 1) -> int:
+        _spin(wait_ns)
+        return x * scale
+
+    mod.slow = slow
+    case = Case(key={"op": "t", "variant": "v", "mode": "inference"}, call=lambda: mod.slow(3, scale=2))
+    return case, Hook("slow", mod, "slow", slow), mod
+
+
+def test_a_window_holds_its_function_and_the_wrapper_is_taken_off() -> None:
+    case, hook, mod = _module_case(50_000)
+    per_call_ns, calls = tw.window_ns(case, hook, 40)
+    assert calls == 1.0
+    # the wait is inside (less the calibration's own frame, tens of ns); a stall of the host could only add
+    assert 49_500 <= per_call_ns < 100_000
+    assert mod.slow is hook.original  # restored
+
+
+def test_the_calibration_passes_a_real_calls_arguments() -> None:
+    case, hook, _ = _module_case(0)
+    args, kwargs = tw.arguments_of(case, hook)
+    assert args == (3,) and kwargs == {"scale": 2}
+    assert tw.calibration_ns(50, args, kwargs) > 0
+
+
+def test_a_case_that_never_calls_the_function_has_no_window() -> None:
+    case, hook, _ = _module_case(0)
+    case.call = lambda: 1
+    assert tw.window_ns(case, hook, 10) == (0.0, 0.0)
+
+
+def test_measure_pairs_the_floor_round_by_round_and_times_each_called_function() -> None:
+    case, hook, _ = _module_case(20_000)
+    floor = Case(key={"op": "t", "variant": "raw", "mode": "inference"}, call=lambda: 3 * 2)
+    measured = tw.measure(case, floor, [hook], calls=50, rounds=3)
+    assert len(measured.total) == len(measured.delta) == 3 and measured.calls == {"slow": 1.0}
+    row = tw.case_row(case.key, "raw", measured)
+    # medians: one round's floor or calibration may meet a stall of the host, which moves it either way
+    assert row["delta_us"] >= 19.5 and row["python_functions"][0]["us"] >= 19.5, row
+    assert row["delta_us_ci_low"] <= row["delta_us"] <= row["delta_us_ci_high"]
+    assert [f["function"] for f in row["python_functions"]] == ["slow"]
+
+
+def test_each_window_is_set_beside_the_floors_window_of_the_same_function() -> None:
+    rows = [{"op": "o", "variant": "raw", "mode": "inference", "status": None,
+             "python_functions": [{"function": "f", "us": 1.0}]},
+            {"op": "o", "variant": "v", "mode": "inference", "status": None,
+             "python_functions": [{"function": "f", "us": 4.0}, {"function": "g", "us": 2.0}]}]
+    tw.with_floor_windows(rows, lambda r: None if r["variant"] == "raw" else {**r, "variant": "raw"})
+    assert [f["delta_us"] for f in rows[1]["python_functions"]] == [3.0, 2.0]
+    assert "delta_us" not in rows[0]["python_functions"][0]  # a floor is over nothing
+
+
+def test_callgrind_is_converted_at_the_cases_own_speed_in_the_timed_run() -> None:
+    windows = {"rows": [{"op": "o", "variant": "v", "mode": "inference", "status": None, "total_us": 10.0,
+                         "python_functions": [{"function": "f", "us": 6.0}, {"function": "g", "us": 1.0}]}]}
+    breakdown = {"rows": [{"op": "o", "variant": "v", "mode": "inference", "status": None, "layer": "python",
+                           "instructions_total": 100_000.0,
+                           "python_functions": [{"function": "f", "instructions": 50_000.0, "calls": 1.0},
+                                                {"function": "g", "instructions": 20_000.0, "calls": 1.0}]},
+                          {"op": "o", "variant": "v", "mode": "inference", "status": None, "layer": "binding",
+                           "instructions_total": 100_000.0}]}
+    compared = {c["function"]: c for c in aw.agreement(windows, breakdown)}
+    # f: 60 % of the time, 50 % of the instructions: 6 µs against 5; g: 10 % against 20 %.
+    assert compared["f"]["callgrind_us"] == 5.0 and compared["f"]["ratio"] == 1.2 and compared["f"]["agrees"]
+    assert compared["g"]["ratio"] == 0.5 and not compared["g"]["agrees"]
+    assert "1 of 2 within ±20 %" in aw.table({"config": {"device": "cpu", "rounds": 3, "calls": 5},
+                                              "rows": []}, list(compared.values()))
+
+
+def _cli(*argv: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dbench.analysis.windows", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--device", "cpu", "--ops", "no_such_op"], "unknown ops no_such_op"),
+    (["--device", "cpu", "--ops", "noop", "--rounds", "2"], "--rounds >= 3"),
+    (["--from", "absent.windows.json"], "cannot be read"),
+])
+def test_bad_input_is_one_line_and_makes_no_folder(tmp_path: Path, argv: list[str], said: str) -> None:
+    out = tmp_path / "out"
+    done = _cli(*argv, "--out", str(out))
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_cuda_without_a_gpu_is_refused_before_any_work(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    done = _cli("--device", "cuda", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "no CUDA device" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_compare_file_that_is_not_a_breakdown_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "x.json.gz"
+    other.write_bytes(gzip.compress(json.dumps({"schema": "nope", "rows": []}).encode()))
+    done = _cli("--device", "cpu", "--ops", "noop", "--compare", str(other), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "not a breakdown document" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_known_wait_in_a_registered_ops_kernel_lands_in_its_window(tmp_path: Path) -> None:
+    """DBENCH_INJECT_PY_NS: define_impl's Python kernel waits 20 µs; the dispatcher calls it inside
+    OpOverload.__call__, so that window and the overhead over raw grow by the wait, and the
+    rendered files read back."""
+    out = tmp_path / "out"
+    done = _cli("--device", "cpu", "--ops", "noop", "--variants", "raw,define_impl", "--rounds", "3", "--calls", "50",
+                "--out", str(out), env={"DBENCH_INJECT_PY_NS": "20000"})
+    assert done.returncode == 0, done.stderr
+    document = json.loads((out / "windows-cpu.windows.json").read_text())
+    timed = [r for r in document["rows"] if r["status"] is None and r["variant"] == "define_impl"]
+    assert {r["mode"] for r in timed} == {"inference", "no_grad", "inference_mode"}
+    for row in timed:
+        window = next(f for f in row["python_functions"] if f["function"] == "OpOverload.__call__")
+        assert window["delta_us"] >= 19.5 and row["delta_us"] >= 19.5, row
+        assert 0.8 <= window["delta_us"] / row["delta_us"] <= 1.2, row
+    assert (out / "windows-cpu.md").read_text().count("| noop | define_impl |") == 3
+    assert (out / "windows-cpu-noop.png").stat().st_size > 10_000
+    again = _cli("--from", str(out / "windows-cpu.windows.json"), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0 and (tmp_path / "again" / "windows-cpu.md").read_text() == \
+        (out / "windows-cpu.md").read_text()
+
+
+def test_a_windows_document_is_not_read_as_a_result(tmp_path: Path) -> None:
+    from dbench.bench.io.document import NOT_RESULT_SUFFIXES
+
+    assert aw.SUFFIX in NOT_RESULT_SUFFIXES
+
+
+def _row(**extra: Any) -> dict[str, Any]:
+    return {"op": "o", "variant": "v", "mode": "inference", "status": None, "floor": "raw", "total_us": 5.0,
+            "delta_us": 3.0, "delta_us_ci_low": 2.5, "delta_us_ci_high": 3.5, **extra}
+
+
+def test_the_table_names_the_functions_over_the_floor_and_the_uncovered_rest() -> None:
+    row = _row(python_functions=[{"function": "CustomOpDef.__call__", "calls": 1.0, "us": 4.0, "delta_us": 4.0},
+                                 {"function": "fill_defaults", "calls": 2.0, "us": 0.5, "delta_us": 0.5}])
+    text = aw.table({"config": {"device": "cuda:0", "rounds": 15, "calls": 300}, "env": {"gpu_name": "G"},
+                     "rows": [row, {"op": "o", "variant": "w", "mode": "inference", "status": "n/a", "reason": "x"}]})
+    assert "| o | v | inference | raw | 5.00 | +3.00 [+2.50, +3.50] | `CustomOpDef.__call__` +4.00; " \
+           "`fill_defaults` +0.50 (2) |" in text
+    assert "Not timed: 1 cases" in text and "not named by this method" in text
