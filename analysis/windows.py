@@ -84,14 +84,13 @@ def agreement(windows: dict[str, Any], breakdown: dict[str, Any]) -> list[dict[s
 
 
 def _line(row: dict[str, Any]) -> str:
-    delta = row.get("delta_us")
+    delta, floor = row.get("delta_us"), row.get("floor_us")
     measured = "n/a (a floor)" if row.get("floor") is None else (
         f"{delta:+.2f} [{row['delta_us_ci_low']:+.2f}, {row['delta_us_ci_high']:+.2f}]" if delta is not None else "n/a")
-    functions = [f for f in row["python_functions"] if f.get("delta_us", f["us"]) > 0][:SHOWN]
-    shown = "; ".join(f"`{f['function']}` {f.get('delta_us', f['us']):+.2f}"
-                      + ("" if f["calls"] == 1 else f" ({f['calls']:g})") for f in functions) or "none"
+    shown = "; ".join(f"`{f['function']}` {f['us']:.2f}" + ("" if f["calls"] == 1 else f" ({f['calls']:g})")
+                      for f in row["python_functions"][:SHOWN]) or "none"
     return (f"| {row['op']} | {row['variant']} | {row['mode']} | {row.get('floor') or '—'} | "
-            f"{row['total_us']:.2f} | {measured} | {shown} |")
+            f"{row['total_us']:.2f} | {'—' if floor is None else f'{floor:.2f}'} | {measured} | {shown} |")
 
 
 def table(document: dict[str, Any], compared: list[dict[str, Any]] | None = None) -> str:
@@ -101,14 +100,16 @@ def table(document: dict[str, Any], compared: list[dict[str, Any]] | None = None
     lines = [f"# torch's Python functions on each variant's path, timed ({config['device']} tensors)", "",
              f"torch {env.get('torch')}, Python {env.get('python')}, {device}; {config['rounds']} rounds of "
              f"{config['calls']} calls per case, its floor and each window, in one process ({env.get('time')}).", "",
-             "µs per call: the case; its overhead over the floor, paired round by round (median, 95 % CI); each "
-             "declared torch Python function it calls, timed inclusively in a window of its own (its frames and "
-             "all the C++ beneath them, the op's own launch included where it runs inside), over the floor's "
-             "window of the same function (0 where the floor does not call it); calls per call in brackets where "
-             "not 1. What no declared function holds (the dispatcher's and autograd's C++ around them) is not "
-             "named by this method (methodology: \"Where the cost goes\").", "",
-             "| op | variant | mode | floor | µs/call | over the floor [95 % CI] | functions over the floor's (µs) |",
-             "|---|---|---|---|---:|---:|---|"]
+             "µs per call (medians over the rounds): the case, its floor in the same rounds, and the overhead, "
+             "paired round by round (95 % CI); then each declared torch Python function the case calls, timed "
+             "inclusively in a window of its own: its frames and all the C++ beneath them, so the op's own work "
+             "(the floor's) too where it runs inside, and an outer function holds an inner one's; calls per call "
+             "in brackets where not 1. What no declared function holds (the dispatcher's and autograd's C++ "
+             "around them, the variant's own Python) is not named by this method (methodology: \"Where the cost "
+             "goes\").", "",
+             "| op | variant | mode | floor | µs/call | floor µs/call | over the floor [95 % CI] "
+             "| torch's Python functions, inclusive µs |",
+             "|---|---|---|---|---:|---:|---:|---|"]
     lines += [_line(row) for row in timed_cases(document)]
     untimed = [r for r in document["rows"] if r.get("status") is not None]
     if untimed:
@@ -143,9 +144,11 @@ def _agreement_lines(compared: list[dict[str, Any]]) -> list[str]:
 
 
 def figure(document: dict[str, Any], op: str) -> Figure:
-    """Per case of `op` (floors left out): its measured overhead over the floor with its CI, and
-    each function's window over the floor's, as bars grouped by case."""
+    """Per case of `op` (floors left out): its µs per call (grey, with its CI) and its floor's (a
+    tick), and each declared function's inclusive window, as bars grouped by case."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     shown = [r for r in timed_cases(document) if r["op"] == op and r.get("delta_us") is not None]
     names = list(dict.fromkeys(f["function"] for r in shown for f in r["python_functions"]))
@@ -155,29 +158,29 @@ def figure(document: dict[str, Any], op: str) -> Figure:
     ax = fig.add_subplot()
     height = 0.8 / (len(names) + 1) if names else 0.8
     for y, row in enumerate(shown):
-        low, high = row["delta_us_ci_low"], row["delta_us_ci_high"]
-        ax.barh(y - 0.4 + height / 2, row["delta_us"], height=height, color="black",
-                xerr=[[row["delta_us"] - low], [high - row["delta_us"]]], capsize=2, error_kw={"elinewidth": 1})
+        top = y - 0.4 + height / 2
+        ax.barh(top, row["total_us"], height=height, color="#BBBBBB", capsize=2, error_kw={"elinewidth": 1},
+                xerr=[[row["total_us"] - row["total_us_ci_low"]], [row["total_us_ci_high"] - row["total_us"]]])
+        if row.get("floor_us") is not None:
+            ax.plot([row["floor_us"]] * 2, [top - height / 2, top + height / 2], color="black", lw=2)
         for j, name in enumerate(names):
             f = next((f for f in row["python_functions"] if f["function"] == name), None)
             if f is not None:
-                value = f.get("delta_us", f["us"])
-                ax.barh(y - 0.4 + height * (j + 1.5), value, height=height, color=colors.get(name, "#000000"),
+                ax.barh(y - 0.4 + height * (j + 1.5), f["us"], height=height, color=colors.get(name, "#000000"),
                         xerr=[[f["us"] - f["us_ci_low"]], [f["us_ci_high"] - f["us"]]], capsize=1.5,
                         error_kw={"elinewidth": 0.8})
     ax.set_yticks(range(len(shown)), [f"{r['variant']} / {r['mode']}" for r in shown], fontsize=8)
     ax.set_ylim(len(shown) - 0.5, -0.5)
-    ax.axvline(0, color="#3A3A3A", lw=1)
+    ax.set_xlim(left=0)
     ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel("µs per call over the mode's floor (raw, or function_raw with a graph); bars: 95 % CI over rounds")
+    ax.set_xlabel("µs per call (medians over rounds; bars: 95 % CI); the floor is raw, or function_raw with a graph")
     env, config = document.get("env", {}), document["config"]
-    ax.set_title(f"{op}: the overhead over the floor (black) and torch's Python functions in it, each timed "
-                 f"inclusively\n{config['device']} tensors · {env.get('gpu_name') or env.get('cpu_model') or ''} · "
-                 f"torch {env.get('torch')} · {str(env.get('time', ''))[:10]}", fontsize=10)
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color="black", label="measured overhead")] + [Patch(color=colors.get(n, "#000000"), label=n)
-                                                                   for n in names]
+    ax.set_title(f"{op}: each case's µs per call (grey), its floor's (black tick), and torch's Python functions "
+                 f"on its path,\neach timed inclusively in a window of its own · {config['device']} tensors · "
+                 f"{env.get('gpu_name') or env.get('cpu_model') or ''} · torch {env.get('torch')} · "
+                 f"{str(env.get('time', ''))[:10]}", fontsize=10)
+    handles = [Patch(color="#BBBBBB", label="the case"), Line2D([], [], color="black", lw=2, label="its floor")]
+    handles += [Patch(color=colors.get(n, "#000000"), label=n) for n in names]
     fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncols=min(len(handles), 4))
     return fig
 

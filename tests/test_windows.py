@@ -87,7 +87,7 @@ def test_measure_pairs_the_floor_round_by_round_and_times_each_called_function()
     row = tw.case_row(case.key, "raw", measured)
     # medians: one round's floor or calibration may meet a stall of the host, which moves it either way
     assert row["delta_us"] >= 19.5 and row["python_functions"][0]["us"] >= 19.5, row
-    assert row["delta_us_ci_low"] <= row["delta_us"] <= row["delta_us_ci_high"]
+    assert row["delta_us_ci_low"] <= row["delta_us"] <= row["delta_us_ci_high"] and row["floor_us"] < 19.5
     assert [f["function"] for f in row["python_functions"]] == ["slow"]
 
 
@@ -182,14 +182,14 @@ def test_a_windows_document_is_not_read_as_a_result(tmp_path: Path) -> None:
 
 def _row(**extra: Any) -> dict[str, Any]:
     return {"op": "o", "variant": "v", "mode": "inference", "status": None, "floor": "raw", "total_us": 5.0,
-            "delta_us": 3.0, "delta_us_ci_low": 2.5, "delta_us_ci_high": 3.5, **extra}
+            "floor_us": 2.0, "delta_us": 3.0, "delta_us_ci_low": 2.5, "delta_us_ci_high": 3.5, **extra}
 
 
-def test_the_table_names_the_functions_over_the_floor_and_the_uncovered_rest() -> None:
+def test_the_table_names_the_functions_inclusive_and_the_uncovered_rest() -> None:
     row = _row(python_functions=[{"function": "CustomOpDef.__call__", "calls": 1.0, "us": 4.0, "delta_us": 4.0},
                                  {"function": "fill_defaults", "calls": 2.0, "us": 0.5, "delta_us": 0.5}])
     text = aw.table({"config": {"device": "cuda:0", "rounds": 15, "calls": 300}, "env": {"gpu_name": "G"},
                      "rows": [row, {"op": "o", "variant": "w", "mode": "inference", "status": "n/a", "reason": "x"}]})
-    assert "| o | v | inference | raw | 5.00 | +3.00 [+2.50, +3.50] | `CustomOpDef.__call__` +4.00; " \
-           "`fill_defaults` +0.50 (2) |" in text
+    assert "| o | v | inference | raw | 5.00 | 2.00 | +3.00 [+2.50, +3.50] | `CustomOpDef.__call__` 4.00; " \
+           "`fill_defaults` 0.50 (2) |" in text
     assert "Not timed: 1 cases" in text and "not named by this method" in text

@@ -152,7 +152,8 @@ class CaseWindows:
     """What the rounds measured of one case: µs per call, one value per round."""
 
     total: list[float]
-    delta: list[float]  # over the floor, round by round (empty: a floor, or no floor timed)
+    floor: list[float]  # the floor's µs per call in the same rounds (empty: a floor, or no floor timed)
+    delta: list[float]  # over the floor, round by round
     functions: dict[str, list[float]]
     calls: dict[str, float]  # outermost calls into each function per call of the case
 
@@ -164,12 +165,13 @@ def measure(case: Case, floor: Case | None, found: list[Hook], calls: int, round
     assert case.call is not None
     called = count_calls(case.call, case.context, found)
     measured = [h for h in found if h.name in called]
-    out = CaseWindows([], [], {h.name: [] for h in measured}, dict(called))
+    out = CaseWindows([], [], [], {h.name: [] for h in measured}, dict(called))
     for r in range(rounds):
         blocks = [case, floor] if r % 2 else [floor, case]
         ns = {id(c): time_block(c, calls) / calls for c in blocks if c is not None}
         out.total.append(ns[id(case)] / 1000)
         if floor is not None:
+            out.floor.append(ns[id(floor)] / 1000)
             out.delta.append((ns[id(case)] - ns[id(floor)]) / 1000)
         for hook in measured:
             per_call, _ = window_ns(case, hook, calls)
@@ -184,6 +186,7 @@ def case_row(key: Mapping[str, Any], floor_label: str | None, measured: CaseWind
     row: dict[str, Any] = {**key, "status": None, "floor": floor_label, "rounds": len(measured.total),
                            **Estimate.of(measured.total).fields("total_us")}
     if measured.delta:
+        row.update(Estimate.of(measured.floor).fields("floor_us"))
         row.update(Estimate.of(measured.delta).fields("delta_us"))
     functions = [{"function": name, "calls": round(measured.calls[name], 3), **Estimate.of(values).fields("us")}
                  for name, values in measured.functions.items()]
