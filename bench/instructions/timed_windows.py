@@ -9,13 +9,14 @@ round by round (so a slow minute of the host moves all of a round's figures toge
 - each declared torch Python function the case calls (python_functions.py), in a pass of its own of
   `calls` calls, with a wall-clock window (perf_counter_ns) around its outermost calls only;
 - the wrapper's own time inside a window, on a function that does nothing called with the same
-  arguments, taken off per call (the remaining error is about +0.05 µs a window: tests).
+  arguments, taken off per call (against callgrind's count of the same windows on CPU tensors, a
+  median +0.07 µs a window: results/cpu-breakdown/windows).
 
 Per case: the median over rounds with its distribution-free 95 % CI (in_time.median_ci). A window
 is inclusive: it holds the Python frames and all the C++ beneath the function, and the op's own
-launch where it runs inside (the table sets each window beside the floor's). The dispatcher's and
-autograd's C++ outside any declared function are not named by this method: they are what the
-windows leave of the overhead. On CPU tensors callgrind counts the same windows, so the two methods
+launch where it runs inside (the table shows it beside the case's and the floor's µs). The
+dispatcher's and autograd's C++ outside any declared function are not named by this method: they
+are what the windows leave of the overhead. On CPU tensors callgrind counts the same windows, so the two methods
 meet case by case (analysis/windows.py `agreement`).
 """
 
@@ -231,9 +232,9 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
     by_identity = {case_identity(c.key): c for c in cases}
     found = hooks()
     rows: list[dict[str, Any]] = []
-    timed = [c for c in cases if c.runnable]
+    timed, done = sum(1 for c in cases if c.runnable), 0
     for case in cases:
-        key = {k: v for k, v in case.key.items()}
+        key = dict(case.key)
         if not case.runnable:
             rows.append({**key, "status": "failed" if case.error else "n/a", "reason": case.error or case.na_reason})
             continue
@@ -241,7 +242,8 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
         floor = by_identity.get(case_identity(floor_key)) if floor_key is not None else None
         if floor is not None and not floor.runnable:
             floor = None
-        say(f"[{timed.index(case) + 1}/{len(timed)}] {case.label}")
+        done += 1
+        say(f"[{done}/{timed}] {case.label}")
         measured = measure(case, floor, found, calls, rounds)
         row = case_row(key, None if floor is None else floor.key["variant"], measured)
         if floor_key is not None and floor is None:
