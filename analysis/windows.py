@@ -3,6 +3,7 @@
     python -m dbench.analysis.windows --out DIR [--device cuda|cpu] [--ops A,B | --op FILE.py[:NAME]]
                                       [--variants V,...] [--calls N] [--rounds N]
                                       [--compare BREAKDOWN.json]      (CPU: set beside callgrind's windows)
+                                      [--flames DIR]                  (a flame graph per case)
     python -m dbench.analysis.windows --from WINDOWS.json --out DIR [--compare BREAKDOWN.json]
 
 For each case of the boundary scenario and its floor, round by round in one process: the overhead
@@ -11,7 +12,9 @@ its own (bench/instructions/timed_windows.py), each with a 95 % CI over the roun
 DIR/<stem>.windows.json, DIR/<stem>.md and DIR/<stem>-<op>.png (per case: the measured overhead
 and the functions' inclusive windows over the floor's). With --compare (a CPU breakdown document
 of the same cases, `dbench breakdown`), each window is also set beside callgrind's count of the
-same window at the case's instructions per µs. Exit status: 0; 2 bad input, one line on stderr.
+same window at the case's instructions per µs. With --flames, each case's flame graph from
+torch.profiler's Python stacks (collapsed stacks: speedscope, flamegraph.pl) lands in DIR as it is
+made. Exit status: 0; 2 bad input, one line on stderr.
 """
 
 from __future__ import annotations
@@ -230,14 +233,14 @@ def checked_request(ops: Sequence[str] | None, op_files: Sequence[str], variants
 
 
 def make_document(ops_: tuple[str, ...], variants_: tuple[str, ...], device: str, calls: int,
-                  rounds: int) -> dict[str, Any]:
+                  rounds: int, flames: Path | None = None) -> dict[str, Any]:
     """Time a checked request (checked_request), saying how far it got on stderr."""
     from dbench.bench.instructions.timed_windows import collect_windows
 
     print(f"[windows] {len(ops_)} ops on {device}, {rounds} rounds of {calls} calls per case",
           file=sys.stderr, flush=True)
     return collect_windows(ops_, variants_, device, calls, rounds,
-                           say=lambda line: print(f"[windows] {line}", file=sys.stderr, flush=True))
+                           say=lambda line: print(f"[windows] {line}", file=sys.stderr, flush=True), flames=flames)
 
 
 def run_windows(options: Any, console: Any) -> Any:
@@ -284,15 +287,22 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analys
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"rounds per case (default {DEFAULT_ROUNDS})")
     p.add_argument("--compare", type=path_value, metavar="BREAKDOWN.json",
                    help="a CPU breakdown document of the same cases: each window beside callgrind's")
+    p.add_argument("--flames", type=path_value, metavar="DIR",
+                   help="also write each case's flame graph there (torch.profiler's Python stacks, collapsed: "
+                        "speedscope or flamegraph.pl)")
     args = p.parse_args(argv)
     try:
+        if args.flames is not None and args.source is not None:
+            raise WindowsInputError("--flames needs a timed run: --from renders a document, it profiles nothing")
         source = read_document(args.source, SCHEMA, "a windows document") if args.source is not None else None
         against = (read_document(args.compare, BREAKDOWN_SCHEMA, "a breakdown document (dbench breakdown)")
                    if args.compare is not None else None)
         request = (checked_request(args.ops, args.op, args.variants, args.device, args.calls, args.rounds)
                    if source is None else None)
         out = check_output_dir(args.out, "--out")
-        document = make_document(*request, args.device, args.calls, args.rounds) if request is not None else source
+        flames = check_output_dir(args.flames, "--flames") if args.flames is not None else None
+        document = (make_document(*request, args.device, args.calls, args.rounds, flames) if request is not None
+                    else source)
         assert document is not None
         compared = agreement(document, against) if against is not None else None
         stem = f"windows-{document['config']['device'].split(':')[0]}"

@@ -127,6 +127,7 @@ def _cli(*argv: str, env: dict[str, str] | None = None, timeout: int = 600) -> s
     (["--device", "cpu", "--ops", "no_such_op"], "unknown ops no_such_op"),
     (["--device", "cpu", "--ops", "noop", "--rounds", "2"], "--rounds >= 3"),
     (["--from", "absent.windows.json"], "cannot be read"),
+    (["--from", "absent.windows.json", "--flames", "flames"], "--flames needs a timed run"),
 ])
 def test_bad_input_is_one_line_and_makes_no_folder(tmp_path: Path, argv: list[str], said: str) -> None:
     out = tmp_path / "out"
@@ -158,8 +159,14 @@ def test_a_known_wait_in_a_registered_ops_kernel_lands_in_its_window(tmp_path: P
     rendered files read back."""
     out = tmp_path / "out"
     done = _cli("--device", "cpu", "--ops", "noop", "--variants", "raw,define_impl", "--rounds", "3", "--calls", "50",
-                "--out", str(out), env={"DBENCH_INJECT_PY_NS": "20000"})
+                "--out", str(out), "--flames", str(tmp_path / "flames"), env={"DBENCH_INJECT_PY_NS": "20000"})
     assert done.returncode == 0, done.stderr
+    flames = {p.name: p.read_text().splitlines() for p in (tmp_path / "flames").iterdir()}
+    assert len(flames) == 6 and "stacks.noop.define_impl.inference" in flames, sorted(flames)
+    spin_ns = sum(int(line.rsplit(" ", 1)[1]) for line in flames["stacks.noop.define_impl.inference"]
+                  if "spun" in line)  # ops/variants.py's injected wait and its clock reads, inclusive
+    assert spin_ns >= 0.95 * 20_000 * tw.FLAME_CALLS, flames["stacks.noop.define_impl.inference"]
+    assert not any("spun" in line or "0x" in line for line in flames["stacks.noop.raw.inference"])
     document = json.loads((out / "windows-cpu.windows.json").read_text())
     timed = [r for r in document["rows"] if r["status"] is None and r["variant"] == "define_impl"]
     assert {r["mode"] for r in timed} == {"inference", "no_grad", "inference_mode"}
@@ -172,6 +179,17 @@ def test_a_known_wait_in_a_registered_ops_kernel_lands_in_its_window(tmp_path: P
     again = _cli("--from", str(out / "windows-cpu.windows.json"), "--out", str(tmp_path / "again"))
     assert again.returncode == 0 and (tmp_path / "again" / "windows-cpu.md").read_text() == \
         (out / "windows-cpu.md").read_text()
+
+
+def _event(name: str, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def test_a_flame_graph_nests_events_by_time_per_thread_and_keeps_self_times() -> None:
+    events = [_event("C", 5, 3), _event("A", 0, 10), _event("B", 0, 4), _event("D", 6, 1),
+              _event("E", 0, 3, tid=2), _event("f;g of x object at 0xabc", 8, 1)]
+    assert tw.fold(events) == {"A": 2.0, "A;B": 4.0, "A;C": 2.0, "A;C;D": 1.0, "A;f:g": 1.0, "E": 3.0}
+    assert tw.fold(events, below="A") == {"B": 4.0, "C": 2.0, "C;D": 1.0, "f:g": 1.0}
 
 
 def test_a_windows_document_is_not_read_as_a_result(tmp_path: Path) -> None:

@@ -107,11 +107,12 @@ def _python_functions(row: Mapping[str, Any], floor: Mapping[str, Any] | None) -
     return sorted(out, key=lambda f: (-f.get("delta_instructions", f["instructions"]), f["function"]))
 
 
-def flame_name(row: Mapping[str, Any]) -> str:
+def flame_name(row: Mapping[str, Any], stem: str = DUMP_STEM) -> str:
     """The file a case's dump is written to with --flames: callgrind's own name first, so kcachegrind
-    lists it; speedscope reads it by its content (a flame graph from the call graph, its best guess)."""
+    lists it; speedscope reads it by its content (a flame graph from the call graph, its best guess).
+    The timed windows' flame graphs take the same name after their own stem."""
     axes = "".join(f".{a}={row[a]}" for a in row.get("axes") or ())
-    return f"{DUMP_STEM}.{row['op']}.{row['variant']}.{row['mode']}{axes}".replace("/", "_").replace(" ", "")
+    return f"{stem}.{row['op']}.{row['variant']}.{row['mode']}{axes}".replace("/", "_").replace(" ", "")
 
 
 def copy_into(folder: Path, files: Mapping[str, Path]) -> None:

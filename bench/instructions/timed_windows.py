@@ -23,10 +23,12 @@ meet case by case (analysis/windows.py `agreement`).
 from __future__ import annotations
 
 import gc
+import re
 import statistics
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from dbench.bench.core.case import Case
@@ -39,6 +41,11 @@ DEFAULT_CALLS = 300  # calls per block and window: about 3-30 ms a block at 10-1
 DEFAULT_ROUNDS = 15  # the median's 95 % CI then spans the 4th to 12th of the sorted rounds
 QUICK_ROUNDS = 5
 WARMUP_CALLS = 20  # the wrapped path's first calls, outside any window
+FLAME_CALLS = 50  # calls profiled for a case's flame graph (--flames)
+FLAME_STEM = "stacks"  # a flame graph's file: stacks.<op>.<variant>.<mode>[.axis=value]
+# what makes a frame's name differ from run to run: "<built-in method noop of pybind11_builtins.<type>
+# object at 0x7f...>" reads "<built-in method noop>"
+ADDRESS = re.compile(r" of \S+ object at 0x[0-9a-f]+")
 
 
 class Stopwatch:
@@ -148,6 +155,81 @@ def window_ns(case: Case, hook: Hook, calls: int) -> tuple[float, float]:
     return (watch.total_ns - wrapper_ns * window.calls) / calls, window.calls / calls
 
 
+def _close(open_: list[list[Any]], until: float, out: dict[str, float]) -> None:
+    """Close the open events that end by `until`, adding each one's self time to its stack."""
+    while open_ and open_[-1][0] <= until:
+        _, path, own = open_.pop()
+        out[path] = out.get(path, 0.0) + own
+
+
+def _cut_below(stacks: dict[str, float], below: str) -> dict[str, float]:
+    """The stacks through a frame named with `below`, each cut below that frame."""
+    kept: dict[str, float] = {}
+    for path, own in stacks.items():
+        frames = path.split(";")
+        cut = next((i for i, f in enumerate(frames) if below in f), None)
+        if cut is not None and cut + 1 < len(frames):
+            rest = ";".join(frames[cut + 1:])
+            kept[rest] = kept.get(rest, 0.0) + own
+    return kept
+
+
+def fold(events: Iterable[Mapping[str, Any]], below: str = "") -> dict[str, float]:
+    """Collapsed stacks from a Chrome trace's complete events ("ph": "X", ts and dur in µs): each
+    event nested in the events of its thread that enclose it, its self time (its duration less its
+    children's) summed per stack. With `below`, only the stacks through a frame named with it,
+    cut below that frame."""
+    out: dict[str, float] = {}
+    by_thread: dict[Any, list[Mapping[str, Any]]] = {}
+    for event in events:
+        by_thread.setdefault((event.get("pid"), event.get("tid")), []).append(event)
+    for thread in by_thread.values():
+        open_: list[list[Any]] = []  # [end, stack, self µs]
+        for event in sorted(thread, key=lambda e: (e["ts"], -e["dur"])):
+            _close(open_, event["ts"], out)
+            name = ADDRESS.sub("", str(event["name"])).replace(";", ":")
+            if open_:
+                open_[-1][2] -= event["dur"]
+            open_.append([event["ts"] + event["dur"], f"{open_[-1][1]};{name}" if open_ else name,
+                          float(event["dur"])])
+        _close(open_, float("inf"), out)
+    return _cut_below(out, below) if below else out
+
+
+def folded_stacks(case: Case, calls: int = FLAME_CALLS) -> str:
+    """A flame graph of the case: `calls` calls under torch.profiler with Python stacks (its Python
+    functions and torch ops, nested by time), each stack's self time summed, in ns, one
+    collapsed-stack line per stack ("frame;frame;... ns": speedscope and flamegraph.pl read it).
+    The profiler's own cost per event is inside these times (it swells short frames: the method
+    this module replaced), so the graph shows where the time goes; the windows say how much."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    call = case.call
+    assert call is not None
+
+    def profiled_calls() -> None:
+        for _ in range(calls):
+            call()
+        case.sync()
+
+    with case.context() if case.context is not None else nullcontext():
+        for _ in range(WARMUP_CALLS):
+            call()
+        case.sync()
+        with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+            profiled_calls()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(trace))
+        events = [e for e in json.loads(trace.read_text())["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") in ("python_function", "cpu_op")]
+    stacks = fold(events, below=profiled_calls.__name__)
+    return "".join(f"{path} {round(us * 1000)}\n" for path, us in sorted(stacks.items()) if us > 0)
+
+
 @dataclass
 class CaseWindows:
     """What the rounds measured of one case: µs per call, one value per round."""
@@ -212,15 +294,18 @@ def with_floor_windows(rows: list[dict[str, Any]], floor_of: Callable[[Mapping[s
 
 
 def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str, calls: int = DEFAULT_CALLS,
-                    rounds: int = DEFAULT_ROUNDS, say: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+                    rounds: int = DEFAULT_ROUNDS, say: Callable[[str], None] = lambda line: None,
+                    flames: Path | None = None) -> dict[str, Any]:
     """The windows document of the boundary scenario's cases (the args scenario's, for its ops) of
-    `ops` x `variants` on `device`: a row per case (n/a and failed cases with their reasons)."""
+    `ops` x `variants` on `device`: a row per case (n/a and failed cases with their reasons).
+    flames: a folder for each timed case's flame graph (folded_stacks), written as it is made."""
     import importlib
 
     import torch
 
     from dbench.bench.core.identity import case_identity, case_label
-    from dbench.bench.instructions.breakdown import floor_of
+    from dbench.bench.instructions.breakdown import flame_name, floor_of
+    from dbench.bench.io.atomic import write_atomic
     from dbench.bench.instructions.collect import counted_scenario
     from dbench.bench.io import env as envmod
     from dbench.scenarios.base import Selection
@@ -249,6 +334,9 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
         if floor_key is not None and floor is None:
             row["floor_missing"] = f"its floor {case_label(floor_key)} was not timed: add it to --variants"
         rows.append(row)
+        if flames is not None:
+            flames.mkdir(parents=True, exist_ok=True)
+            write_atomic(flames / flame_name(key, FLAME_STEM), folded_stacks(case).encode())
     with_floor_windows(rows, floor_of)
     return {"schema": SCHEMA, "method": "timed windows",
             "config": {"scenario": scenario, "ops": list(ops), "variants": list(variants), "device": device,
