@@ -112,6 +112,24 @@ def test_forced_int32_past_the_limit_is_refused_before_any_work() -> None:
         KERNELS.muladd(torch.zeros(1, 1), torch.zeros(1, 1), singleton, index="int32")
 
 
+def test_each_declarations_kernel_knobs_are_bound_as_keywords_after_its_schema() -> None:
+    """ops/native/<op>.h KernelKnobs -> _dbench_raw.kernel.<op>: the schema's arguments, then each
+    knob with its default; a declaration without knobs (mm, rmsnorm) has no kernel variant."""
+    def keywords(name: str) -> list[str]:
+        first = getattr(KERNELS, name).__doc__.splitlines()[0]  # pybind11: "name(a: T, b: T = d) -> R"
+        return [p.split(":")[0].strip() for p in first[first.index("(") + 1:first.rindex(") ->")].split(", ")]
+
+    assert keywords("noop") == ["x", "index"]
+    assert keywords("muladd") == ["a", "b", "c", "index"]
+    assert keywords("l2norm") == ["x", "eps", "index", "path"]
+    assert keywords("l2norm_backward") == ["grad", "x", "eps", "index"]
+    assert keywords("chain") == ["x", "k", "first", "index"]
+    assert keywords("chain_backward") == ["grad", "x", "k", "index"]
+    assert not hasattr(KERNELS, "mm") and not hasattr(KERNELS, "rmsnorm")
+    x = torch.randn(4, 8)
+    assert torch.equal(KERNELS.l2norm(x, 1e-6), raw().l2norm(x, 1e-6))  # every knob at its default
+
+
 def test_bad_index_names_and_chain_arguments_are_refused() -> None:
     x = torch.randn(8)
     with pytest.raises(RuntimeError, match="index must be 'auto', 'int32' or 'int64', got 'int16'"):

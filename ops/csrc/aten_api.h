@@ -1,5 +1,6 @@
-// The ATen tensor API of the op bodies (op_bodies.h), for launchers.cpp alone: the ops' ATen
-// launchers (launchers.h AtenLauncher) are compiled there, and everyone else calls them.
+// The ATen tensor API of the op bodies (ops/native/<op>.h; op_checks.h says what an API holds), for
+// launchers.cpp alone: the ops' ATen launchers (launchers.h AtenLauncher, KernelLauncher) are compiled
+// there, and everyone else calls them.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -15,7 +16,7 @@
 #include "message.h"
 #include "launchers.h"
 #include "native_op.h"
-#include "op_bodies.h"
+#include "op_checks.h"
 
 namespace dbench {
 // Internal linkage, so that the compiler inlines it into each op's body (with external linkage it

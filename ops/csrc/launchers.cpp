@@ -15,8 +15,6 @@ namespace {
 
 namespace k = kernels;
 
-using Bodies = OpBodies<AtenApi>;
-
 }  // namespace
 
 bool has_cuda_kernels() { return k::cuda_kernels_available(); }
@@ -48,22 +46,57 @@ constexpr auto launchers_of(native::List<Ops...>) {
 extern const decltype(launchers_of(native::AllOps{})) kAtenLaunchers;
 constexpr decltype(launchers_of(native::AllOps{})) kAtenLaunchers = launchers_of(native::AllOps{});
 
-namespace kernel_variants {
-namespace {
-
-k::IndexWidth parse_index(const char* op, const std::string& index) {
+k::IndexWidth KnobArg<native::IndexKnob>::value(const char* op, const std::string& index) {
   if (index == "auto") return k::IndexWidth::kAuto;
   if (index == "int32") return k::IndexWidth::kInt32;
   if (index == "int64") return k::IndexWidth::kInt64;
   AtenApi::fail(msg::cat(op, ": index must be 'auto', 'int32' or 'int64', got '", index, "'"));
 }
 
-k::RowPath parse_row_path(const char* op, const std::string& path) {
+k::RowPath KnobArg<native::PathKnob>::value(const char* op, const std::string& path) {
   if (path == "auto") return k::RowPath::kAuto;
   if (path == "warp") return k::RowPath::kWarp;
   if (path == "block") return k::RowPath::kBlock;
   AtenApi::fail(msg::cat(op, ": path must be 'auto', 'warp' or 'block', got '", path, "'"));
 }
+
+template <class Op, class... K, class... N>
+typename KernelLauncher<Op, native::Args<K...>, native::Knobs<N...>>::Result
+KernelLauncher<Op, native::Args<K...>, native::Knobs<N...>>::call(typename native::ParamOf<AtenTypes, K>::type... args,
+                                                                  typename KnobArg<N>::Param... knobs) {
+  using Name = native::Qualified<AtenApi::kNamespace, Op::kName>;
+  return Op::template forward<AtenApi>(Name::c_str(), args..., KnobArg<N>::value(Name::c_str(), knobs)...);
+}
+
+namespace {
+template <class Op>
+constexpr auto kernel_launchers_of() {
+  if constexpr (native::kHasKnobs<Op>) {
+    return std::tuple{&KernelLauncher<Op>::call};
+  } else {
+    return std::tuple{};
+  }
+}
+template <class Op>
+constexpr auto op_kernel_launchers() {
+  if constexpr (native::kHasBackward<Op>) {
+    return std::tuple_cat(kernel_launchers_of<Op>(), kernel_launchers_of<typename Op::backward>());
+  } else {
+    return kernel_launchers_of<Op>();
+  }
+}
+template <class... Ops>
+constexpr auto kernel_launchers_of(native::List<Ops...>) {
+  return std::tuple_cat(op_kernel_launchers<Ops>()...);
+}
+}  // namespace
+
+// Every kernel-level variant, taken here for the raw module as kAtenLaunchers are.
+extern const decltype(kernel_launchers_of(native::AllOps{})) kKernelLaunchers;
+constexpr decltype(kernel_launchers_of(native::AllOps{})) kKernelLaunchers = kernel_launchers_of(native::AllOps{});
+
+namespace kernel_variants {
+namespace {
 
 k::DType parse_dtype(const std::string& dtype) {
   if (dtype == "float32") return k::DType::kFloat32;
@@ -75,36 +108,6 @@ k::DType parse_dtype(const std::string& dtype) {
 }
 
 }  // namespace
-
-at::Tensor noop(const at::Tensor& x, const std::string& index) {
-  constexpr const char* op = "dbench::noop";
-  return Bodies::noop(op, x, parse_index(op, index));
-}
-
-at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const std::string& index) {
-  constexpr const char* op = "dbench::muladd";
-  return Bodies::muladd(op, a, b, c, parse_index(op, index));
-}
-
-at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index, const std::string& path) {
-  constexpr const char* op = "dbench::l2norm";
-  return Bodies::l2norm(op, x, eps, parse_index(op, index), parse_row_path(op, path));
-}
-
-at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps, const std::string& index) {
-  constexpr const char* op = "dbench::l2norm_backward";
-  return Bodies::l2norm_backward(op, grad, x, eps, parse_index(op, index));
-}
-
-at::Tensor chain(const at::Tensor& x, int64_t k, int64_t first, const std::string& index) {
-  constexpr const char* op = "dbench::chain";
-  return Bodies::chain(op, x, k, first, parse_index(op, index));
-}
-
-at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k, const std::string& index) {
-  constexpr const char* op = "dbench::chain_backward";
-  return Bodies::chain_backward(op, grad, x, k, parse_index(op, index));
-}
 
 std::string index_choice(const std::string& op, const std::vector<at::Tensor>& tensors) {
   DBENCH_CHECK(!tensors.empty(), AtenApi::fail, "index_choice: expected at least one tensor");
@@ -119,13 +122,13 @@ std::string index_choice(const std::string& op, const std::vector<at::Tensor>& t
     AtenApi::fail(msg::cat("index_choice: no index width for op '", op, "'"));
   }
   bool fit = true;
-  for (const auto& t : tensors) fit = fit && Bodies::view_fits(t);
+  for (const auto& t : tensors) fit = fit && OpChecks<AtenApi>::view_fits(t);
   return k::index_name(k::resolve_index(k::IndexWidth::kAuto, fit, reach));
 }
 
 std::map<std::string, int> attributes(const std::string& kernel, const std::string& dtype, const std::string& index,
                                       bool vector, int64_t k) {
-  const k::IndexWidth w = parse_index("attributes", index);
+  const k::IndexWidth w = KnobArg<native::IndexKnob>::value("attributes", index);
   DBENCH_CHECK(w != k::IndexWidth::kAuto, AtenApi::fail, "attributes: index must be 'int32' or 'int64'");
   k::KernelAttributes a;
   const int status = k::kernel_attributes(kernel.c_str(), parse_dtype(dtype), w, vector, static_cast<int>(k), &a);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "../kernels/kernels.h"
 #include "native_op.h"
 
 namespace dbench {
@@ -45,18 +46,45 @@ typename AtenLauncher<Op>::Result launch(A&&... args) {
   return AtenLauncher<Op>::call(std::forward<A>(args)...);
 }
 
-// Kernel-level variants, reached from the raw module only (the registered ops use `auto`):
-// the offset width forced ("auto", "int32" or "int64"; a forced int32 that does not fit is
-// refused with an error before any work), l2norm's row schedule forced ("auto", "warp" or
-// "block": kernels.h RowPath), and one step of a chain at a time.
-namespace kernel_variants {
-at::Tensor noop(const at::Tensor& x, const std::string& index);
-at::Tensor muladd(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const std::string& index);
-at::Tensor l2norm(const at::Tensor& x, double eps, const std::string& index, const std::string& path);
-at::Tensor l2norm_backward(const at::Tensor& grad, const at::Tensor& x, double eps, const std::string& index);
-at::Tensor chain(const at::Tensor& x, int64_t k, int64_t first, const std::string& index);
-at::Tensor chain_backward(const at::Tensor& grad, const at::Tensor& x, int64_t k, const std::string& index);
+// A kernel-level knob as the raw module takes it (native_op.h Knobs): its keyword, its default,
+// its parameter type, and its value for the op's forward (a bad value refused, naming the op).
+template <class Knob>
+struct KnobArg;
+template <>
+struct KnobArg<native::IndexKnob> {
+  static constexpr char kName[] = "index";
+  using Param = const std::string&;
+  static std::string fallback() { return "auto"; }
+  static kernels::IndexWidth value(const char* op, const std::string& index);
+};
+template <>
+struct KnobArg<native::PathKnob> {
+  static constexpr char kName[] = "path";
+  using Param = const std::string&;
+  static std::string fallback() { return "auto"; }
+  static kernels::RowPath value(const char* op, const std::string& path);
+};
+template <>
+struct KnobArg<native::FirstKnob> {
+  static constexpr char kName[] = "first";
+  using Param = int64_t;
+  static int64_t fallback() { return 0; }
+  static int64_t value(const char*, int64_t first) { return first; }
+};
 
+// Op's kernel-level variant: its ATen launcher with its KernelKnobs after the schema's arguments
+// (a forced offset width: a forced int32 that does not fit is refused before any work; l2norm's
+// row schedule; one step of a chain at a time), reached from the raw module only. Compiled in
+// launchers.cpp for every declaration that has knobs.
+template <class Op, class A = typename Op::Args, class N = typename Op::KernelKnobs>
+struct KernelLauncher;
+template <class Op, class... K, class... N>
+struct KernelLauncher<Op, native::Args<K...>, native::Knobs<N...>> {
+  using Result = typename AtenLauncher<Op>::Result;
+  static Result call(typename native::ParamOf<AtenTypes, K>::type... args, typename KnobArg<N>::Param... knobs);
+};
+
+namespace kernel_variants {
 // The width `auto` picks for op's launch on these tensors (op's tensor arguments in schema
 // order; meta tensors are fine: only sizes, strides and storage offsets are read).
 std::string index_choice(const std::string& op, const std::vector<at::Tensor>& tensors);

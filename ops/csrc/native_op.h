@@ -4,7 +4,8 @@
 //   torch_library.cpp   TORCH_LIBRARY dbench::<op> and its dbench::<op>_autograd twin (with the
 //                       C++ Autograd-key kernel its Gradient says), dbench::<op>_backward
 //   stable_library.cpp  STABLE_TORCH_LIBRARY dbench_stable::<op>
-//   raw_module.cpp      the pybind11 launchers _dbench_raw.<op>, <op>_backward
+//   raw_module.cpp      the pybind11 launchers _dbench_raw.<op>, <op>_backward, and for a
+//                       declaration with KernelKnobs its kernel-level variant _dbench_raw.kernel.<op>
 //   bench/cpp/boundary.cpp  the C++ driver's benchmarks, for the ops with kBoundary
 // A declaration is torch-free (the stable-ABI library includes it too):
 //
@@ -20,6 +21,7 @@
 //     struct backward { ...the same fields, for "myop_backward"... };  // with BackwardOp
 //     static constexpr bool kBoundary = true;            // a row of the boundary table (C++ driver)
 //     static constexpr std::tuple kBoundaryScalars{1e-6};  // its scalar arguments there
+//     using KernelKnobs = native::Knobs<native::IndexKnob>;  // optional: its kernel-level variant
 //   };
 //
 // The header may carry the op's kernels too, under #if defined(DBENCH_NATIVE_KERNELS): CMake compiles
@@ -61,6 +63,16 @@ struct Formula {};
 
 template <class... Ops>
 struct List {};
+
+// Kernel-level knobs: arguments a declaration's forward takes after the schema's, each with a
+// default (what the registered ops use). A declaration lists the ones its forward takes, in its
+// order, as KernelKnobs; the raw module binds that forward as _dbench_raw.kernel.<op>, each knob a
+// keyword argument with its default (launchers.h KnobArg), for the offsets and fusion scenarios.
+struct IndexKnob {};  // index: the offset width, "auto" | "int32" | "int64" (kernels::IndexWidth)
+struct PathKnob {};   // path: l2norm's row schedule on CUDA, "auto" | "warp" | "block" (kernels::RowPath)
+struct FirstKnob {};  // first: the chain step the launch starts at (int, 0)
+template <class... K>
+struct Knobs {};
 
 // Suffix of the ops that carry a C++ Autograd-key kernel (variant cpp_autograd).
 inline constexpr const char* kAutogradSuffix = "_autograd";
@@ -106,6 +118,12 @@ struct BackwardOf<Op, std::void_t<typename Op::backward>> {
 };
 template <class Op>
 inline constexpr bool kHasBackward = !std::is_void_v<typename BackwardOf<Op>::type>;
+
+// Whether the declaration has a kernel-level variant (KernelKnobs).
+template <class Op, class = void>
+inline constexpr bool kHasKnobs = false;
+template <class Op>
+inline constexpr bool kHasKnobs<Op, std::void_t<typename Op::KernelKnobs>> = true;
 
 }  // namespace dbench::native
 

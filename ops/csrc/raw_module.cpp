@@ -1,7 +1,7 @@
 // Variant `raw`: every native op's ATen launcher (native_ops.h, from ops/native/*.h) and its
 // backward's, bound with pybind11, reached from Python with no dispatcher in between. This is the
-// floor every other boundary is measured against. Also: the kernel-level variants, and
-// define_copy_first_op, which registers the args scenario's C++ ops at run time.
+// floor every other boundary is measured against. Also: the kernel-level variants (each declaration's
+// KernelKnobs), and define_copy_first_op, which registers the args scenario's C++ ops at run time.
 #include <torch/extension.h>
 
 #include <type_traits>
@@ -24,29 +24,37 @@ void def_launcher(pybind11::module_& m) {
   def_launcher<Op>(m, std::make_index_sequence<Op::kArgNames.size()>{});
 }
 
+// Op's kernel-level variant (launchers.h KernelLauncher): the schema's arguments, then each knob as a
+// keyword argument with its default.
+template <class Op, size_t... I, class... N>
+void def_kernel_variant(pybind11::module_& m, std::index_sequence<I...>, dbench::native::Knobs<N...>) {
+  m.def(Op::kName, &dbench::KernelLauncher<Op>::call, Op::kDoc, pybind11::arg(Op::kArgNames[I])...,
+        (pybind11::arg(dbench::KnobArg<N>::kName) = dbench::KnobArg<N>::fallback())...);
+}
+
+template <class Op>
+void def_kernel_variant(pybind11::module_& m) {
+  if constexpr (dbench::native::kHasKnobs<Op>) {
+    def_kernel_variant<Op>(m, std::make_index_sequence<Op::kArgNames.size()>{}, typename Op::KernelKnobs{});
+  }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_dbench_raw, m) {
   m.doc() = "dbench launchers called directly (no dispatcher)";
+  auto kernel = m.def_submodule("kernel", "kernel-level variants: forced offset width, one chain step at a time");
   dbench::native::for_each(dbench::native::AllOps{}, [&](auto tag) {
     using Op = typename decltype(tag)::type;
     def_launcher<Op>(m);
+    def_kernel_variant<Op>(kernel);
     if constexpr (dbench::native::kHasBackward<Op>) {
       def_launcher<typename Op::backward>(m);
+      def_kernel_variant<typename Op::backward>(kernel);
     }
   });
 
   namespace kv = dbench::kernel_variants;
-  auto kernel = m.def_submodule("kernel", "kernel-level variants: forced offset width, one chain step at a time");
-  const auto index = pybind11::arg("index") = "auto";
-  kernel.def("noop", &kv::noop, pybind11::arg("x"), index);
-  kernel.def("muladd", &kv::muladd, pybind11::arg("a"), pybind11::arg("b"), pybind11::arg("c"), index);
-  kernel.def("l2norm", &kv::l2norm, pybind11::arg("x"), pybind11::arg("eps"), index, pybind11::arg("path") = "auto");
-  kernel.def("l2norm_backward", &kv::l2norm_backward, pybind11::arg("grad"), pybind11::arg("x"), pybind11::arg("eps"),
-             index);
-  kernel.def("chain", &kv::chain, pybind11::arg("x"), pybind11::arg("k"), pybind11::arg("first") = 0, index);
-  kernel.def("chain_backward", &kv::chain_backward, pybind11::arg("grad"), pybind11::arg("x"), pybind11::arg("k"),
-             index);
   kernel.def("index_choice", &kv::index_choice, "the offset width 'auto' picks for op on these tensors",
              pybind11::arg("op"), pybind11::arg("tensors"));
   kernel.def("attributes", &kv::attributes, "registers and local bytes per thread of a CUDA kernel specialisation",

@@ -28,7 +28,7 @@
 #include "message.h"
 #include "native_op.h"
 #include "native_ops.h"
-#include "op_bodies.h"
+#include "op_checks.h"
 
 namespace dbench::stable_ops {
 namespace {
@@ -137,7 +137,6 @@ struct StableApi {
   }
 };
 
-using Bodies = OpBodies<StableApi>;
 using torch::stable::Tensor;
 
 // Each op's stable kernel: native::Bound<Op, StableApi>::call has the schema's argument types, as
@@ -181,7 +180,7 @@ void copy_first(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   for (uint64_t i = 1; i < num_args; ++i) {
     drop<Rest>(stack[i]);
   }
-  stack[0] = torch::stable::detail::from(Bodies::noop("dbench_stable::copy_first", first));
+  stack[0] = torch::stable::detail::from(native::noop::forward<StableApi>("dbench_stable::copy_first", first));
 }
 
 using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);

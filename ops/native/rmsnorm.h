@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "../csrc/native_op.h"
-#include "../csrc/op_bodies.h"
+#include "../csrc/op_checks.h"
 #include "../kernels/kernels.h"
 
 namespace dbench::kernels::rmsnorm {
