@@ -179,7 +179,7 @@ def figure(document: dict[str, Any], op: str) -> Figure:
     ax.set_xlabel("µs per call (medians over rounds; bars: 95 % CI); the floor is raw, or function_raw with a graph")
     env, config = document.get("env", {}), document["config"]
     ax.set_title(f"{op}: each case's µs per call (grey), its floor's (black tick), and torch's Python functions "
-                 f"on its path,\neach timed inclusively in a window of its own · {config['device']} tensors · "
+                 f"on its path,\neach timed inclusively in a window of its own\n{config['device']} tensors · "
                  f"{env.get('gpu_name') or env.get('cpu_model') or ''} · torch {env.get('torch')} · "
                  f"{str(env.get('time', ''))[:10]}", fontsize=10)
     handles = [Patch(color="#BBBBBB", label="the case"), Line2D([], [], color="black", lw=2, label="its floor")]

@@ -431,6 +431,26 @@ def test_the_supervisor_names_the_command_typed(monkeypatch: pytest.MonkeyPatch,
     assert capsys.readouterr().err == "dbench run: error: the run was killed by signal SIGSEGV; no result written\n"
 
 
+def test_a_signal_after_the_result_was_written_names_that_result(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker stopped after its run wrote a final status (a timeout during the interpreter's exit):
+    the line names the complete file, not "no result written", and leaves the file as it was."""
+    import signal
+
+    from dbench.bench.harness import common, supervisor
+
+    done, running = tmp_path / "done.json", tmp_path / "running.json"
+    done.write_text(json.dumps({"status": "complete", "config": {}, "rows": []}))
+    running.write_text(json.dumps({"status": "running", "config": {}, "rows": []}))
+    assert supervisor._killed(signal.SIGTERM, [done]) == common.EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "no result written" not in err and "done.json (written before the signal" in err, err
+    assert json.loads(done.read_text())["status"] == "complete"
+    supervisor._killed(signal.SIGTERM, [running, done])
+    err = capsys.readouterr().err
+    assert "running.json (status interrupted)" in err and "done.json (written before the signal" in err, err
+
+
 @pytest.mark.parametrize("later", [
     ["--op", "ops.py:nothing"],  # refused once the op file is read, after the folder was checked
     ["--ops", "no_such_op"],  # refused by the names' check

@@ -187,14 +187,15 @@ def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
     stopped = sig in INTERRUPTS
     status, error = (("interrupted", f"interrupted by {sig.name}") if stopped
                      else ("failed", f"killed by signal {sig.name}"))
-    marked = []
+    marked, finished = [], []  # finished: its run wrote a final status before the signal came
     for path in reserved:
         try:
-            if end_running(path, status, error):
-                marked.append(path)
+            (marked if end_running(path, status, error) else finished).append(path)
         except (OSError, ValueError) as exc:
             print(f"{common.PROG}: error: {path} could not be marked {status}: {exc}", file=sys.stderr)
-    where = f"result: {', '.join(str(shown(p)) for p in marked)} (status {status})" if marked else "no result written"
+    where = "; ".join([f"result: {', '.join(str(shown(p)) for p in marked)} (status {status})"] * bool(marked)
+                      + [f"result: {', '.join(str(shown(p)) for p in finished)} (written before the signal, "
+                         "its status as the run wrote it)"] * bool(finished)) or "no result written"
     what = "interrupted" if stopped else f"error: the run was killed by signal {sig.name}"
     print(f"{common.PROG}: {what}; {where}", file=sys.stderr)
     return EXIT_INTERRUPTED if stopped else EXIT_FAILED
