@@ -187,7 +187,8 @@ def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
     stopped = sig in INTERRUPTS
     status, error = (("interrupted", f"interrupted by {sig.name}") if stopped
                      else ("failed", f"killed by signal {sig.name}"))
-    marked, finished = [], []  # finished: its run wrote a final status before the signal came
+    marked: list[Path] = []
+    finished: list[Path] = []  # its run wrote a final status before the signal came
     for path in reserved:
         try:
             (marked if end_running(path, status, error) else finished).append(path)
