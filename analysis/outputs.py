@@ -30,7 +30,16 @@ def check_output_file(path: Path | str, option: str) -> Path:
 
 
 def check_output_dir(folder: Path | str, option: str) -> Path:
-    """A folder for several outputs: it exists or can be made, and takes a new file."""
+    """A folder for several outputs: it exists or can be made, only its owner (this user) can write
+    it or swap it (bench/core/trust.py make_output_folder, as run.py's --out), and it takes a new file."""
+    from dbench.bench.core.trust import UntrustedPathError, make_output_folder
+
+    try:
+        make_output_folder(folder)
+    except UntrustedPathError as exc:
+        raise OutputPathError(f"{option}: {str(exc).replace('Use --out', f'Use {option}')}") from None
+    except OSError:
+        pass  # said below, as for any folder that cannot be made or written
     problem = folder_output_problem(folder)
     if problem:
         raise OutputPathError(f"{option}: {problem}")

@@ -136,6 +136,18 @@ def test_bad_input_is_one_line_and_makes_no_folder(tmp_path: Path, argv: list[st
     assert len(done.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
+def test_a_flames_folder_others_can_write_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Another local user could plant or swap the flame graphs' names there before a root run writes
+    them (analysis/outputs.py check_output_dir, as run.py's --out)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    done = _cli("--device", "cpu", "--ops", "noop", "--out", str(tmp_path / "out"), "--flames", str(shared))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--flames: refusing the output folder" in done.stderr and "others can write" in done.stderr
+    assert "Use --flames with a folder of yours" in done.stderr and not list(shared.iterdir())
+
+
 def test_cuda_without_a_gpu_is_refused_before_any_work(tmp_path: Path) -> None:
     import torch
 

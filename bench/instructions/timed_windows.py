@@ -316,6 +316,8 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
     cases = build(sel)
     by_identity = {case_identity(c.key): c for c in cases}
     found = hooks()
+    if flames is not None:
+        flames.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     timed, done = sum(1 for c in cases if c.runnable), 0
     for case in cases:
@@ -335,7 +337,6 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
             row["floor_missing"] = f"its floor {case_label(floor_key)} was not timed: add it to --variants"
         rows.append(row)
         if flames is not None:
-            flames.mkdir(parents=True, exist_ok=True)
             write_atomic(flames / flame_name(key, FLAME_STEM), folded_stacks(case).encode())
     with_floor_windows(rows, floor_of)
     return {"schema": SCHEMA, "method": "timed windows",
