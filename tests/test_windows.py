@@ -204,6 +204,20 @@ def test_a_flame_graph_nests_events_by_time_per_thread_and_keeps_self_times() ->
     assert tw.fold(events, below="A") == {"B": 4.0, "C": 2.0, "C;D": 1.0, "f:g": 1.0}
 
 
+def test_an_event_the_profiler_left_open_is_cut_at_its_callers_end_and_named() -> None:
+    # As a CUDA host's trace had it: a C function under each call never closed (its end is the
+    # trace's), so every later call nested inside it. Each call stays its own, and the cut is named.
+    events = [_event("run", 0, 100), _event("call", 0, 10), _event("boxed", 2, 98), _event("call", 10, 10),
+              _event("boxed", 12, 88), _event("kernel", 15, 1)]
+    cut: list[str] = []
+    assert tw.fold(events, below="run", cut=cut) == {"call": 4.0, "call;boxed": 15.0, "call;boxed;kernel": 1.0}
+    assert cut == ["call;boxed"]  # each stack once, cut below `run` as the stacks are
+    cut = []
+    tw.fold(events + [_event("stop", 99, 5)], cut=cut)  # without `below`, whole stacks
+    assert cut == ["run;call;boxed", "run;stop"]
+    assert tw.fold(events) == {"run": 80.0, "run;call": 4.0, "run;call;boxed": 15.0, "run;call;boxed;kernel": 1.0}
+
+
 def test_a_windows_document_is_not_read_as_a_result(tmp_path: Path) -> None:
     from dbench.bench.io.document import NOT_RESULT_SUFFIXES
 
