@@ -23,7 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from dbench.analysis.outputs import OutputPathError, check_output_dir, read_rows_document, write_output
+from dbench.analysis.outputs import (OutputPathError, check_output_dir, check_output_dirs, read_rows_document,
+                                     write_output)
 from dbench.bench.harness.cli import Parser, name_list, op_file, path_value
 from dbench.bench.instructions.breakdown import DEFAULT_CALLS, DEFAULT_TOP, SCHEMA
 from dbench.bench.instructions.layers import LAYERS
@@ -373,10 +374,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analys
         # What was asked for first, then the folders: a refused run makes none.
         source = read_breakdown(args.source) if args.source is not None else None
         config = checked_config(_config(args)) if source is None else None
-        out = check_output_dir(args.out, "--out")
-        for folder, option in ((args.keep_dumps, "--keep-dumps"), (args.flames, "--flames")):
-            if folder is not None and config is not None:
-                check_output_dir(folder, option)
+        timed = config is not None  # a document read back writes no dumps
+        out, _, _ = check_output_dirs((args.out, "--out"), (args.keep_dumps if timed else None, "--keep-dumps"),
+                                      (args.flames if timed else None, "--flames"))
+        assert out is not None
         document = make_document(config, keep_dumps=args.keep_dumps, top=args.top, time=not args.no_time,
                                  flames=args.flames) if source is None else source
         for path in write_outputs(document, out):

@@ -46,6 +46,20 @@ def check_output_dir(folder: Path | str, option: str) -> Path:
     return Path(folder)
 
 
+def check_output_dirs(*folders: tuple[Path | str | None, str]) -> list[Path | None]:
+    """check_output_dir for each (folder, option) given (None: not asked for), after every one's
+    owner and mode are checked first: a refused folder leaves none of the others made."""
+    from dbench.bench.core.trust import UntrustedPathError, check_output_folder
+
+    for folder, option in folders:
+        if folder is not None:
+            try:
+                check_output_folder(folder)
+            except UntrustedPathError as exc:
+                raise OutputPathError(f"{option}: {str(exc).replace('Use --out', f'Use {option}')}") from None
+    return [None if folder is None else check_output_dir(folder, option) for folder, option in folders]
+
+
 def write_output(path: Path | str, data: str | bytes) -> Path:
     """Write `data` to `path` atomically; OutputPathError (one line) when it cannot be written."""
     try:

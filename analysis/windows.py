@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from dbench.analysis.outputs import OutputPathError, check_output_dir, read_rows_document, write_output
+from dbench.analysis.outputs import (OutputPathError, check_output_dir, check_output_dirs, read_rows_document,
+                                     write_output)
 from dbench.bench.harness.cli import Parser, name_list, op_file, path_value
 from dbench.bench.instructions.timed_windows import DEFAULT_CALLS, DEFAULT_ROUNDS, SCHEMA
 
@@ -299,8 +300,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analys
                    if args.compare is not None else None)
         request = (checked_request(args.ops, args.op, args.variants, args.device, args.calls, args.rounds)
                    if source is None else None)
-        out = check_output_dir(args.out, "--out")
-        flames = check_output_dir(args.flames, "--flames") if args.flames is not None else None
+        out, flames = check_output_dirs((args.out, "--out"), (args.flames, "--flames"))
+        assert out is not None
         document = (make_document(*request, args.device, args.calls, args.rounds, flames) if request is not None
                     else source)
         assert document is not None

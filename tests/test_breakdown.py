@@ -249,6 +249,17 @@ def test_a_folder_for_flames_that_holds_a_planted_dump_name_is_refused_before_an
     assert "already holds callgrind dumps" in err and "[breakdown]" not in err
 
 
+def test_a_flames_folder_others_can_write_is_refused_and_no_out_folder_is_made(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    assert cli.main(["--out", str(tmp_path / "o"), "--ops", "noop", "--flames", str(shared)]) == 2
+    err = capsys.readouterr().err
+    assert "--flames: refusing the output folder" in err and "Use --flames with a folder of yours" in err
+    assert not (tmp_path / "o").exists() and not list(shared.iterdir())
+
+
 def test_a_cases_flame_file_is_named_by_its_case() -> None:
     from dbench.bench.instructions.breakdown import flame_name
 

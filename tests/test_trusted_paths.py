@@ -293,3 +293,20 @@ def test_the_default_build_and_our_own_files_pass(tmp_path: Path, monkeypatch: p
     link = tmp_path / "ops-link.py"
     link.symlink_to(ops)
     assert cli.op_file(str(link)) == str(ops)  # resolved: the children import the file that was checked
+
+
+def test_checking_an_output_folder_makes_nothing_and_refuses_as_making_it_would(tmp_path: Path) -> None:
+    from dbench.bench.core.trust import UntrustedPathError, check_output_folder, make_output_folder
+
+    check_output_folder(tmp_path / "a" / "b")  # would be made: fine, and still absent
+    assert not (tmp_path / "a").exists()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for folder in (shared, shared / "new"):
+        with pytest.raises(UntrustedPathError) as checked:
+            check_output_folder(folder)
+        with pytest.raises(UntrustedPathError) as made:
+            make_output_folder(folder)
+        assert str(checked.value) == str(made.value)
+    assert not (shared / "new").exists()

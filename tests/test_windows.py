@@ -146,6 +146,7 @@ def test_a_flames_folder_others_can_write_is_refused_before_any_work(tmp_path: P
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "--flames: refusing the output folder" in done.stderr and "others can write" in done.stderr
     assert "Use --flames with a folder of yours" in done.stderr and not list(shared.iterdir())
+    assert not (tmp_path / "out").exists(), "the --out folder is checked with --flames before either is made"
 
 
 def test_cuda_without_a_gpu_is_refused_before_any_work(tmp_path: Path) -> None:

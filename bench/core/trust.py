@@ -158,11 +158,8 @@ def output_folder_problem(folder: Path | str) -> str | None:
     return _path_problem(folder, ours_only=True, inside="in ")
 
 
-def make_output_folder(folder: Path | str) -> Path:
-    """Create `folder` (and missing parents) with the umask's mode, or accept it if it is there;
-    then check it (output_folder_problem). Returns it resolved; raises UntrustedPathError with the
-    fix, or OSError when it cannot be made."""
-    folder = Path(folder)
+def _missing_parts(folder: Path) -> tuple[list[Path], Path]:
+    """The folders that `folder` still needs, deepest first, and the nearest one that exists."""
     missing = []
     current = Path(os.path.abspath(folder))
     while not current.exists() and current != current.parent:
@@ -170,21 +167,50 @@ def make_output_folder(folder: Path | str) -> Path:
             raise UntrustedPathError(f"refusing the output folder {folder}: {current} is a dangling link")
         missing.append(current)
         current = current.parent
-    problem = (_link_problem(Path(os.path.abspath(folder))) or _ancestor_problem(Path(os.path.realpath(current)),
-                                                                                owned=True)) if missing else None
-    if problem:  # nothing is made where another user could swap it
-        raise UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
-                                 f"swap it. Use --out with a folder of yours that only you can write")
+    return missing, current
+
+
+def _refusal(folder: Path, missing: list[Path], nearest: Path) -> UntrustedPathError | None:
+    if missing:
+        problem = _link_problem(Path(os.path.abspath(folder))) or _ancestor_problem(Path(os.path.realpath(nearest)),
+                                                                                    owned=True)
+        if problem:  # nothing is made where another user could swap it
+            return UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
+                                      f"swap it. Use --out with a folder of yours that only you can write")
+        return None
+    problem = output_folder_problem(folder)
+    if problem:
+        return UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
+                                  f"plant or swap the files written there. Use --out with a folder of yours "
+                                  f"that only you can write")
+    return None
+
+
+def check_output_folder(folder: Path | str) -> None:
+    """Raise UntrustedPathError where make_output_folder would refuse `folder` as it stands, making
+    nothing: a command with several output folders checks them all before it makes any."""
+    folder = Path(folder)
+    refusal = _refusal(folder, *_missing_parts(folder))
+    if refusal is not None:
+        raise refusal
+
+
+def make_output_folder(folder: Path | str) -> Path:
+    """Create `folder` (and missing parents) with the umask's mode, or accept it if it is there;
+    then check it (output_folder_problem). Returns it resolved; raises UntrustedPathError with the
+    fix, or OSError when it cannot be made."""
+    folder = Path(folder)
+    missing, nearest = _missing_parts(folder)
+    refusal = _refusal(folder, missing, nearest)
+    if refusal is not None:
+        raise refusal
     for path in reversed(missing):
         try:
             os.mkdir(path, 0o755)  # never writable by others, whatever the umask
         except FileExistsError:  # made meanwhile (a concurrent run, or a plant): checked below
             pass
-    problem = output_folder_problem(folder)
-    if problem:
-        raise UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
-                                 f"plant or swap the files written there. Use --out with a folder of yours "
-                                 f"that only you can write")
+    if missing and (refusal := _refusal(folder, [], nearest)) is not None:
+        raise refusal
     return Path(os.path.realpath(folder))
 
 
