@@ -1,7 +1,9 @@
 """A user's Triton op (CUDA): RMSNorm whose forward returns the normalised rows and the per-row
 inverse RMS it saves for the backward, whose backward kernel reads that statistic. Declared once for
 dbench; `triton=True` adds the torch.library.triton_op row (its launchers call the kernels through
-wrap_triton, so torch.compile can trace into them).
+wrap_triton, so torch.compile can trace into them). Called eagerly, wrap_triton dispatches a
+higher-order op for each kernel; only the triton_op row turns that off, so the other rows time the
+launchers as an eager caller of yours would call them (docs/extending.md, "What `wrap_triton` costs").
 
     dbench run --scenario boundary --op my_ops.py:rmsnorm          # on a CUDA machine
     dbench run --scenario launch --op my_ops.py:rmsnorm
