@@ -20,6 +20,7 @@ from dbench.bench.harness import cli
 from dbench.bench.io.process_merge import merge_processes, merge_row
 from dbench.bench.children.processes import child_options, share, slots
 from dbench.bench.io.results import REQUIRED_ROW_FIELDS, load_result, write_result
+from tests.stopping import interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
 # On the CPU wherever the tests run (the file names and timings they check are the CPU run's).
@@ -228,9 +229,8 @@ def test_two_processes_write_one_file_with_each_process_median(tmp_path: Path) -
 def test_interrupting_a_repeated_run_leaves_a_valid_file(tmp_path: Path) -> None:
     cmd = [sys.executable, str(ROOT / "run.py"), *SMALL, "--rounds", "300000", "--block-ms", "0.2", "--processes", "3",
            "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     deadline = time.monotonic() + 90
-    try:
+    with started(cmd, cwd=ROOT) as proc:
         while time.monotonic() < deadline:  # the first process has checkpointed a round
             done = []
             for p in tmp_path.glob("*.processes/process-0/*.json"):
@@ -245,14 +245,7 @@ def test_interrupting_a_repeated_run_leaves_a_valid_file(tmp_path: Path) -> None
             pytest.fail("the first process did not start")
         (running,) = tmp_path.glob("*.json")  # valid from the start, rewritten after each process
         assert load_result(running)["status"] == "running"
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out
-    (path,) = tmp_path.glob("*.json")
-    doc = load_result(path)
+        _, _, doc = interrupt(proc, tmp_path)
     assert doc["status"] == "interrupted" and doc["config"]["rounds_done"] >= 1
     assert [p["status"] for p in doc["env"]["processes"]] == ["interrupted", "not run", "not run"]
     row = next(r for r in doc["rows"] if r["variant"] == "raw" and r["mode"] == "inference")
@@ -264,19 +257,11 @@ def test_a_signal_as_the_first_process_starts_leaves_an_interrupted_file(tmp_pat
     """Stopped before any process timed a round: interrupted (not failed), and readable."""
     cmd = [sys.executable, str(ROOT / "run.py"), *SMALL, "--rounds", "300000", "--block-ms", "0.2", "--processes", "2",
            "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    try:
+    with started(cmd, cwd=ROOT) as proc:
         deadline = time.monotonic() + 60
         while not _started(tmp_path, "process-0") and time.monotonic() < deadline:
             time.sleep(0.02)
-        proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out
-    (path,) = tmp_path.glob("*.json")
-    doc = load_result(path)
+        _, _, doc = interrupt(proc, tmp_path, sig)
     assert doc["status"] == "interrupted", doc.get("error")
     assert [p["status"] for p in doc["env"]["processes"]] == ["interrupted", "not run"]
 

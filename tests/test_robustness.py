@@ -26,6 +26,7 @@ from dbench.bench.harness import cli
 from dbench.bench.core.defaults import DEFAULTS
 from dbench.bench.io.results import load_result, reserve_result_path, write_result
 from dbench.bench.core.runner import Case, RunConfig, run
+from tests.stopping import interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ["--device", "cpu", "--ops", "muladd", "--no-cpp", "--no-pin", "--block-ms", "0.2", "--rounds", "3"]
@@ -446,21 +447,14 @@ def test_an_interrupt_before_the_first_round_leaves_a_file_every_reader_takes(tm
     out = tmp_path / "out"
     cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", *QUICK, "--warmup-ms", "60000",
            "--variants", "raw", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with started(cmd, merged=False) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:  # the cases are built: the warm-up (a minute) has begun
             if " cases (" in line:
                 break
         time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+        _, _, doc = interrupt(proc, out, timeout=60)
     (path,) = out.glob("*.json")
-    doc = load_result(path)
     not_run = [r for r in doc["rows"] if r["status"] == "not run"]
     assert doc["status"] == "interrupted" and not_run
     assert all(r["samples"] == [] and r["reason"] == "the run ended before its first round" for r in not_run)

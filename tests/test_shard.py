@@ -9,7 +9,6 @@ import json
 import math
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from dbench.bench.children.shard import (
 from dbench.bench.io.shard_merge import empty_merge
 from dbench.ops.variants import MODES, SPECS, VARIANT_NAMES, Mode
 from dbench.scenarios import SCENARIOS
+from tests.stopping import interrupt, started
 
 ROOT = Path(__file__).resolve().parent.parent
 BOUNDARY_BASELINES = SCENARIOS["boundary"].baseline_variants
@@ -438,9 +438,8 @@ def test_interrupting_a_sharded_run_merges_what_the_shards_finished(tmp_path: Pa
     cmd = [sys.executable, str(ROOT / "run.py"), "--scenario", "boundary", "--ops", "noop", "--variants",
            "raw,cpp,stable,function_raw", "--rounds", "100000", "--block-ms", "0.2", "--no-cpp", "--shards", "2",
            "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     deadline = time.monotonic() + 60
-    try:
+    with started(cmd, cwd=ROOT) as proc:
         while time.monotonic() < deadline:  # both shards have checkpointed at least one round
             done = [_rounds_done(p) for p in tmp_path.glob("*.shards/shard-*/*.json")]
             if len(done) == 2 and min(done) >= 1:
@@ -448,14 +447,7 @@ def test_interrupting_a_sharded_run_merges_what_the_shards_finished(tmp_path: Pa
             time.sleep(0.2)
         else:
             pytest.fail("the shards did not start")
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out
-    (merged_path,) = tmp_path.glob("*.json")
-    merged = load_result(merged_path)
+        _, _, merged = interrupt(proc, tmp_path, timeout=60)
     assert merged["status"] == "interrupted" and merged["config"]["rounds_done"] >= 1
     assert [s["status"] for s in merged["env"]["shards"]] == ["interrupted", "interrupted"]
     assert {r["shard"] for r in merged["rows"]} == {0, 1}
