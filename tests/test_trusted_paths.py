@@ -148,13 +148,20 @@ def _victim(tmp_path: Path) -> Path:
     return victim
 
 
-def test_a_planted_log_link_is_never_written_through(tmp_path: Path) -> None:
+def _child_with_a_planted_link(tmp_path: Path, name: str) -> tuple[Path, Path, Child]:
+    """A child process about to start in a work folder where `name` is a link to a victim file:
+    (the victim, the work folder, the child)."""
     victim = _victim(tmp_path)
     work = tmp_path / "run.processes"
     work.mkdir()
-    (work / "process-0.log").symlink_to(victim)
+    (work / name).symlink_to(victim)
     child = Child(0, "process 1 of 1", sys.executable, work / "process-0", work / "process-0.log",
                   options=RunOptions("boundary", "cpu"))
+    return victim, work, child
+
+
+def test_a_planted_log_link_is_never_written_through(tmp_path: Path) -> None:
+    victim, work, child = _child_with_a_planted_link(tmp_path, "process-0.log")
     with pytest.raises(ResultWriteError, match="it is there already"):
         start_child(child)
     assert victim.read_text() == "keep me\n" and child.proc is None
@@ -169,12 +176,7 @@ def test_a_planted_log_link_is_never_written_through(tmp_path: Path) -> None:
 def test_a_planted_options_file_is_never_read_or_written_through(tmp_path: Path) -> None:
     """A child's options file (what it will run) planted as a link before the parent writes it:
     refused, the link's target unchanged, no child started."""
-    victim = _victim(tmp_path)
-    work = tmp_path / "run.processes"
-    work.mkdir()
-    (work / "process-0.options").symlink_to(victim)
-    child = Child(0, "process 1 of 1", sys.executable, work / "process-0", work / "process-0.log",
-                  options=RunOptions("boundary", "cpu"))
+    victim, work, child = _child_with_a_planted_link(tmp_path, "process-0.options")
     with pytest.raises(ResultWriteError, match="it is there already"):
         start_child(child)
     assert victim.read_text() == "keep me\n" and child.proc is None and not (work / "process-0.log").exists()
