@@ -29,6 +29,11 @@ def check_output_file(path: Path | str, option: str) -> Path:
     return Path(path)
 
 
+def _refused(option: str, exc: Exception) -> OutputPathError:
+    """trust.py's refusal, told in the option the user typed."""
+    return OutputPathError(f"{option}: {str(exc).replace('Use --out', f'Use {option}')}")
+
+
 def check_output_dir(folder: Path | str, option: str) -> Path:
     """A folder for several outputs: it exists or can be made, only its owner (this user) can write
     it or swap it (bench/core/trust.py make_output_folder, as run.py's --out), and it takes a new file."""
@@ -37,7 +42,7 @@ def check_output_dir(folder: Path | str, option: str) -> Path:
     try:
         make_output_folder(folder)
     except UntrustedPathError as exc:
-        raise OutputPathError(f"{option}: {str(exc).replace('Use --out', f'Use {option}')}") from None
+        raise _refused(option, exc) from None
     except OSError:
         pass  # said below, as for any folder that cannot be made or written
     problem = folder_output_problem(folder)
@@ -56,7 +61,7 @@ def check_output_dirs(*folders: tuple[Path | str | None, str]) -> list[Path | No
             try:
                 check_output_folder(folder)
             except UntrustedPathError as exc:
-                raise OutputPathError(f"{option}: {str(exc).replace('Use --out', f'Use {option}')}") from None
+                raise _refused(option, exc) from None
     return [None if folder is None else check_output_dir(folder, option) for folder, option in folders]
 
 

@@ -217,6 +217,9 @@ def test_an_event_the_profiler_left_open_is_cut_at_its_callers_end_and_named() -
     tw.fold(events + [_event("stop", 99, 5)], cut=cut)  # without `below`, whole stacks
     assert cut == ["run;call;boxed", "run;stop"]
     assert tw.fold(events) == {"run": 80.0, "run;call": 4.0, "run;call;boxed": 15.0, "run;call;boxed;kernel": 1.0}
+    assert tw.cut_note(["call;boxed", "other;boxed", "x;open"]) == (
+        "  flame graph: events on 3 stacks outlasted their caller (boxed, open): the profiler left them open; "
+        "each was cut at its caller's end, and the frames below them are missing")
 
 
 def test_a_windows_document_is_not_read_as_a_result(tmp_path: Path) -> None:

@@ -170,29 +170,40 @@ def _missing_parts(folder: Path) -> tuple[list[Path], Path]:
     return missing, current
 
 
-def _refusal(folder: Path, missing: list[Path], nearest: Path) -> UntrustedPathError | None:
-    if missing:
-        problem = _link_problem(Path(os.path.abspath(folder))) or _ancestor_problem(Path(os.path.realpath(nearest)),
-                                                                                    owned=True)
-        if problem:  # nothing is made where another user could swap it
-            return UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
-                                      f"swap it. Use --out with a folder of yours that only you can write")
+def _swap_refusal(folder: Path, nearest: Path) -> UntrustedPathError | None:
+    """Why a folder still to be made under `nearest` could be swapped by another user (None: it could not)."""
+    problem = _link_problem(Path(os.path.abspath(folder))) or _ancestor_problem(Path(os.path.realpath(nearest)),
+                                                                                owned=True)
+    if problem is None:
         return None
+    return UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
+                              f"swap it. Use --out with a folder of yours that only you can write")
+
+
+def _plant_refusal(folder: Path) -> UntrustedPathError | None:
+    """Why another user could plant or swap files in the existing `folder` (None: they could not)."""
     problem = output_folder_problem(folder)
-    if problem:
-        return UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
-                                  f"plant or swap the files written there. Use --out with a folder of yours "
-                                  f"that only you can write")
-    return None
+    if problem is None:
+        return None
+    return UntrustedPathError(f"refusing the output folder {folder}: {problem}; another local user could "
+                              f"plant or swap the files written there. Use --out with a folder of yours "
+                              f"that only you can write")
+
+
+def _checked_missing(folder: Path) -> list[Path]:
+    """The folders `folder` still needs (deepest first), once it is known that another user could
+    neither swap them as they are made nor plant files in `folder` as it stands."""
+    missing, nearest = _missing_parts(folder)
+    refusal = _swap_refusal(folder, nearest) if missing else _plant_refusal(folder)
+    if refusal is not None:
+        raise refusal
+    return missing
 
 
 def check_output_folder(folder: Path | str) -> None:
     """Raise UntrustedPathError where make_output_folder would refuse `folder` as it stands, making
     nothing: a command with several output folders checks them all before it makes any."""
-    folder = Path(folder)
-    refusal = _refusal(folder, *_missing_parts(folder))
-    if refusal is not None:
-        raise refusal
+    _checked_missing(Path(folder))
 
 
 def make_output_folder(folder: Path | str) -> Path:
@@ -200,16 +211,13 @@ def make_output_folder(folder: Path | str) -> Path:
     then check it (output_folder_problem). Returns it resolved; raises UntrustedPathError with the
     fix, or OSError when it cannot be made."""
     folder = Path(folder)
-    missing, nearest = _missing_parts(folder)
-    refusal = _refusal(folder, missing, nearest)
-    if refusal is not None:
-        raise refusal
+    missing = _checked_missing(folder)  # nothing is made where another user could swap it
     for path in reversed(missing):
         try:
             os.mkdir(path, 0o755)  # never writable by others, whatever the umask
         except FileExistsError:  # made meanwhile (a concurrent run, or a plant): checked below
             pass
-    if missing and (refusal := _refusal(folder, [], nearest)) is not None:
+    if missing and (refusal := _plant_refusal(folder)) is not None:
         raise refusal
     return Path(os.path.realpath(folder))
 

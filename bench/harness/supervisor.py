@@ -194,9 +194,13 @@ def _killed(sig: signal.Signals, reserved: list[Path]) -> int:
             (marked if end_running(path, status, error) else finished).append(path)
         except (OSError, ValueError) as exc:
             print(f"{common.PROG}: error: {path} could not be marked {status}: {exc}", file=sys.stderr)
-    where = "; ".join([f"result: {', '.join(str(shown(p)) for p in marked)} (status {status})"] * bool(marked)
-                      + [f"result: {', '.join(str(shown(p)) for p in finished)} (written before the signal, "
-                         "its status as the run wrote it)"] * bool(finished)) or "no result written"
+    said = []
+    if marked:
+        said.append(f"result: {', '.join(str(shown(p)) for p in marked)} (status {status})")
+    if finished:
+        said.append(f"result: {', '.join(str(shown(p)) for p in finished)} (written before the signal, "
+                    "its status as the run wrote it)")
+    where = "; ".join(said) or "no result written"
     what = "interrupted" if stopped else f"error: the run was killed by signal {sig.name}"
     print(f"{common.PROG}: {what}; {where}", file=sys.stderr)
     return EXIT_INTERRUPTED if stopped else EXIT_FAILED

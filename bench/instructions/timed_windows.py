@@ -209,6 +209,13 @@ def fold(events: Iterable[Mapping[str, Any]], below: str = "", cut: list[str] | 
     return _cut_below(out, below) if below else out
 
 
+def cut_note(cut: list[str]) -> str:
+    """The line that names the events `fold` cut (`cut`: their stacks, each once)."""
+    names = ", ".join(sorted({path.rsplit(";", 1)[-1] for path in cut}))
+    return (f"  flame graph: events on {len(cut)} stacks outlasted their caller ({names}): the profiler left "
+            "them open; each was cut at its caller's end, and the frames below them are missing")
+
+
 def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], None] = lambda line: None) -> str:
     """A flame graph of the case: `calls` calls under torch.profiler with Python stacks (its Python
     functions and torch ops, nested by time), each stack's self time summed, in ns, one
@@ -244,9 +251,7 @@ def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], Non
     cut: list[str] = []
     stacks = fold(events, below=profiled_calls.__name__, cut=cut)
     if cut:
-        names = ", ".join(sorted({path.rsplit(";", 1)[-1] for path in cut}))
-        say(f"  flame graph: {len(cut)} events outlasted their caller ({names}): the profiler left them "
-            "open; each was cut at its caller's end, and the frames below them are missing")
+        say(cut_note(cut))
     return "".join(f"{path} {round(us * 1000)}\n" for path, us in sorted(stacks.items()) if us > 0)
 
 
