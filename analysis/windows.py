@@ -118,9 +118,29 @@ def table(document: dict[str, Any], compared: list[dict[str, Any]] | None = None
     untimed = [r for r in document["rows"] if r.get("status") is not None]
     if untimed:
         lines += ["", f"Not timed: {len(untimed)} cases (n/a or failed; their reasons are in the JSON)."]
+    flamed = [r for r in timed_cases(document) if r.get("flame")]
+    if flamed:
+        lines += _flame_lines(flamed)
     if compared:
         lines += _agreement_lines(compared)
     return "\n".join(lines) + "\n"
+
+
+def _flame_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The flame graphs' µs beside the timed µs: how much the profiler slowed the calls it traced."""
+    lines = ["", "## The flame graphs against the timed calls", "",
+             "Each case's flame graph (`--flames`) holds calls made under torch.profiler with Python stacks, "
+             "so its µs carry the profiler's cost per traced event: set beside the same case timed without it, "
+             "the graph shows where a call's time goes, the windows above how much there is.", "",
+             "| op | variant | mode | timed µs/call | under the profiler: median µs/call (slowest) | "
+             "graph µs/call | graph ÷ timed |", "|---|---|---|---:|---:|---:|---:|"]
+    for row in rows:
+        flame = row["flame"]
+        median = (f"{flame['median_call_us']:.2f} ({flame['slowest_call_us']:.2f})" if "median_call_us" in flame
+                  else "n/a")
+        lines.append(f"| {row['op']} | {row['variant']} | {row['mode']} | {row['total_us']:.2f} | {median} | "
+                     f"{flame['graph_us_per_call']:.2f} | {flame['graph_us_per_call'] / row['total_us']:.1f}× |")
+    return lines
 
 
 def _agreement_lines(compared: list[dict[str, Any]]) -> list[str]:

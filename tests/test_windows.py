@@ -181,13 +181,17 @@ def test_a_known_wait_in_a_registered_ops_kernel_lands_in_its_window(tmp_path: P
     assert spin_ns >= 0.95 * 20_000 * tw.FLAME_CALLS, flames["stacks.noop.define_impl.inference"]
     assert not any("spun" in line or "0x" in line for line in flames["stacks.noop.raw.inference"])
     document = json.loads((out / "windows-cpu.windows.json").read_text())
+    flamed = next(r for r in document["rows"] if r["variant"] == "define_impl" and r["mode"] == "inference")
+    assert flamed["flame"]["calls"] == tw.FLAME_CALLS and flamed["flame"]["median_call_us"] >= 20.0, flamed["flame"]
+    assert "flame graph of noop/define_impl/inference: 50 calls under the profiler" in done.stderr
     timed = [r for r in document["rows"] if r["status"] is None and r["variant"] == "define_impl"]
     assert {r["mode"] for r in timed} == {"inference", "no_grad", "inference_mode"}
     for row in timed:
         window = next(f for f in row["python_functions"] if f["function"] == "OpOverload.__call__")
         assert window["delta_us"] >= 19.5 and row["delta_us"] >= 19.5, row
         assert 0.8 <= window["delta_us"] / row["delta_us"] <= 1.2, row
-    assert (out / "windows-cpu.md").read_text().count("| noop | define_impl |") == 3
+    timings, against_flames = (out / "windows-cpu.md").read_text().split("## The flame graphs against the timed calls")
+    assert timings.count("| noop | define_impl |") == 3 and against_flames.count("| noop | define_impl |") == 3
     assert (out / "windows-cpu-noop.png").stat().st_size > 10_000
     again = _cli("--from", str(out / "windows-cpu.windows.json"), "--out", str(tmp_path / "again"))
     assert again.returncode == 0 and (tmp_path / "again" / "windows-cpu.md").read_text() == \
@@ -213,6 +217,7 @@ def test_an_event_the_profiler_left_open_is_cut_at_its_callers_end_and_named() -
     cut: list[str] = []
     assert tw.fold(events, below="run", cut=cut) == {"call": 4.0, "call;boxed": 15.0, "call;boxed;kernel": 1.0}
     assert cut == ["call;boxed"]  # each stack once, cut below `run` as the stacks are
+
     cut = []
     tw.fold(events + [_event("stop", 99, 5)], cut=cut)  # without `below`, whole stacks
     assert cut == ["run;call;boxed", "run;stop"]
@@ -220,6 +225,29 @@ def test_an_event_the_profiler_left_open_is_cut_at_its_callers_end_and_named() -
     assert tw.cut_note(["call;boxed", "other;boxed", "x;open"]) == (
         "  flame graph: events on 3 stacks outlasted their caller (boxed, open): the profiler left them open; "
         "each was cut at its caller's end, and the frames below them are missing")
+
+
+def test_the_calls_directly_under_the_profiled_loop_are_listed_with_their_durations() -> None:
+    events = [_event("run", 0, 100), _event("call", 0, 10), _event("inner", 1, 5), _event("call", 10, 30),
+              _event("sync", 40, 2), _event("other", 200, 5)]
+    under: list[tuple[str, float]] = []
+    tw.fold(events, below="run", under=under)
+    assert under == [("call", 10.0), ("call", 30.0), ("sync", 2.0)]
+
+
+def test_a_flame_sets_its_graph_beside_its_calls_and_the_table_beside_the_timed_calls() -> None:
+    flame = tw.Flame("a;b 3000\na 1000\n", [1.0, 3.0, 2.0], calls=2)
+    fields = flame.fields()
+    assert fields == {"calls": 2, "median_call_us": 2.0, "slowest_call_us": 3.0, "graph_us_per_call": 2.0}
+    assert "median 2.00 µs a call (slowest 3.00), the graph 2.00 µs a call; timed without the profiler 0.50 µs" \
+        in tw.flame_note("noop/raw/inference", fields, 0.5)
+    assert "median" not in tw.flame_note("x", tw.Flame("a 10\n", [], calls=1).fields(), 1.0)
+    row = {"op": "noop", "variant": "raw", "mode": "inference", "status": None, "floor": None, "total_us": 0.5,
+           "total_us_ci_low": 0.4, "total_us_ci_high": 0.6, "python_functions": [], "flame": fields}
+    document = {"config": {"device": "cpu", "rounds": 3, "calls": 10}, "env": {}, "rows": [row]}
+    assert "| noop | raw | inference | 0.50 | 2.00 (3.00) | 2.00 | 4.0× |" in aw.table(document)
+    del row["flame"]
+    assert "flame graphs" not in aw.table(document)
 
 
 def test_a_windows_document_is_not_read_as_a_result(tmp_path: Path) -> None:

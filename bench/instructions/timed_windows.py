@@ -26,6 +26,7 @@ import gc
 import re
 import statistics
 import time
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,9 @@ DEFAULT_ROUNDS = 15  # the median's 95 % CI then spans the 4th to 12th of the so
 QUICK_ROUNDS = 5
 WARMUP_CALLS = 20  # the wrapped path's first calls, outside any window
 FLAME_CALLS = 50  # calls profiled for a case's flame graph (--flames)
+# calls made under the profiler before those a graph keeps: the first calls under a fresh profiler
+# carry its start (on the CPU VM, raw muladd's first call 41 µs against a median of 1.2 µs)
+FLAME_SETTLE_CALLS = 5
 FLAME_STEM = "stacks"  # a flame graph's file: stacks.<op>.<variant>.<mode>[.axis=value]
 # what makes a frame's name differ from run to run: "<built-in method noop of pybind11_builtins.<type>
 # object at 0x7f...>" reads "<built-in method noop>"
@@ -174,7 +178,8 @@ def _cut_below(stacks: dict[str, float], below: str) -> dict[str, float]:
     return kept
 
 
-def fold(events: Iterable[Mapping[str, Any]], below: str = "", cut: list[str] | None = None) -> dict[str, float]:
+def fold(events: Iterable[Mapping[str, Any]], below: str = "", cut: list[str] | None = None,
+         under: list[tuple[str, float]] | None = None) -> dict[str, float]:
     """Collapsed stacks from a Chrome trace's complete events ("ph": "X", ts and dur in µs): each
     event nested in the events of its thread that enclose it, its self time (its duration less its
     children's) summed per stack. With `below`, only the stacks through a frame named with it,
@@ -183,7 +188,8 @@ def fold(events: Iterable[Mapping[str, Any]], below: str = "", cut: list[str] | 
     stacks are) added to `cut`, each distinct stack once. On an H100 host (torch 2.11), under each
     custom_op call, the events `<built-in method >` and `redispatch_boxed` ran on past every later
     call, which nested inside them, and the frames below `redispatch_boxed` were absent; on the CPU
-    (torch 2.11 and 2.13) the same op's events nest."""
+    (torch 2.11 and 2.13) the same op's events nest.
+    `under` (with `below`): each event directly under a frame named with `below`, as (name, µs)."""
     out: dict[str, float] = {}
     cut_paths: list[str] = []
     by_thread: dict[Any, list[Mapping[str, Any]]] = {}
@@ -201,6 +207,8 @@ def fold(events: Iterable[Mapping[str, Any]], below: str = "", cut: list[str] | 
                 cut_paths.append(path)
             if open_:
                 open_[-1][2] -= end - event["ts"]
+                if under is not None and below and below in open_[-1][1].rsplit(";", 1)[-1]:
+                    under.append((name, float(end - event["ts"])))
             open_.append([end, path, float(end - event["ts"])])
         _close(open_, float("inf"), out)
     if cut is not None:
@@ -216,12 +224,39 @@ def cut_note(cut: list[str]) -> str:
             "them open; each was cut at its caller's end, and the frames below them are missing")
 
 
-def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], None] = lambda line: None) -> str:
+@dataclass
+class Flame:
+    """A case's flame graph (collapsed stacks, ns) and each call's duration in the same trace, so
+    with the profiler's cost: how much slower the profiled calls ran than the timed windows is what
+    the graph's ns hold beyond the case's own time."""
+
+    stacks: str
+    call_us: list[float]  # each profiled call's event in the trace (empty: the trace held none)
+    calls: int
+
+    def fields(self) -> dict[str, Any]:
+        graph_ns = sum(int(line.rsplit(" ", 1)[1]) for line in self.stacks.splitlines())
+        per_call = {"median_call_us": round(statistics.median(self.call_us), 3),
+                    "slowest_call_us": round(max(self.call_us), 3)} if self.call_us else {}
+        return {"calls": self.calls, **per_call, "graph_us_per_call": round(graph_ns / 1000 / self.calls, 3)}
+
+
+def flame_note(label: str, flame: Mapping[str, Any], timed_us: float) -> str:
+    """The line that sets a graph's µs beside the case's timed µs (`flame`: Flame.fields)."""
+    calls = (f"median {flame['median_call_us']:.2f} µs a call (slowest {flame['slowest_call_us']:.2f}), "
+             if "median_call_us" in flame else "")
+    return (f"  flame graph of {label}: {flame['calls']} calls under the profiler, {calls}the graph "
+            f"{flame['graph_us_per_call']:.2f} µs a call; timed without the profiler {timed_us:.2f} µs")
+
+
+def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], None] = lambda line: None) -> Flame:
     """A flame graph of the case: `calls` calls under torch.profiler with Python stacks (its Python
     functions and torch ops, nested by time), each stack's self time summed, in ns, one
-    collapsed-stack line per stack ("frame;frame;... ns": speedscope and flamegraph.pl read it).
+    collapsed-stack line per stack ("frame;frame;... ns": speedscope and flamegraph.pl read it),
+    after FLAME_SETTLE_CALLS calls under the profiler that the graph leaves out.
     The profiler's own cost per event is inside these times (it swells short frames: the method
-    this module replaced), so the graph shows where the time goes; the windows say how much.
+    this module replaced), so the graph shows where the time goes; the windows say how much. Each
+    kept call's duration in the trace comes with it (Flame.call_us): how far the profiler slowed it.
     Events the profiler left open are cut at their parent's end (`fold`), and `say` names them:
     the frames below such an event are missing from the trace, so its time is its own."""
     import json
@@ -231,6 +266,11 @@ def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], Non
 
     call = case.call
     assert call is not None
+
+    def settle_calls() -> None:
+        for _ in range(FLAME_SETTLE_CALLS):
+            call()
+        case.sync()
 
     def profiled_calls() -> None:
         for _ in range(calls):
@@ -242,6 +282,7 @@ def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], Non
             call()
         case.sync()
         with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+            settle_calls()
             profiled_calls()
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.json"
@@ -249,10 +290,14 @@ def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], Non
         events = [e for e in json.loads(trace.read_text())["traceEvents"]
                   if e.get("ph") == "X" and e.get("cat") in ("python_function", "cpu_op")]
     cut: list[str] = []
-    stacks = fold(events, below=profiled_calls.__name__, cut=cut)
+    under: list[tuple[str, float]] = []
+    stacks = fold(events, below=profiled_calls.__name__, cut=cut, under=under)
     if cut:
         say(cut_note(cut))
-    return "".join(f"{path} {round(us * 1000)}\n" for path, us in sorted(stacks.items()) if us > 0)
+    text = "".join(f"{path} {round(us * 1000)}\n" for path, us in sorted(stacks.items()) if us > 0)
+    # the calls are the frame directly under profiled_calls that comes `calls` times (the sync once)
+    name = Counter(n for n, _ in under).most_common(1)[0][0] if under else None
+    return Flame(text, [us for n, us in under if n == name], calls)
 
 
 @dataclass
@@ -362,7 +407,10 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
             row["floor_missing"] = f"its floor {case_label(floor_key)} was not timed: add it to --variants"
         rows.append(row)
         if flames is not None:
-            write_atomic(flames / flame_name(key, FLAME_STEM), folded_stacks(case, say=say).encode())
+            flame = folded_stacks(case, say=say)
+            write_atomic(flames / flame_name(key, FLAME_STEM), flame.stacks.encode())
+            row["flame"] = flame.fields()
+            say(flame_note(case.label, row["flame"], row["total_us"]))
     with_floor_windows(rows, floor_of)
     return {"schema": SCHEMA, "method": "timed windows",
             "config": {"scenario": scenario, "ops": list(ops), "variants": list(variants), "device": device,
