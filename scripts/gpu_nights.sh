@@ -9,8 +9,8 @@
 # should be called regressions and nothing else), `injectcpuNNN` (side B's `cpp` op busy-waits NNN ns
 # on the host before each launch: DBENCH_INJECT_CPU_NS; its CPU rows, Python and C++ driver, should
 # be called and nothing else) or `injectpyNNN` (the Python kernel of `define_impl` busy-waits:
-# DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B
-# result), OUTDIR/NAME.gate.md and OUTDIR/NAME.gate.json; the script exits 1 when a run failed
+# DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B result), OUTDIR/NAME.gate.md
+# and OUTDIR/NAME.gate.json, NAME being NIGHT-<its UTC start>; the script exits 1 when a run failed
 # and 0 otherwise, whatever the gate said (its verdicts are the data). NIGHT_ARGS adds run.py options
 # to every night, after the design's (a later value wins: e.g. NIGHT_ARGS="--pairs 20 --rounds 240").
 # A night takes about 9 minutes on an H100 host: where each command has a shorter limit, start it
@@ -22,9 +22,7 @@ IFS=, read -ra NIGHTS <<< "${2:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}"
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 status=0
-n=0
 for night in "${NIGHTS[@]}"; do
-  n=$((n + 1))
   case $night in
     aa) side_b=env: ;;
     inject[0-9]*) side_b="env:DBENCH_INJECT_GPU_NS=${night#inject}" ;;
@@ -32,7 +30,9 @@ for night in "${NIGHTS[@]}"; do
     injectpy[0-9]*) side_b="env:DBENCH_INJECT_PY_NS=${night#injectpy}" ;;
     *) echo "gpu_nights.sh: error: NIGHT must be aa, injectNNN, injectcpuNNN or injectpyNNN, got '$night'" >&2; exit 2 ;;
   esac
-  name="$night-$n"
+  # named by the night and its start (UTC), never reusing a name: a second call into OUTDIR keeps the first's files
+  base="$night-$(date -u +%Y%m%dT%H%M%SZ)" name=$base k=1
+  while [ -e "$OUT/$name.log" ]; do k=$((k + 1)); name="$base-$k"; done
   work=$(mktemp -d)
   design="--duet --pairs 18 --rounds 216 --cpp-repetitions 216"  # .github/workflows/nightly.yml's defaults
   echo "== $name: run.py --scenario boundary --ab env: $side_b $design ${NIGHT_ARGS:-}"

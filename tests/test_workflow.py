@@ -4,6 +4,7 @@ and the steps the nightly job must have."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,9 +164,29 @@ def test_the_nightly_ab_step_runs_the_design_it_is_given(tmp_path: Path, design:
 
 def test_the_gpu_nights_script_runs_the_nightly_design() -> None:
     """scripts/gpu_nights.sh is how real nights of the nightly's design are made: the same counts."""
-    import re
-
     (line,) = re.findall(r'^\s*design="([^"]*)"', (REPO_ROOT / "scripts" / "gpu_nights.sh").read_text(), re.M)
     d = _defaults()
     assert line.split() == ["--duet", "--pairs", d["PAIRS"], "--rounds", d["ROUNDS"],
                             "--cpp-repetitions", d["CPP_REPETITIONS"]] and d["DESIGN"] == "duet"
+
+
+def test_two_calls_of_the_gpu_nights_script_into_one_folder_keep_both_nights(tmp_path: Path) -> None:
+    """Each night is named by its start, and a name already taken gets a suffix: a second call into
+    the same folder (or two nights of one kind in one call) never overwrites a night."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "python3"  # run.py writes a result into --out; the gate prints its verdict
+    stub.write_text('#!/usr/bin/env bash\nprev=""\nfor a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
+                    'if [ "$1" = run.py ]; then echo "{\\"night\\": \\"$*\\"}" > "$out/r.json"; exit 0; fi\n'
+                    'echo "### Regression gate — PASS"\n')
+    stub.chmod(0o755)
+    out = tmp_path / "nights"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    for nights in ("aa,aa", "aa"):
+        done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_nights.sh"), str(out), nights], env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.count("gate exit 0") == nights.count("aa"), done.stdout
+    results = sorted(p.name for p in out.glob("*.json") if not p.name.endswith(".gate.json"))
+    assert len(results) == 3 and len(list(out.glob("*.gate.md"))) == 3 and len(list(out.glob("*.log"))) == 3, results
+    assert all(re.fullmatch(r"aa-\d{8}T\d{6}Z(-\d)?\.json", name) for name in results), results
