@@ -131,15 +131,21 @@ def _flame_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = ["", "## The flame graphs against the timed calls", "",
              "Each case's flame graph (`--flames`) holds calls made under torch.profiler with Python stacks, "
              "so its µs carry the profiler's cost per traced event: set beside the same case timed without it, "
-             "the graph shows where a call's time goes, the windows above how much there is.", "",
+             "the graph shows where a call's time goes, the windows above how much there is. The calls "
+             "made under the profiler before those a graph keeps are left out of it (the first carry the "
+             "profiler's start); their durations are in the last column.", "",
              "| op | variant | mode | timed µs/call | under the profiler: median µs/call (slowest) | "
-             "graph µs/call | graph ÷ timed |", "|---|---|---|---:|---:|---:|---:|"]
+             "graph µs/call | graph ÷ timed | the calls left out: first µs (slowest) |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
     for row in rows:
         flame = row["flame"]
         median = (f"{flame['median_call_us']:.2f} ({flame['slowest_call_us']:.2f})" if "median_call_us" in flame
                   else "n/a")
+        left_out = flame.get("left_out_calls_us") or []
+        first = f"{left_out[0]:.2f} ({max(left_out):.2f})" if left_out else "n/a"
         lines.append(f"| {row['op']} | {row['variant']} | {row['mode']} | {row['total_us']:.2f} | {median} | "
-                     f"{flame['graph_us_per_call']:.2f} | {flame['graph_us_per_call'] / row['total_us']:.1f}× |")
+                     f"{flame['graph_us_per_call']:.2f} | {flame['graph_us_per_call'] / row['total_us']:.1f}× | "
+                     f"{first} |")
     return lines
 
 

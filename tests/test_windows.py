@@ -183,6 +183,8 @@ def test_a_known_wait_in_a_registered_ops_kernel_lands_in_its_window(tmp_path: P
     document = json.loads((out / "windows-cpu.windows.json").read_text())
     flamed = next(r for r in document["rows"] if r["variant"] == "define_impl" and r["mode"] == "inference")
     assert flamed["flame"]["calls"] == tw.FLAME_CALLS and flamed["flame"]["median_call_us"] >= 20.0, flamed["flame"]
+    assert len(flamed["flame"]["left_out_calls_us"]) == tw.FLAME_SETTLE_CALLS, flamed["flame"]
+    assert min(flamed["flame"]["left_out_calls_us"]) >= 20.0, flamed["flame"]  # each waited, as the kept ones
     assert "flame graph of noop/define_impl/inference: 50 calls under the profiler" in done.stderr
     timed = [r for r in document["rows"] if r["status"] is None and r["variant"] == "define_impl"]
     assert {r["mode"] for r in timed} == {"inference", "no_grad", "inference_mode"}
@@ -236,16 +238,19 @@ def test_the_calls_directly_under_the_profiled_loop_are_listed_with_their_durati
 
 
 def test_a_flame_sets_its_graph_beside_its_calls_and_the_table_beside_the_timed_calls() -> None:
-    flame = tw.Flame("a;b 3000\na 1000\n", [1.0, 3.0, 2.0], calls=2)
+    flame = tw.Flame("a;b 3000\na 1000\n", [1.0, 3.0, 2.0], calls=2, settle_us=[40.0, 1.5])
     fields = flame.fields()
-    assert fields == {"calls": 2, "median_call_us": 2.0, "slowest_call_us": 3.0, "graph_us_per_call": 2.0}
-    assert "median 2.00 µs a call (slowest 3.00), the graph 2.00 µs a call; timed without the profiler 0.50 µs" \
-        in tw.flame_note("noop/raw/inference", fields, 0.5)
-    assert "median" not in tw.flame_note("x", tw.Flame("a 10\n", [], calls=1).fields(), 1.0)
+    assert fields == {"calls": 2, "median_call_us": 2.0, "slowest_call_us": 3.0, "graph_us_per_call": 2.0,
+                      "left_out_calls_us": [40.0, 1.5]}
+    assert tw.flame_note("noop/raw/inference", fields, 0.5).endswith(
+        "median 2.00 µs a call (slowest 3.00), the graph 2.00 µs a call; timed without the profiler 0.50 µs; "
+        "the 2 calls before them, left out: 40.00, 1.50 µs")
+    bare = tw.flame_note("x", tw.Flame("a 10\n", [], calls=1).fields(), 1.0)
+    assert "median" not in bare and "left out" not in bare
     row = {"op": "noop", "variant": "raw", "mode": "inference", "status": None, "floor": None, "total_us": 0.5,
            "total_us_ci_low": 0.4, "total_us_ci_high": 0.6, "python_functions": [], "flame": fields}
     document = {"config": {"device": "cpu", "rounds": 3, "calls": 10}, "env": {}, "rows": [row]}
-    assert "| noop | raw | inference | 0.50 | 2.00 (3.00) | 2.00 | 4.0× |" in aw.table(document)
+    assert "| noop | raw | inference | 0.50 | 2.00 (3.00) | 2.00 | 4.0× | 40.00 (40.00) |" in aw.table(document)
     del row["flame"]
     assert "flame graphs" not in aw.table(document)
 

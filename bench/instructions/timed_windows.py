@@ -28,7 +28,7 @@ import statistics
 import time
 from collections import Counter
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -233,20 +233,25 @@ class Flame:
     stacks: str
     call_us: list[float]  # each profiled call's event in the trace (empty: the trace held none)
     calls: int
+    settle_us: list[float] = field(default_factory=list)  # the calls left out, the same way
 
     def fields(self) -> dict[str, Any]:
         graph_ns = sum(int(line.rsplit(" ", 1)[1]) for line in self.stacks.splitlines())
         per_call = {"median_call_us": round(statistics.median(self.call_us), 3),
                     "slowest_call_us": round(max(self.call_us), 3)} if self.call_us else {}
-        return {"calls": self.calls, **per_call, "graph_us_per_call": round(graph_ns / 1000 / self.calls, 3)}
+        return {"calls": self.calls, **per_call, "graph_us_per_call": round(graph_ns / 1000 / self.calls, 3),
+                "left_out_calls_us": [round(us, 3) for us in self.settle_us]}
 
 
 def flame_note(label: str, flame: Mapping[str, Any], timed_us: float) -> str:
     """The line that sets a graph's µs beside the case's timed µs (`flame`: Flame.fields)."""
     calls = (f"median {flame['median_call_us']:.2f} µs a call (slowest {flame['slowest_call_us']:.2f}), "
              if "median_call_us" in flame else "")
+    left_out = flame.get("left_out_calls_us") or []
+    before = f"; the {len(left_out)} calls before them, left out: {', '.join(f'{us:.2f}' for us in left_out)} µs" \
+        if left_out else ""
     return (f"  flame graph of {label}: {flame['calls']} calls under the profiler, {calls}the graph "
-            f"{flame['graph_us_per_call']:.2f} µs a call; timed without the profiler {timed_us:.2f} µs")
+            f"{flame['graph_us_per_call']:.2f} µs a call; timed without the profiler {timed_us:.2f} µs{before}")
 
 
 def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], None] = lambda line: None) -> Flame:
@@ -295,9 +300,16 @@ def folded_stacks(case: Case, calls: int = FLAME_CALLS, say: Callable[[str], Non
     if cut:
         say(cut_note(cut))
     text = "".join(f"{path} {round(us * 1000)}\n" for path, us in sorted(stacks.items()) if us > 0)
-    # the calls are the frame directly under profiled_calls that comes `calls` times (the sync once)
+    left_out: list[tuple[str, float]] = []
+    fold(events, below=settle_calls.__name__, under=left_out)
+    return Flame(text, _calls(under), calls, _calls(left_out))
+
+
+def _calls(under: list[tuple[str, float]]) -> list[float]:
+    """The durations of the calls among the frames directly under a loop of calls: the frame that
+    comes most often (the loop's sync comes once)."""
     name = Counter(n for n, _ in under).most_common(1)[0][0] if under else None
-    return Flame(text, [us for n, us in under if n == name], calls)
+    return [us for n, us in under if n == name]
 
 
 @dataclass
