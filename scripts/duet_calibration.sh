@@ -7,6 +7,8 @@
 #    random (a sign-flip randomisation: under A/A the labels are exchangeable), plus the +500 ns
 #    nights' 30 pairs drawn 18 at a time for what is caught;
 #    design16: the same for the design before it (16 pairs, aa16turns);
+#    design14x24: the same for the trial of 14 pairs of 24 rounds (its two A/A nights of 2026-12-07,
+#    one on a noisy host and one on a quiet one), 14 drawn at a time;
 # 2. every-duet: all 64 pairs of the five 2026-12-05/06 duet A/A nights before the shared bytecode
 #    cache, 16 drawn at a time: nights of four designs mixed, so a stress test of the gate's false
 #    alarms rather than a model of one night.
@@ -30,6 +32,8 @@ run design 18 "$NIGHTS"/aa18cache-20261206T130630Z.json.gz "$NIGHTS"/aa18-202612
   --injected-row '/(cpp|function_cpp|cpp_typed|cpp_boxed)/' --injected-metric cpu_us
 run design16 16 "$NIGHTS"/aa16turns-20261206T055715Z.json.gz --injected "${INJECTED[@]}" \
   --injected-row '/(cpp|function_cpp|cpp_typed|cpp_boxed)/' --injected-metric cpu_us
+run design14x24 14 "$NIGHTS"/aa14x24-20261207T091013Z.json.gz "$NIGHTS"/aa14x24-20261207T122905Z.json.gz \
+  --injected "${INJECTED[@]}" --injected-row '/(cpp|function_cpp|cpp_typed|cpp_boxed)/' --injected-metric cpu_us
 run every-duet 16 "$NIGHTS"/aa-20261205T162546Z.json.gz "$NIGHTS"/aa-20261205T163624Z.json.gz \
   "$NIGHTS"/aa12-20261205T194710Z.json.gz "$NIGHTS"/aa16turns-20261206T055715Z.json.gz \
   "$NIGHTS"/aa24overlap-20261206T093043Z.json.gz
