@@ -188,7 +188,8 @@ def fold(events: Iterable[Mapping[str, Any]], below: str = "", cut: list[str] | 
     stacks are) added to `cut`, each distinct stack once. On an H100 host (torch 2.11), under each
     custom_op call, the events `<built-in method >` and `redispatch_boxed` ran on past every later
     call, which nested inside them, and the frames below `redispatch_boxed` were absent; on the CPU
-    (torch 2.11 and 2.13) the same op's events nest.
+    (torch 2.11 and 2.13) the same op's events nest. With the first calls under the profiler left
+    out (folded_stacks), the frames below were there, and a few events per case still needed a cut.
     `under` (with `below`): each event directly under a frame named with `below`, as (name, µs)."""
     out: dict[str, float] = {}
     cut_paths: list[str] = []
