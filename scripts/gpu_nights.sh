@@ -13,26 +13,37 @@
 # and OUTDIR/NAME.gate.json, NAME being NIGHT-<its UTC start>; the script exits 1 when a run failed
 # and 0 otherwise, whatever the gate said (its verdicts are the data). NIGHT_ARGS adds run.py options
 # to every night, after the design's (a later value wins: e.g. NIGHT_ARGS="--pairs 20 --rounds 240").
+# OUTDIR is made and checked as run.py checks --out (a folder other users could write is refused).
 # A night takes about 9 minutes on an H100 host: where each command has a shorter limit, start it
 # with scripts/detached.sh and wait for it there.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${1:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}
 IFS=, read -ra NIGHTS <<< "${2:?usage: gpu_nights.sh OUTDIR NIGHT[,NIGHT...]}"
-mkdir -p "$OUT"
+side_b_of() {  # side B of a night's A/B run; every night is checked before any work
+  case $1 in
+    aa) echo env: ;;
+    inject[0-9]*) echo "env:DBENCH_INJECT_GPU_NS=${1#inject}" ;;
+    injectcpu[0-9]*) echo "env:DBENCH_INJECT_CPU_NS=${1#injectcpu}" ;;
+    injectpy[0-9]*) echo "env:DBENCH_INJECT_PY_NS=${1#injectpy}" ;;
+    *) echo "gpu_nights.sh: error: NIGHT must be aa, injectNNN, injectcpuNNN or injectpyNNN, got '$1'" >&2; return 2 ;;
+  esac
+}
+for night in "${NIGHTS[@]}"; do side_b_of "$night" > /dev/null || exit 2; done
+# OUTDIR made and checked as run.py's --out is (only its owner can write or swap it): the script runs as root
+python3 -c 'import sys
+from dbench.analysis.outputs import OutputPathError, check_output_dir
+try:
+    check_output_dir(sys.argv[1], "OUTDIR")
+except OutputPathError as exc:
+    sys.exit(f"gpu_nights.sh: error: {exc}")' "$OUT" || exit 2
 export PYTHONUNBUFFERED=1
 status=0
 for night in "${NIGHTS[@]}"; do
-  case $night in
-    aa) side_b=env: ;;
-    inject[0-9]*) side_b="env:DBENCH_INJECT_GPU_NS=${night#inject}" ;;
-    injectcpu[0-9]*) side_b="env:DBENCH_INJECT_CPU_NS=${night#injectcpu}" ;;
-    injectpy[0-9]*) side_b="env:DBENCH_INJECT_PY_NS=${night#injectpy}" ;;
-    *) echo "gpu_nights.sh: error: NIGHT must be aa, injectNNN, injectcpuNNN or injectpyNNN, got '$night'" >&2; exit 2 ;;
-  esac
+  side_b=$(side_b_of "$night")
   # named by the night and its start (UTC), never reusing a name: a second call into OUTDIR keeps the first's files
   base="$night-$(date -u +%Y%m%dT%H%M%SZ)" name=$base k=1
-  while [ -e "$OUT/$name.log" ]; do k=$((k + 1)); name="$base-$k"; done
+  while [ -e "$OUT/$name.log" ] || [ -L "$OUT/$name.log" ]; do k=$((k + 1)); name="$base-$k"; done
   work=$(mktemp -d)
   design="--duet --pairs 18 --rounds 216 --cpp-repetitions 216"  # .github/workflows/nightly.yml's defaults
   echo "== $name: run.py --scenario boundary --ab env: $side_b $design ${NIGHT_ARGS:-}"

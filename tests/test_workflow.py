@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import Any
 
@@ -170,23 +171,57 @@ def test_the_gpu_nights_script_runs_the_nightly_design() -> None:
                             "--cpp-repetitions", d["CPP_REPETITIONS"]] and d["DESIGN"] == "duet"
 
 
-def test_two_calls_of_the_gpu_nights_script_into_one_folder_keep_both_nights(tmp_path: Path) -> None:
-    """Each night is named by its start, and a name already taken gets a suffix: a second call into
-    the same folder (or two nights of one kind in one call) never overwrites a night."""
+def _nights_stub(tmp_path: Path) -> dict[str, str]:
+    """An environment whose `python3` fakes run.py (a result written into --out) and the gate (a
+    verdict printed), and runs anything else (the folder check) with this interpreter."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stub = bin_dir / "python3"  # run.py writes a result into --out; the gate prints its verdict
+    stub = bin_dir / "python3"
     stub.write_text('#!/usr/bin/env bash\nprev=""\nfor a in "$@"; do [ "$prev" = --out ] && out=$a; prev=$a; done\n'
                     'if [ "$1" = run.py ]; then echo "{\\"night\\": \\"$*\\"}" > "$out/r.json"; exit 0; fi\n'
-                    'echo "### Regression gate — PASS"\n')
+                    'if [ "$2" = dbench.analysis.gate ]; then echo "### Regression gate — PASS"; exit 0; fi\n'
+                    f'exec {sys.executable} "$@"\n')
     stub.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def _nights(out: Path, nights: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_nights.sh"), str(out), nights], env=env,
+                          capture_output=True, text=True)
+
+
+def test_two_calls_of_the_gpu_nights_script_into_one_folder_keep_both_nights(tmp_path: Path) -> None:
+    """Each night is named by its start, and a name already taken (a file, or a link planted there)
+    gets a suffix: a second call into the same folder (or two nights of one kind in one call) never
+    overwrites a night nor writes through a link."""
+    env = _nights_stub(tmp_path)
     out = tmp_path / "nights"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out.mkdir(mode=0o755)
+    now = int(time.time())  # a dangling link at the name of every second the calls may start in
+    for second in range(now - 1, now + 30):
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+        (out / f"aa-{stamp}.log").symlink_to(tmp_path / f"planted-{stamp}")
     for nights in ("aa,aa", "aa"):
-        done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu_nights.sh"), str(out), nights], env=env,
-                              capture_output=True, text=True)
+        done = _nights(out, nights, env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert done.stdout.count("gate exit 0") == nights.count("aa"), done.stdout
     results = sorted(p.name for p in out.glob("*.json") if not p.name.endswith(".gate.json"))
-    assert len(results) == 3 and len(list(out.glob("*.gate.md"))) == 3 and len(list(out.glob("*.log"))) == 3, results
-    assert all(re.fullmatch(r"aa-\d{8}T\d{6}Z(-\d)?\.json", name) for name in results), results
+    assert len(results) == 3 and len(list(out.glob("*.gate.md"))) == 3, results
+    assert len([p for p in out.glob("*.log") if not p.is_symlink()]) == 3, sorted(out.iterdir())
+    assert all(re.fullmatch(r"aa-\d{8}T\d{6}Z-\d\.json", name) for name in results), results
+    assert not list(tmp_path.glob("planted-*"))
+
+
+def test_the_gpu_nights_script_refuses_a_shared_folder_and_a_bad_night_before_any_work(tmp_path: Path) -> None:
+    env = _nights_stub(tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # sticky and world-writable, as /tmp: another user could plant the files
+    refused = _nights(shared, "aa", env)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith("gpu_nights.sh: error: OUTDIR: refusing the output folder") and "Use OUTDIR" in line, line
+    assert not list(shared.iterdir())
+    bad = _nights(tmp_path / "out", "aa,nope", env)
+    assert bad.returncode == 2 and bad.stdout == "" and "got 'nope'" in bad.stderr, bad.stdout + bad.stderr
+    assert not (tmp_path / "out").exists()
