@@ -163,12 +163,10 @@ class OpContract:
     kernel_of: Callable[..., str] | None = None
     # The scalars at which the kernel does the most work per element (the offsets scenario times it there).
     heaviest_scalars: tuple[Any, ...] | None = None
-    # The op's own Triton launchers by op name (forward, backward), made on first use (triton is
-    # imported then): the triton_op variant's. None: ops/triton_ops.py's kernel of the op's name,
-    # launched in the shape `triton_shape` names (ops/triton_ops.py LAUNCH_SHAPES: "elementwise",
-    # "rows" (a program per row of the last dimension), "chain", "matmul").
+    # The op's Triton launchers by op name (forward, backward): the triton_op variant's. Made without
+    # importing triton; a launcher compiles its kernels on its first call. None: a user's op, whose
+    # own launchers call its Triton kernels (`launchers`), or an op without a triton_op row.
     triton_launchers: Callable[[], Mapping[str, Callable[..., Any]]] | None = None
-    triton_shape: str = "elementwise"
     # --- what a user's op declares (ops/declare.py); the shipped ops keep the defaults ---
     # Launcher per op name (the forward's and the backward's); None: the suite's pybind launchers.
     launchers: Mapping[str, Callable[..., Any]] | None = None

@@ -11,8 +11,6 @@ MAX_FUNCTION_LINES = 60
 MAX_RUN_PY_LINES = 150
 # "module:function" -> why it stays longer (each entry must still be over the limit).
 LONG_FUNCTIONS: dict[str, str] = {
-    "ops/triton_ops:_kernels": "the Triton kernels, defined inside one function so that triton is imported "
-                               "only when a Triton variant is built",
     "bench/instructions/child:main": "the process measured under callgrind: everything it allocates before the "
                                      "cases is part of the recorded counts, so it changes only with a re-record",
 }

@@ -10,6 +10,7 @@ another fails here, and the message names where it is missing.
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -83,14 +84,18 @@ def test_every_native_declaration_is_registered_and_nothing_else(native: set[str
     assert _forward(native) == headers
 
 
-def test_every_shipped_op_has_a_triton_launcher_shape_or_its_own_launchers() -> None:
-    """The triton_op variant launches a shipped op by the contract's triton_shape (never by its name),
-    or through the launchers it declares; both are built without importing triton."""
-    from dbench.ops.triton_ops import LAUNCH_SHAPES
-
+def test_every_shipped_op_declares_its_triton_launchers() -> None:
+    """The triton_op variant launches a shipped op through the launchers its own module declares, one
+    per op name (forward, backward); making them imports no triton (a fresh process, since another
+    test may have imported it here)."""
     for name, contract in OPS.items():
-        if contract.triton_launchers is not None:
-            assert set(contract.triton_launchers()) == set(contract.op_names()), name
-        else:
-            launch = LAUNCH_SHAPES[contract.triton_shape]
-            assert all(callable(launch(op, contract.tensor_args)) for op in contract.op_names()), name
+        assert contract.triton_launchers is not None, name
+        launchers = contract.triton_launchers()
+        assert set(launchers) == set(contract.op_names()), name
+        assert all(callable(launch) for launch in launchers.values()), name
+    code = ("import sys\nfrom dbench.ops.catalog import OPS\n"
+            "for c in OPS.values():\n    c.triton_launchers()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'triton'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -6,7 +6,8 @@ cost alone.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable, Mapping
 
 from torch import Tensor
 
@@ -21,6 +22,27 @@ def _backward(ctx: Any, grad: Tensor, kernels: OpKernels) -> tuple[Tensor | None
     return (grad,)
 
 
+@functools.cache
+def _triton_kernels() -> dict[str, Any]:
+    """The triton_op variant's kernel: a program per BLOCK elements copies them."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+    return {"triton": triton, "noop": copy_kernel}
+
+
+def _triton_launchers() -> Mapping[str, Callable[..., Any]]:
+    from ..triton_ops import elementwise_launcher
+
+    return {"noop": elementwise_launcher("noop", ("x",), _triton_kernels)}
+
+
 CONTRACT = OpContract(
     name="noop",
     tensor_args=("x",),
@@ -33,4 +55,5 @@ CONTRACT = OpContract(
     description="allocate the output and copy the input: pure boundary cost",
     aten=lambda x: x.clone(),
     work=same_shape_work(1, 1, 0),
+    triton_launchers=_triton_launchers,
 )
