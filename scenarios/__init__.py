@@ -42,7 +42,7 @@ DECLARATIONS: dict[str, Declaration] = {d.name: d for d in (
         # Two real nights of it on the H200 (results/h200/gate/grouped-nights): the C++ driver's ratio
         # rows' spread a pair fell from 11-18 % (12 shuffled repetitions of 0.03 s) to 1.8-2.2 %, the
         # Python ratio rows' from 3.6-4.6 % to 3.2-3.5 %; 6.2 min a night. The nightly workflow now
-        # gives its own design (--duet --pairs 16 --rounds 192 --cpp-repetitions 192: results/h100/gate/
+        # gives its own design (--duet --pairs 14 --rounds 336 --cpp-repetitions 336: results/h100/gate/
         # duet-nights), which these defaults do not change for a user's own --ab.
         repeated_cuda_defaults={"rounds": (90, 6), "cpp_repetitions": (90, 3)},
         table_note="Δ = median of per-round paired differences vs raw (inference, no_grad, inference_mode) or "

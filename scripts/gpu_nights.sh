@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real nights of the nightly's default design on one GPU host: the boundary table as an A/B run
-# (the workflow's defaults: --duet --pairs 18 --rounds 216 --cpp-repetitions 216, each pair's two
+# (the workflow's defaults: --duet --pairs 14 --rounds 336 --cpp-repetitions 336, each pair's two
 # processes at once and their GPU passes in turns) gated with the gate's defaults, exactly as the
 # nightly workflow gates it.
 #   bash scripts/gpu_nights.sh OUTDIR NIGHT[,NIGHT...]
@@ -12,7 +12,8 @@
 # DBENCH_INJECT_PY_NS). Each night leaves OUTDIR/NAME.json (the A/B result), OUTDIR/NAME.gate.md
 # and OUTDIR/NAME.gate.json, NAME being NIGHT-<its UTC start>; the script exits 1 when a run failed
 # and 0 otherwise, whatever the gate said (its verdicts are the data). NIGHT_ARGS adds run.py options
-# to every night, after the design's (a later value wins: e.g. NIGHT_ARGS="--pairs 20 --rounds 240").
+# to every night, after the design's (a later value wins: NIGHT_ARGS="--pairs 18 --rounds 216
+# --cpp-repetitions 216" runs the design before, 18 pairs of 12 rounds).
 # OUTDIR is made and checked as run.py checks --out (a folder other users could write is refused).
 # A night takes about 9 minutes on an H100 host: where each command has a shorter limit, start it
 # with scripts/detached.sh and wait for it there.
@@ -45,7 +46,7 @@ for night in "${NIGHTS[@]}"; do
   base="$night-$(date -u +%Y%m%dT%H%M%SZ)" name=$base k=1
   while [ -e "$OUT/$name.log" ] || [ -L "$OUT/$name.log" ]; do k=$((k + 1)); name="$base-$k"; done
   work=$(mktemp -d)
-  design="--duet --pairs 18 --rounds 216 --cpp-repetitions 216"  # .github/workflows/nightly.yml's defaults
+  design="--duet --pairs 14 --rounds 336 --cpp-repetitions 336"  # .github/workflows/nightly.yml's defaults
   echo "== $name: run.py --scenario boundary --ab env: $side_b $design ${NIGHT_ARGS:-}"
   start=$SECONDS
   # shellcheck disable=SC2086  # the design and NIGHT_ARGS are lists of options, split on purpose

@@ -139,11 +139,11 @@ def _defaults() -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("design", "expected"), [
-    ("duet", ["--pairs", "18", "--duet", "--rounds", "216", "--cpp-repetitions", "216"]),
-    ("grouped", ["--pairs", "18", "--rounds", "216", "--cpp-repetitions", "216"]),
+    ("duet", ["--pairs", "14", "--duet", "--rounds", "336", "--cpp-repetitions", "336"]),
+    ("grouped", ["--pairs", "14", "--rounds", "336", "--cpp-repetitions", "336"]),
 ])
 def test_the_nightly_ab_step_runs_the_design_it_is_given(tmp_path: Path, design: str, expected: list[str]) -> None:
-    """The A/B step's own script, run with a stand-in python3: the duet design by default (18 pairs of 12
+    """The A/B step's own script, run with a stand-in python3: the duet design by default (14 pairs of 24
     rounds, the C++ driver's too), the grouped one when asked, and an unknown design refused."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
