@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 
 from dbench.analysis import calibrate, compare, figures, gate, history, load, report
+from dbench.bench.io.document import read_json
 from test_gate import make_doc, make_row, noisy, two_runs, write
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
 SMALL = GOLDEN / "boundary-small-a.json"
 CALIBRATION = ROOT / "results" / "h200" / "gate-calibration.json"
-ROOFLINE = ROOT / "results" / "h200" / "roofline-cuda0-20261202T132652Z-8755d5.json"
+ROOFLINE = ROOT / "results" / "h200" / "roofline-cuda0-20261202T132652Z-8755d5.json.gz"
 
 
 def one_line_error(err: str, *needles: str) -> None:
@@ -425,7 +426,7 @@ def test_report_and_figures_of_a_result_without_rows(tmp_path: Path, capsys: pyt
 @pytest.fixture(scope="module")
 def interrupted_roofline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A roofline run stopped before its roofs were measured: no roofs, no rates, some rows untimed."""
-    doc = json.loads(ROOFLINE.read_text())
+    doc = read_json(ROOFLINE)
     doc["status"] = "interrupted"
     doc.pop("roofs", None)
     for i, row in enumerate(doc["rows"]):

@@ -27,7 +27,7 @@ from dbench.scenarios import DECLARATIONS, SCENARIO_NAMES
 from dbench.scenarios.base import Planned, not_runnable
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = ROOT / "results" / "cpu-intel-r-xeon-r-processor" / "boundary-cpu-20261129T084325Z.json"
+COMMITTED = ROOT / "results" / "cpu-intel-r-xeon-r-processor" / "boundary-cpu-20261129T084325Z.json.gz"
 FAST = ["--device", "cpu", "--no-cpp", "--no-pin", "--rounds", "2", "--block-ms", "0.2"]
 
 

@@ -10,7 +10,7 @@ import pytest
 from dbench.analysis import export, gate
 from test_gate import make_doc, make_row, write
 
-H200 = Path(__file__).resolve().parent.parent / "results" / "h200" / "boundary-cuda0-20261203T055804Z-fd1ea8.json"
+H200 = Path(__file__).resolve().parent.parent / "results" / "h200" / "boundary-cuda0-20261203T055804Z-fd1ea8.json.gz"
 
 
 def test_bencher_has_one_benchmark_per_row_and_one_measure_per_metric() -> None:

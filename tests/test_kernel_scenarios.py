@@ -25,8 +25,8 @@ from dbench.ops.catalog import OPS
 ROOT = Path(__file__).resolve().parent.parent
 H200 = ROOT / "results" / "h200"
 # Named, not globbed: a glob's order is the file system's, and the committed runs differ in ops and caches.
-H200_ROOFLINE = H200 / "roofline-cuda0-20261202T132021Z-54fbab.json"  # every op, warm and cold
-H200_LAUNCH = H200 / "launch-cuda0-20261202T132457Z-261914.json"
+H200_ROOFLINE = H200 / "roofline-cuda0-20261202T132021Z-54fbab.json.gz"  # every op, warm and cold
+H200_LAUNCH = H200 / "launch-cuda0-20261202T132457Z-261914.json.gz"
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def test_the_schedule_study_refuses_what_is_not_a_result(tmp_path: Path) -> None
 
 
 def test_drift_rebuilds_a_shuffled_runs_order_and_skips_a_grouped_one() -> None:
-    done = _run(str(H200 / "boundary-cuda0-20261204T120825Z-7dc36c.json"), str(GROUPED), "--drift")
+    done = _run(str(H200 / "boundary-cuda0-20261204T120825Z-7dc36c.json.gz"), str(GROUPED), "--drift")
     assert done.returncode == 0, done.stderr
     # The host drifts within a round: blocks far apart scatter more than adjacent ones.
     assert "blocks 0 to 2 apart: 2099 pairs, log-ratio robust SD 0.0517" in done.stdout

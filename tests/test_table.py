@@ -18,7 +18,7 @@ from dbench.bench.io.results import load_result
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
 SMALL = GOLDEN / "boundary-small-a.json"
-H200 = REPO_ROOT / "results" / "h200" / "boundary-cuda0-20261129T094430Z.json"
+H200 = REPO_ROOT / "results" / "h200" / "boundary-cuda0-20261129T094430Z.json.gz"
 
 
 @pytest.fixture(scope="module")
