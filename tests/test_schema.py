@@ -44,10 +44,23 @@ def test_the_committed_schema_is_the_generated_one() -> None:
 @pytest.mark.slow
 def test_every_committed_result_follows_the_schema() -> None:
     assert len(RESULTS) >= 60  # boundary, kernel, A/B, sharded and gate-study runs (62 on 2026-12-03)
-    validator = jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_PATH.read_text()))
-    bad = {str(p.relative_to(ROOT)): next(iter(validator.iter_errors(read_json(p)))).message
-           for p in RESULTS if not validator.is_valid(read_json(p))}
+    bad = {}
+    for path in RESULTS:
+        try:
+            schema.validate(read_json(path))
+        except jsonschema.ValidationError as exc:
+            bad[str(path.relative_to(ROOT))] = exc.message
     assert bad == {}
+
+
+def test_the_compiled_validator_agrees_with_the_reference_on_a_committed_run() -> None:
+    """schema.validate's fast path (fastjsonschema) accepts what jsonschema accepts; the refusals of
+    test_the_schema_refuses_what_the_reader_refuses go through it too."""
+    pytest.importorskip("fastjsonschema", reason="fastjsonschema (requirements.txt) compiles the schema")
+    assert schema._compiled() is not None
+    doc = read_json(ROOT / "tests" / "golden" / "boundary-small-a.json")
+    jsonschema.Draft202012Validator(json.loads(schema.SCHEMA_PATH.read_text())).validate(doc)
+    schema._compiled()(doc)
 
 
 def _small() -> dict[str, Any]:
@@ -72,6 +85,11 @@ def test_the_schema_refuses_what_the_reader_refuses(change: Any, says: str) -> N
     change(doc)
     with pytest.raises(jsonschema.ValidationError, match=says):
         schema.validate(doc)
+    if schema._compiled() is not None:  # the fast path refuses it on its own
+        import fastjsonschema
+
+        with pytest.raises(fastjsonschema.JsonSchemaException):
+            schema._compiled()(doc)
     with pytest.raises(ResultFileError):
         check_result(doc, "changed")
 
