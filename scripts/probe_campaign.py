@@ -64,11 +64,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dbench.bench.io.document import ResultFileError, read_result  # noqa: E402  (standard library only)
+from dbench.bench.io.document import ResultFileError, read_json, read_result  # noqa: E402  (standard library only)
 
 PY = sys.executable
 GOLDEN = ROOT / "tests" / "golden"
-AA_FOLDER = ROOT / "results" / "cpu-gate" / "aa"  # committed A/A A/B runs: what calibrate and nights read
+AA_FOLDER = ROOT / "results" / "cpu-gate" / "aa"  # committed A/A A/B runs (.json.gz): what calibrate and nights read
 NOBODY = 65534  # another local user
 IS_ROOT = os.geteuid() == 0
 NOT_ROOT = "needs root: planting another user's (uid 65534) files and links, or mounting a tmpfs"
@@ -1078,7 +1078,7 @@ def _cli_files(ctx: Ctx) -> None:
     for name in ("gate-new.json", "gate-base.json"):
         shutil.copyfile(GOLDEN / name, nights / name)
     ctx.vars["nights"] = str(nights)
-    aa = sorted(AA_FOLDER.glob("*.json"))
+    aa = sorted(AA_FOLDER.glob("*.json.gz"))
     ctx.vars.update(aa1=str(aa[0]), aa2=str(aa[1]))
 
 
@@ -1623,7 +1623,7 @@ FAST_GATE = {"gate/interrupted/md", "gate/running/txt"}
 def _status(status: str, source: Path = GOLDEN / "gate-base.json") -> Setup:
     """<tmp>/new.json: `source` (by default identical to the baseline: it would PASS) with `status`."""
     def setup(ctx: Ctx) -> None:
-        doc = json.loads(source.read_text())
+        doc = read_json(source)
         doc["status"] = status
         if status == "failed":
             doc.setdefault("error", "the harness broke")
@@ -1654,7 +1654,7 @@ def gate_probes() -> list[Probe]:
                             setup=(_status(status),)))
         probes.append(Probe(f"gate/{status}/new-in-a-folder", "gate", ("{dbench}", "gate", "{tmp}/runs", "{base}"),
                             never_pass, setup=(_status(status), _new_in_a_folder)))
-        aa = sorted(AA_FOLDER.glob("*.json"))[0]
+        aa = sorted(AA_FOLDER.glob("*.json.gz"))[0]
         probes.append(Probe(f"gate/{status}/ab-run", "gate", ("{dbench}", "gate", "{new}"), never_pass,
                             setup=(_status(status, aa),)))
     for kind in ("interrupted-early", "interrupted-rounds", "processes-interrupted"):
