@@ -114,6 +114,8 @@ def table(document: dict[str, Any], compared: list[dict[str, Any]] | None = None
              "| op | variant | mode | floor | µs/call | floor µs/call | over the floor [95 % CI] "
              "| torch's Python functions, inclusive µs |",
              "|---|---|---|---|---:|---:|---:|---|"]
+    if document.get("status") == "interrupted":
+        lines += [f"**Interrupted**: {document['error']}.", ""]
     lines += [_line(row) for row in timed_cases(document)]
     untimed = [r for r in document["rows"] if r.get("status") is not None]
     if untimed:
@@ -276,7 +278,7 @@ def run_windows(options: Any, console: Any) -> Any:
     import time
 
     from dbench.bench.harness.cli import UsageError
-    from dbench.bench.harness.common import EXIT_FAILED, EXIT_OK, Outcome, shown
+    from dbench.bench.harness.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Outcome, shown
     from dbench.bench.harness.device import out_folder
     from dbench.bench.io import env as envmod
     from dbench.bench.instructions.timed_windows import QUICK_ROUNDS
@@ -295,6 +297,9 @@ def run_windows(options: Any, console: Any) -> Any:
     failed = [r for r in document["rows"] if r.get("status") == "failed"]
     console.print(f"{len(timed_cases(document))} cases timed in windows; {len(failed)} failed" + "".join(
         f"\nwrote {shown(p)}" for p in paths), soft_wrap=True, markup=False)
+    if document.get("status") == "interrupted":
+        console.print(document["error"], soft_wrap=True, markup=False)
+        return Outcome(EXIT_INTERRUPTED, paths[0], document)
     return Outcome(EXIT_FAILED if failed else EXIT_OK, paths[0], document)
 
 
@@ -338,7 +343,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analys
     except (OutputPathError, WindowsInputError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    return 0
+    return 130 if document.get("status") == "interrupted" else 0
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ step() {
   local limit=$1 start=$SECONDS rc; shift
   echo "== $* (limit ${limit}s)"
   timeout "$limit" "$@"; rc=$?
-  printf '%s\t%s\t%s\n' "$rc" "$((SECONDS - start))" "$*" >> "$STEPS"
+  # One line a step, whatever its command holds: a newline in it would read as a step of its own
+  # (and a failed one, at the summary below).
+  printf '%s\t%s\t%s\n' "$rc" "$((SECONDS - start))" "$(printf '%s' "$*" | tr '\n\t' '  ' | tr -s ' ')" >> "$STEPS"
   echo "== rc=$rc$([ "$rc" = 124 ] && echo ' (out of time)')"
 }
 collect() { [ -n "${COLLECT:-}" ] && cp "$OUT/$1"/*.json "$COLLECT/$1.json" 2>/dev/null; true; }

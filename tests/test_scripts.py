@@ -107,6 +107,25 @@ def test_gpu_validate_lists_its_steps_and_fails_when_one_did(tmp_path: Path) -> 
     assert len(racecheck) == 3 and all("--kernel-name kns=dbench" in c for c in racecheck)
 
 
+def test_gpu_validate_passes_when_every_test_step_did(tmp_path: Path) -> None:
+    """The tests part with a python3 and a ctest that succeed: exit 0 and one line a step in
+    steps.tsv. The timing step's command holds a newline; written as is, its second line read as a
+    failed step (an H100 run whose every step exited 0 ended '1 step(s) failed')."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "scripts" / "gpu_validate.sh", repo / "scripts" / "gpu_validate.sh")
+    (repo / "scripts" / "setup.sh").write_text("echo setup\n")
+    env = _stand_ins(tmp_path, NEW_HELP, python3="#!/bin/sh\nexit 0\n", ctest="#!/bin/sh\nexit 0\n")
+    out_dir = tmp_path / "out"
+    out = subprocess.run(["bash", str(repo / "scripts" / "gpu_validate.sh"), str(out_dir), "tests"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "failed or ran out of time" not in out.stdout
+    rows = [line.split("\t") for line in (out_dir / "steps.tsv").read_text().splitlines()]
+    assert [rc for rc, _, _ in rows[1:]] == ["0"] * 5, rows  # setup, errors, suite, timing, ctest
+    assert "exit $((rc == 5 ? 0 : rc)) pytest tests" in rows[4][2], rows[4]
+
+
 def _detached(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(REPO_ROOT / "scripts" / "detached.sh"), *args], capture_output=True, text=True,
                           timeout=60)

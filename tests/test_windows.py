@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -274,3 +275,56 @@ def test_the_table_names_the_functions_inclusive_and_the_uncovered_rest() -> Non
     assert "| o | v | inference | raw | 5.00 | 2.00 | +3.00 [+2.50, +3.50] | `CustomOpDef.__call__` 4.00; " \
            "`fill_defaults` 0.50 (2) |" in text
     assert "Not timed: 1 cases" in text and "not named by this method" in text
+
+
+def test_an_interrupt_keeps_the_cases_timed_before_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C or SIGTERM (the command raises KeyboardInterrupt) in the third case: the two timed
+    cases are kept in a document marked interrupted that says where it stopped, and its files are
+    written with that line in the table (an H100 run cut at case 45 of 50 once kept none)."""
+    real, calls = tw.measure, []
+
+    def measure(*args: Any, **kwargs: Any) -> tw.CaseWindows:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tw, "measure", measure)
+    try:
+        document = tw.collect_windows(("noop",), ("raw", "define_impl"), "cpu", calls=20, rounds=3)
+    except KeyboardInterrupt:
+        pytest.fail("the interrupt left collect_windows: the cases it had timed are lost")
+    timed = aw.timed_cases(document)
+    assert [(r["variant"], r["mode"]) for r in timed] == [("raw", "inference"), ("raw", "no_grad")], timed
+    assert document["status"] == "interrupted"
+    assert document["error"] == ("interrupted during case 3 of 6, noop/raw/inference_mode: 2 of 6 cases timed and "
+                                 "kept, the others not timed"), document["error"]
+    paths = aw.write_outputs(document, tmp_path, "windows-cpu")
+    assert f"**Interrupted**: {document['error']}." in (tmp_path / "windows-cpu.md").read_text()
+    assert json.loads(paths[0].read_text())["status"] == "interrupted"
+
+
+def test_a_sigint_to_the_command_writes_what_it_timed_and_exits_130(tmp_path: Path) -> None:
+    """The command itself, stopped with SIGINT once its second case has begun: exit 130, the document
+    marked interrupted, holding every case before the one the signal cut (the second, or a later one
+    on a loaded host: each case takes over 0.1 s, so the signal lands before the last)."""
+    import signal
+
+    from tests.stopping import started
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "dbench.analysis.windows", "--device", "cpu", "--ops", "noop", "--variants",
+           "raw,define_impl", "--rounds", "3", "--calls", "20000", "--out", str(out)]
+    with started(cmd, cwd=ROOT) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("[windows] [2/6]"):
+                break
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, rest
+    document = json.loads((out / "windows-cpu.windows.json").read_text())
+    assert document["status"] == "interrupted", document
+    cut = re.match(r"interrupted during case (\d) of 6, ", document["error"])
+    assert cut is not None and int(cut.group(1)) >= 2, document["error"]
+    assert len(aw.timed_cases(document)) == int(cut.group(1)) - 1

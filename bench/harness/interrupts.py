@@ -109,7 +109,7 @@ def mark_interrupted(args: Any) -> Path | None:
     from dbench.bench.io.result_types import ResultDocument
     from dbench.bench.core.trust import make_output_folder
 
-    error = "interrupted before anything was measured"
+    error = "interrupted before any measurement was kept"  # a breakdown's callgrind child may have counted some
     try:
         if RESERVED:
             end_running(RESERVED[-1], "interrupted", error)  # unless its way to run ended it

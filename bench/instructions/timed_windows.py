@@ -376,6 +376,34 @@ def with_floor_windows(rows: list[dict[str, Any]], floor_of: Callable[[Mapping[s
             f["delta_us"] = round(f["us"] - below.get(f["function"], 0.0), 4)
 
 
+def _timed_row(case: Case, by_identity: Mapping[Any, Case], found: list[Hook], calls: int,
+               rounds: int) -> dict[str, Any]:
+    """A runnable case's row, timed beside its floor (a floor not timed is named in the row)."""
+    from dbench.bench.core.identity import case_identity, case_label
+    from dbench.bench.instructions.breakdown import floor_of
+
+    key = dict(case.key)
+    floor_key = floor_of(key)
+    floor = by_identity.get(case_identity(floor_key)) if floor_key is not None else None
+    if floor is not None and not floor.runnable:
+        floor = None
+    row = case_row(key, None if floor is None else floor.key["variant"], measure(case, floor, found, calls, rounds))
+    if floor_key is not None and floor is None:
+        row["floor_missing"] = f"its floor {case_label(floor_key)} was not timed: add it to --variants"
+    return row
+
+
+def _add_flame(case: Case, row: dict[str, Any], flames: Path, say: Callable[[str], None]) -> None:
+    """The case's flame graph written in `flames` as it is made, its fields in the row."""
+    from dbench.bench.instructions.breakdown import flame_name
+    from dbench.bench.io.atomic import write_atomic
+
+    flame = folded_stacks(case, say=say)
+    write_atomic(flames / flame_name(case.key, FLAME_STEM), flame.stacks.encode())
+    row["flame"] = flame.fields()
+    say(flame_note(case.label, row["flame"], row["total_us"]))
+
+
 def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str, calls: int = DEFAULT_CALLS,
                     rounds: int = DEFAULT_ROUNDS, say: Callable[[str], None] = lambda line: None,
                     flames: Path | None = None) -> dict[str, Any]:
@@ -386,9 +414,8 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
 
     import torch
 
-    from dbench.bench.core.identity import case_identity, case_label
-    from dbench.bench.instructions.breakdown import flame_name, floor_of
-    from dbench.bench.io.atomic import write_atomic
+    from dbench.bench.core.identity import case_identity
+    from dbench.bench.instructions.breakdown import floor_of
     from dbench.bench.instructions.collect import counted_scenario
     from dbench.bench.io import env as envmod
     from dbench.scenarios.base import Selection
@@ -403,29 +430,30 @@ def collect_windows(ops: tuple[str, ...], variants: tuple[str, ...], device: str
         flames.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     timed, done = sum(1 for c in cases if c.runnable), 0
-    for case in cases:
-        key = dict(case.key)
-        if not case.runnable:
-            rows.append({**key, "status": "failed" if case.error else "n/a", "reason": case.error or case.na_reason})
-            continue
-        floor_key = floor_of(key)
-        floor = by_identity.get(case_identity(floor_key)) if floor_key is not None else None
-        if floor is not None and not floor.runnable:
-            floor = None
-        done += 1
-        say(f"[{done}/{timed}] {case.label}")
-        measured = measure(case, floor, found, calls, rounds)
-        row = case_row(key, None if floor is None else floor.key["variant"], measured)
-        if floor_key is not None and floor is None:
-            row["floor_missing"] = f"its floor {case_label(floor_key)} was not timed: add it to --variants"
-        rows.append(row)
-        if flames is not None:
-            flame = folded_stacks(case, say=say)
-            write_atomic(flames / flame_name(key, FLAME_STEM), flame.stacks.encode())
-            row["flame"] = flame.fields()
-            say(flame_note(case.label, row["flame"], row["total_us"]))
+    stopped: str | None = None
+    current = "the first case"
+    try:
+        for case in cases:
+            key = dict(case.key)
+            if not case.runnable:
+                rows.append({**key, "status": "failed" if case.error else "n/a",
+                             "reason": case.error or case.na_reason})
+                continue
+            done += 1
+            current = f"case {done} of {timed}, {case.label}"
+            say(f"[{done}/{timed}] {case.label}")
+            rows.append(_timed_row(case, by_identity, found, calls, rounds))
+            if flames is not None:
+                _add_flame(case, rows[-1], flames, say)
+    except KeyboardInterrupt:
+        # Ctrl-C or SIGTERM (the command's handler raises it once; later ones are ignored while the
+        # result is written): the cases timed so far are kept, the one cut short is not.
+        kept = sum(1 for r in rows if r.get("status") is None)
+        stopped = f"interrupted during {current}: {kept} of {timed} cases timed and kept, the others not timed"
+        say(stopped)
     with_floor_windows(rows, floor_of)
-    return {"schema": SCHEMA, "method": "timed windows",
+    status = {} if stopped is None else {"status": "interrupted", "error": stopped}
+    return {"schema": SCHEMA, "method": "timed windows", **status,
             "config": {"scenario": scenario, "ops": list(ops), "variants": list(variants), "device": device,
                        "dtype": "float32", "calls": calls, "rounds": rounds, "warmup_calls": WARMUP_CALLS},
             "env": envmod.capture(device), "rows": rows}
