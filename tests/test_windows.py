@@ -192,7 +192,10 @@ def test_a_known_wait_in_a_registered_ops_kernel_lands_in_its_window(tmp_path: P
     for row in timed:
         window = next(f for f in row["python_functions"] if f["function"] == "OpOverload.__call__")
         assert window["delta_us"] >= 19.5 and row["delta_us"] >= 19.5, row
-        assert 0.8 <= window["delta_us"] / row["delta_us"] <= 1.2, row
+        # The window also holds the kernel's own copy (the floor's work, outside any window of its
+        # own), and each is a median of 3 rounds: a fresh clone's CI on a loaded 2-core host read
+        # 1.205 once. A wait outside the window would read about 0.1.
+        assert 0.75 <= window["delta_us"] / row["delta_us"] <= 1.35, row
     timings, against_flames = (out / "windows-cpu.md").read_text().split("## The flame graphs against the timed calls")
     assert timings.count("| noop | define_impl |") == 3 and against_flames.count("| noop | define_impl |") == 3
     assert (out / "windows-cpu-noop.png").stat().st_size > 10_000
