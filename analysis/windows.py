@@ -304,6 +304,7 @@ def run_windows(options: Any, console: Any) -> Any:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analysis.windows") -> int:
+    from dbench.bench.harness.common import EXIT_INTERRUPTED
     from dbench.bench.instructions.breakdown import SCHEMA as BREAKDOWN_SCHEMA
 
     p = Parser(prog=prog, description=__doc__.splitlines()[0])
@@ -343,7 +344,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m dbench.analys
     except (OutputPathError, WindowsInputError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    return 130 if document.get("status") == "interrupted" else 0
+    return EXIT_INTERRUPTED if document.get("status") == "interrupted" else 0
 
 
 if __name__ == "__main__":
